@@ -1,0 +1,276 @@
+"""Batched, read-only evidence collection from a host.
+
+Every host layer declares a :class:`HostQuery` (file globs to read, links to resolve,
+directories to list, files to stat, commands to run). The union of all layers' queries
+becomes ONE POSIX shell script, run once per node through whatever transport the target
+uses (local, ssh, chroot, kubectl via testinfra). The script's size does not depend on the
+number of devices: it expands globs on the node. Its output is parsed into a
+:class:`HostSnapshot`, which is plain JSON-able data: the same snapshot can be saved as an
+evidence bundle and evaluated offline with identical results.
+
+The script writes nothing on the node. ``KGC_ROOT`` (empty by default) prefixes every path,
+so a directory tree shaped like ``/sys`` and ``/proc`` can be read through the very same code.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_FILE_BYTES = 262144
+
+
+@dataclass(frozen=True)
+class HostQuery:
+    files: tuple[str, ...] = ()
+    links: tuple[str, ...] = ()
+    dirs: tuple[str, ...] = ()
+    stats: tuple[str, ...] = ()
+    commands: tuple[tuple[str, str], ...] = ()
+
+    def __or__(self, other: HostQuery) -> HostQuery:
+        def merge(a: Iterable[Any], b: Iterable[Any]) -> tuple[Any, ...]:
+            return tuple(dict.fromkeys([*a, *b]))
+
+        return HostQuery(
+            files=merge(self.files, other.files),
+            links=merge(self.links, other.links),
+            dirs=merge(self.dirs, other.dirs),
+            stats=merge(self.stats, other.stats),
+            commands=merge(self.commands, other.commands),
+        )
+
+
+def _glob_words(pattern: str) -> str:
+    """Render a path glob for sh: root prefix quoted, glob part left for expansion."""
+    if not pattern.startswith("/"):
+        raise ValueError(f"query paths must be absolute: {pattern!r}")
+    for ch in "'\"`$\\;&|<>()\n ":
+        if ch in pattern:
+            raise ValueError(f"unsupported character {ch!r} in query path {pattern!r}")
+    return '"$R"' + pattern
+
+
+def _shell_quote(s: str) -> str:
+    return "'" + s.replace("'", "'\"'\"'") + "'"
+
+
+def build_script(query: HostQuery, boundary: str) -> str:
+    """One read-only POSIX sh script that answers the whole query."""
+    b = boundary
+    lines = [
+        "R=\"${KGC_ROOT:-}\"",
+        f"B='{b}'",
+        "rel() { printf '%s' \"${1#\"$R\"}\"; }",
+        "ex() { [ -e \"$1\" ] || [ -L \"$1\" ]; }",
+        f"printf '%s V 1\\n' \"$B\"",
+    ]
+    for pat in query.files:
+        lines.append(
+            f"for p in {_glob_words(pat)}; do ex \"$p\" || continue; [ -d \"$p\" ] && continue; "
+            f"printf '%s F %s\\n' \"$B\" \"$(rel \"$p\")\"; "
+            f"head -c {MAX_FILE_BYTES} -- \"$p\" 2>/dev/null; rc=$?; "
+            "printf '\\n%s R %s\\n' \"$B\" \"$rc\"; done"
+        )
+    for pat in query.links:
+        lines.append(
+            f"for p in {_glob_words(pat)}; do [ -L \"$p\" ] || continue; "
+            "printf '%s L %s\\n%s\\n' \"$B\" \"$(rel \"$p\")\" \"$(readlink \"$p\")\"; done"
+        )
+    for pat in query.dirs:
+        lines.append(
+            f"for p in {_glob_words(pat)}; do [ -d \"$p\" ] || continue; "
+            "printf '%s D %s\\n' \"$B\" \"$(rel \"$p\")\"; ls -1A -- \"$p\" 2>/dev/null; "
+            "rc=$?; printf '%s R %s\\n' \"$B\" \"$rc\"; done"
+        )
+    for pat in query.stats:
+        lines.append(
+            f"for p in {_glob_words(pat)}; do ex \"$p\" || continue; "
+            "printf '%s S %s\\n' \"$B\" \"$(rel \"$p\")\"; "
+            "stat -c '%F|%a|%U|%G|%s' -- \"$p\" 2>/dev/null || echo '?'; done"
+        )
+    for name, cmd in query.commands:
+        if not name.replace("_", "").replace("-", "").replace(".", "").isalnum():
+            raise ValueError(f"bad command name {name!r}")
+        lines.append(
+            f"printf '%s C %s\\n' \"$B\" {_shell_quote(name)}; "
+            f"( {cmd} ) </dev/null 2>&1; rc=$?; printf '\\n%s R %s\\n' \"$B\" \"$rc\""
+        )
+    lines.append(f"printf '%s END\\n' \"$B\"")
+    return "\n".join(lines) + "\n"
+
+
+def new_boundary() -> str:
+    return f"@@KGC-{secrets.token_hex(8)}@@"
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    rc: int
+    output: str
+
+
+@dataclass(frozen=True)
+class StatResult:
+    kind: str  # "socket", "regular file", "directory", ... as stat(1) %F prints it
+    mode: str  # octal permission bits, e.g. "660"
+    owner: str
+    group: str
+    size: int
+
+
+@dataclass(frozen=True)
+class HostSnapshot:
+    """What a node answered: plain data, JSON round-trippable, safe to evaluate offline."""
+
+    files: Mapping[str, str] = field(default_factory=dict)
+    links: Mapping[str, str] = field(default_factory=dict)
+    dirs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    stats: Mapping[str, StatResult] = field(default_factory=dict)
+    commands: Mapping[str, CommandResult] = field(default_factory=dict)
+    errors: Mapping[str, str] = field(default_factory=dict)
+    complete: bool = True
+
+    # -- reading --------------------------------------------------------------------
+    def read(self, path: str) -> str | None:
+        return self.files.get(path)
+
+    def text(self, path: str) -> str | None:
+        """File content stripped of surrounding whitespace, or None when absent."""
+        v = self.files.get(path)
+        return None if v is None else v.strip()
+
+    def listdir(self, path: str) -> tuple[str, ...] | None:
+        return self.dirs.get(path.rstrip("/") or "/")
+
+    def link(self, path: str) -> str | None:
+        return self.links.get(path)
+
+    def link_name(self, path: str) -> str | None:
+        """Last component of a symlink's target (``driver`` -> ``vfio-pci``)."""
+        t = self.links.get(path)
+        return None if t is None else posixpath.basename(t.rstrip("/"))
+
+    def exists(self, path: str) -> bool:
+        return (
+            path in self.files
+            or path in self.links
+            or path in self.dirs
+            or path in self.stats
+            or path in self.errors
+        )
+
+    def glob(self, pattern: str) -> list[str]:
+        known = set(self.files) | set(self.links) | set(self.dirs) | set(self.stats)
+        return sorted(p for p in known if fnmatch.fnmatchcase(p, pattern))
+
+    def command(self, name: str) -> CommandResult | None:
+        return self.commands.get(name)
+
+    # -- (de)serialisation -----------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "files": dict(self.files),
+            "links": dict(self.links),
+            "dirs": {k: list(v) for k, v in self.dirs.items()},
+            "stats": {k: vars(v) for k, v in self.stats.items()},
+            "commands": {k: vars(v) for k, v in self.commands.items()},
+            "errors": dict(self.errors),
+            "complete": self.complete,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> HostSnapshot:
+        return cls(
+            files=dict(d.get("files", {})),
+            links=dict(d.get("links", {})),
+            dirs={k: tuple(v) for k, v in d.get("dirs", {}).items()},
+            stats={k: StatResult(**v) for k, v in d.get("stats", {}).items()},
+            commands={k: CommandResult(**v) for k, v in d.get("commands", {}).items()},
+            errors=dict(d.get("errors", {})),
+            complete=bool(d.get("complete", True)),
+        )
+
+
+def parse_output(output: str, boundary: str) -> HostSnapshot:
+    """Parse the script's output. Never raises: garbage yields an incomplete snapshot."""
+    files: dict[str, str] = {}
+    links: dict[str, str] = {}
+    dirs: dict[str, tuple[str, ...]] = {}
+    stats: dict[str, StatResult] = {}
+    commands: dict[str, CommandResult] = {}
+    errors: dict[str, str] = {}
+    complete = False
+    b = boundary + " "
+
+    lines = output.split("\n")
+    i = 0
+    n = len(lines)
+
+    def collect_until_rc(start: int) -> tuple[list[str], int, int]:
+        body: list[str] = []
+        j = start
+        while j < n:
+            if lines[j].startswith(b + "R "):
+                try:
+                    rc = int(lines[j][len(b) + 2 :].strip())
+                except ValueError:
+                    rc = -1
+                return body, rc, j + 1
+            if lines[j].startswith(b):
+                return body, -1, j  # truncated record
+            body.append(lines[j])
+            j += 1
+        return body, -1, j
+
+    while i < n:
+        line = lines[i]
+        if not line.startswith(b):
+            i += 1
+            continue
+        kind, _, rest = line[len(b) :].partition(" ")
+        if kind == "END":
+            complete = True
+            i += 1
+            continue
+        if kind == "F":
+            body, rc, i = collect_until_rc(i + 1)
+            # the script adds one newline after the content; joining the lines between
+            # the record and its R line with "\n" gives the content back exactly
+            content = "\n".join(body)
+            if rc == 0:
+                files[rest] = content
+            else:
+                errors[rest] = f"unreadable (exit {rc})"
+        elif kind == "L":
+            # exactly one line follows: the link's target (empty when readlink failed)
+            links[rest] = lines[i + 1] if i + 1 < n else ""
+            i += 2
+        elif kind == "D":
+            body, rc, i = collect_until_rc(i + 1)
+            if rc == 0:
+                dirs[rest.rstrip("/") or "/"] = tuple(e for e in body if e)
+            else:
+                errors[rest] = f"directory unreadable (exit {rc})"
+        elif kind == "S":
+            raw = lines[i + 1] if i + 1 < n else ""
+            parts = raw.split("|")
+            if len(parts) == 5:
+                try:
+                    size = int(parts[4])
+                except ValueError:
+                    size = -1
+                stats[rest] = StatResult(parts[0], parts[1], parts[2], parts[3], size)
+            else:
+                errors[rest] = "stat failed"
+            i += 2
+        elif kind == "C":
+            body, rc, i = collect_until_rc(i + 1)
+            commands[rest] = CommandResult(rc, "\n".join(body))
+        else:
+            i += 1
+    return HostSnapshot(files, links, dirs, stats, commands, errors, complete)

@@ -1,0 +1,219 @@
+"""Profiles: one YAML per certified platform, validated strictly.
+
+Unknown keys are refused; every error names the file and the field path
+(``host.passthrough.targets[0].vendr: unknown field``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+PROFILES_DIR = Path(__file__).resolve().parents[3] / "profiles"
+DEFAULT_PROFILE = "generic-nvidia-passthrough"
+
+_HEX4 = re.compile(r"^[0-9a-f]{4}$")
+_BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+
+
+class ProfileError(Exception):
+    """A profile could not be loaded. ``str()`` is the whole user-facing message."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DeviceSelector(Strict):
+    """Matches PCI devices. All given fields must match.
+
+    ``class`` is a hex prefix of the 24-bit class code: ``"03"`` = any display controller,
+    ``"0302"`` = 3D controller, ``"030000"`` = VGA.
+    """
+
+    vendor: str | None = None
+    device: str | None = None
+    class_: str | None = Field(default=None, alias="class")
+    address: str | None = None
+    name: str | None = None
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("vendor", "device")
+    @classmethod
+    def _hex4(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        v = v.lower().removeprefix("0x")
+        if not _HEX4.match(v):
+            raise ValueError("must be 4 hex digits, e.g. '10de'")
+        return v
+
+    @field_validator("class_")
+    @classmethod
+    def _cls(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        v = v.lower().removeprefix("0x")
+        if not re.fullmatch(r"[0-9a-f]{2}([0-9a-f]{2}([0-9a-f]{2})?)?", v):
+            raise ValueError("must be 2, 4 or 6 hex digits of the PCI class code, e.g. '0302'")
+        return v
+
+    @field_validator("address")
+    @classmethod
+    def _bdf(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        v = v.lower()
+        if re.fullmatch(r"[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", v):
+            v = "0000:" + v
+        if not _BDF.match(v):
+            raise ValueError("must be a PCI address like '0000:41:00.0'")
+        return v
+
+    def matches(self, bdf: str, vendor: str | None, device: str | None, pci_class: str | None) -> bool:
+        if self.address is not None and bdf != self.address:
+            return False
+        if self.vendor is not None and vendor != self.vendor:
+            return False
+        if self.device is not None and device != self.device:
+            return False
+        if self.class_ is not None and not (pci_class or "").startswith(self.class_):
+            return False
+        return not (
+            self.address is None and self.vendor is None and self.device is None and self.class_ is None
+        )
+
+    def describe(self) -> str:
+        if self.name:
+            return self.name
+        parts = []
+        if self.address:
+            parts.append(self.address)
+        if self.vendor or self.device:
+            parts.append(f"{self.vendor or '*'}:{self.device or '*'}")
+        if self.class_:
+            parts.append(f"class {self.class_}*")
+        return " ".join(parts) or "(empty selector)"
+
+
+class IommuProfile(Strict):
+    vendor: Literal["any", "intel", "amd", "arm"] = "any"
+    mode: Literal["any", "passthrough", "translated"] = "any"
+    require_interrupt_remapping: bool = True
+
+
+class PassthroughProfile(Strict):
+    targets: tuple[DeviceSelector, ...] = ()
+    host_keeps: tuple[DeviceSelector, ...] = ()
+    allowed_drivers: tuple[str, ...] = ("vfio-pci", "nvgrace_gpu_vfio_pci")
+    # A profile for a fleet where some nodes have no GPU may allow zero targets.
+    require_targets_present: bool = True
+
+
+class PersistenceProfile(Strict):
+    accepted_mechanisms: tuple[
+        Literal["modprobe", "cmdline", "driverctl", "udev"], ...
+    ] = ("modprobe", "cmdline", "driverctl", "udev")
+    # GPU host drivers that compete with vfio-pci for the targets at boot.
+    competing_drivers: tuple[str, ...] = ("nvidia", "nouveau", "snd_hda_intel", "amdgpu", "radeon")
+
+
+class HostProfile(Strict):
+    iommu: IommuProfile = IommuProfile()
+    passthrough: PassthroughProfile = PassthroughProfile()
+    persistence: PersistenceProfile = PersistenceProfile()
+
+
+class RuntimeProfile(Strict):
+    """containerd + Kata handler expectations (layer ``runtime``)."""
+
+    containerd_config: str = "/etc/containerd/config.toml"
+    kata_handler: str = "kata"
+    runtime_class: str = "kata"
+    require_nri: bool = True
+    nri_socket: str = "/var/run/nri/nri.sock"
+    kata_config_paths: tuple[str, ...] = (
+        "/etc/kata-containers/configuration.toml",
+        "/opt/kata/share/defaults/kata-containers/configuration.toml",
+        "/usr/share/defaults/kata-containers/configuration.toml",
+    )
+
+
+class NriProfile(Strict):
+    """Live NRI probe settings (layer ``nri``)."""
+
+    plugin_index: str = "99"
+    plugin_name: str = "kgc-probe"
+    event_timeout_s: float = 10.0
+    allow_adjustment: bool = True
+
+
+class ClusterProfile(Strict):
+    """Cluster layers (gpu, sizing, keda): resource names, expectations, budgets."""
+
+    gpu_resources: tuple[str, ...] = ("nvidia.com/gpu", "nvidia.com/pgpu")
+    runtime_class: str = "kata"
+    baseline_runtime_class: str = "runc"
+    namespace_prefix: str = "kgc-"
+    label: str = "kgc.io/run"
+    memtotal_tolerance_mib: int = 128
+    scale_up_budget_s: float = 60.0
+    simulated: bool = False
+
+
+class Profile(Strict):
+    name: str
+    description: str = ""
+    host: HostProfile = HostProfile()
+    runtime: RuntimeProfile = RuntimeProfile()
+    nri: NriProfile = NriProfile()
+    cluster: ClusterProfile = ClusterProfile()
+    source: str = Field(default="", exclude=True)
+
+
+def _loc(loc: Sequence[int | str]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def resolve(name_or_path: str | Path) -> Path:
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        return p
+    return PROFILES_DIR / f"{name_or_path}.yaml"
+
+
+def load_profile(name_or_path: str | Path = DEFAULT_PROFILE) -> Profile:
+    path = resolve(name_or_path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        avail = ", ".join(sorted(p.stem for p in PROFILES_DIR.glob("*.yaml")))
+        raise ProfileError(f"profile not found: {path} (built-in profiles: {avail})") from None
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read profile: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ProfileError(f"{path}: a profile must be a YAML mapping at the top level")
+    try:
+        prof = Profile.model_validate(raw)
+    except ValidationError as exc:
+        msgs = []
+        for err in exc.errors():
+            field = _loc(err["loc"])
+            msg = "unknown field (not in the profile schema)" if err["type"] == "extra_forbidden" else err["msg"]
+            msgs.append(f"{path}: {field}: {msg}")
+        raise ProfileError("invalid profile\n  " + "\n  ".join(msgs)) from None
+    return prof.model_copy(update={"source": str(path)})
