@@ -68,7 +68,7 @@ cat > "$ROOT/boot/loader/entries/debian.conf" <<ENT
 title Debian GNU/Linux (kgc lab node)
 linux /boot/vmlinuz-$KVER
 initrd /boot/initrd.img-$KVER
-options root=/dev/vda rw console=ttyS0,115200 quiet random.trust_cpu=on intel_iommu=on iommu=pt systemd.show_status=0 net.ifnames=0
+options root=/dev/vda rw console=ttyS0,115200 quiet no_timer_check random.trust_cpu=on intel_iommu=on iommu=pt systemd.show_status=0 net.ifnames=0
 ENT
 chroot "$ROOT" apt-get clean
 rm -rf "$ROOT"/var/lib/apt/lists/* "$ROOT"/var/cache/apt/*.bin "$ROOT"/usr/share/doc/* "$ROOT"/usr/share/man/* "$ROOT"/usr/share/locale/*

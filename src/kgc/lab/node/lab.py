@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -115,9 +115,40 @@ class Variant:
         kd = ensure_keys()
         h.update((kd / "id_ed25519.pub").read_bytes())
         h.update((kd / "ssh_host_ed25519_key.pub").read_bytes())
+        h.update(CONSOLE_REPORT_UNIT.encode() + LAB_NETWORK.encode())
         h.update(json.dumps([dict(self.files), self.options, self.initramfs],
                             sort_keys=True).encode())
         return h.hexdigest()[:16]
+
+
+# Prints the node's state to the serial console once booted: the console log then tells
+# why a node is unreachable (it is attached to error verdicts).
+CONSOLE_REPORT_UNIT = """[Unit]
+Description=kgc lab: report boot state on the serial console
+After=ssh.service systemd-networkd.service
+[Service]
+Type=oneshot
+StandardOutput=tty
+TTYPath=/dev/ttyS0
+ExecStart=/bin/sh -c 'echo "== kgc-node ready: $(cat /proc/uptime)"; ip -br addr; \
+ systemctl is-active ssh.service systemd-networkd.service; systemctl --failed --no-legend; \
+ journalctl -b -u ssh.service --no-pager -n 15 -q'
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+# Only the virtio NIC (SSH via QEMU user networking) is configured; the stand-in NICs stay
+# unconfigured (they are passthrough targets or the host's spare NIC).
+LAB_NETWORK = """[Match]
+Driver=virtio_net
+[Network]
+Address=10.0.2.15/24
+Gateway=10.0.2.2
+DNS=10.0.2.3
+LinkLocalAddressing=no
+IPv6AcceptRA=no
+"""
 
 
 @dataclass(frozen=True)
@@ -170,6 +201,13 @@ def build_variant(v: Variant) -> BuiltImage:
         files["/root/.ssh/authorized_keys"] = (kd / "id_ed25519.pub").read_text()
         files["/etc/ssh/ssh_host_ed25519_key"] = (kd / "ssh_host_ed25519_key").read_text()
         files["/etc/ssh/ssh_host_ed25519_key.pub"] = (kd / "ssh_host_ed25519_key.pub").read_text()
+        files["/etc/systemd/system/kgc-console-report.service"] = CONSOLE_REPORT_UNIT
+        files["/etc/systemd/network/10-lab.network"] = LAB_NETWORK
+        wants = root / "etc/systemd/system/multi-user.target.wants"
+        wants.mkdir(parents=True, exist_ok=True)
+        link = wants / "kgc-console-report.service"
+        if not link.is_symlink():
+            link.symlink_to("/etc/systemd/system/kgc-console-report.service")
         entry_path = root / BOOT_ENTRY
         entry = _parse_entry(entry_path.read_text())
         if v.options is not None:
@@ -366,6 +404,9 @@ class NodeVM:
         if not self.alive():
             raise LabError(f"node {self.name}: QEMU exited during boot; console:\n"
                            + self.console_tail())
+        if self.panicked():
+            raise LabError(f"node {self.name}: the guest kernel panicked; console:\n"
+                           + self.console_tail())
         try:
             r = subprocess.run([*self.ssh_base(), "-o", "ConnectTimeout=5", "-o",
                                 "ControlMaster=no", "true"], capture_output=True, timeout=20)
@@ -382,6 +423,13 @@ class NodeVM:
                 f"node {self.name}: SSH on 127.0.0.1:{self.port} did not answer within "
                 f"{timeout_s:.0f} s; console log {self.console_log}:\n{self.console_tail()}"
             ) from None
+
+    def panicked(self) -> bool:
+        try:
+            with open(self.console_log, "rb") as fh:
+                return b"Kernel panic - not syncing" in fh.read()
+        except OSError:
+            return False
 
     def console_tail(self, n: int = 60) -> str:
         try:
