@@ -115,7 +115,8 @@ class Variant:
         kd = ensure_keys()
         h.update((kd / "id_ed25519.pub").read_bytes())
         h.update((kd / "ssh_host_ed25519_key.pub").read_bytes())
-        h.update(CONSOLE_REPORT_UNIT.encode() + LAB_NETWORK.encode())
+        h.update(CONSOLE_REPORT_UNIT.encode() + LAB_NET_RULE.encode())
+        h.update(json.dumps(LAB_LINKS, sort_keys=True).encode())
         h.update(json.dumps([dict(self.files), self.options, self.initramfs],
                             sort_keys=True).encode())
         return h.hexdigest()[:16]
@@ -125,30 +126,36 @@ class Variant:
 # why a node is unreachable (it is attached to error verdicts).
 CONSOLE_REPORT_UNIT = """[Unit]
 Description=kgc lab: report boot state on the serial console
-After=ssh.service systemd-networkd.service
+After=ssh.socket
 [Service]
 Type=oneshot
 StandardOutput=tty
 TTYPath=/dev/ttyS0
 ExecStart=/bin/sh -c 'echo "== kgc-node ready: $(cat /proc/uptime)"; ip -br addr; \
- systemctl is-active ssh.service systemd-networkd.service; systemctl --failed --no-legend; \
- journalctl -b -u ssh.service --no-pager -n 15 -q'
+ systemctl is-active ssh.socket; systemctl --failed --no-legend'
 [Install]
 WantedBy=multi-user.target
 """
 
 
-# Only the virtio NIC (SSH via QEMU user networking) is configured; the stand-in NICs stay
-# unconfigured (they are passthrough targets or the host's spare NIC).
-LAB_NETWORK = """[Match]
-Driver=virtio_net
-[Network]
-Address=10.0.2.15/24
-Gateway=10.0.2.2
-DNS=10.0.2.3
-LinkLocalAddressing=no
-IPv6AcceptRA=no
-"""
+# Fast boot to SSH: only the virtio NIC (QEMU user networking) is configured, by udev as
+# soon as it appears (no networkd, nothing waits for network.target); the stand-in NICs stay
+# unconfigured. sshd is socket-activated, so port 22 listens early in boot.
+LAB_NET_RULE = (
+    'ACTION=="add", SUBSYSTEM=="net", DRIVERS=="virtio_net", RUN+="/bin/sh -c '
+    "'ip link set %k up; ip addr add 10.0.2.15/24 dev %k; ip route add default via 10.0.2.2'"
+    '"\n'
+)
+LAB_LINKS: dict[str, str | None] = {
+    "etc/systemd/system/multi-user.target.wants/kgc-console-report.service":
+        "/etc/systemd/system/kgc-console-report.service",
+    "etc/systemd/system/multi-user.target.wants/systemd-networkd.service": None,
+    "etc/systemd/system/sockets.target.wants/systemd-networkd.socket": None,
+    "etc/systemd/system/network-online.target.wants/systemd-networkd-wait-online.service": None,
+    "etc/systemd/system/multi-user.target.wants/ssh.service": None,
+    "etc/systemd/system/sockets.target.wants/ssh.socket": "/lib/systemd/system/ssh.socket",
+    "etc/systemd/system/systemd-networkd.service": "/dev/null",
+}
 
 
 @dataclass(frozen=True)
@@ -202,12 +209,14 @@ def build_variant(v: Variant) -> BuiltImage:
         files["/etc/ssh/ssh_host_ed25519_key"] = (kd / "ssh_host_ed25519_key").read_text()
         files["/etc/ssh/ssh_host_ed25519_key.pub"] = (kd / "ssh_host_ed25519_key.pub").read_text()
         files["/etc/systemd/system/kgc-console-report.service"] = CONSOLE_REPORT_UNIT
-        files["/etc/systemd/network/10-lab.network"] = LAB_NETWORK
-        wants = root / "etc/systemd/system/multi-user.target.wants"
-        wants.mkdir(parents=True, exist_ok=True)
-        link = wants / "kgc-console-report.service"
-        if not link.is_symlink():
-            link.symlink_to("/etc/systemd/system/kgc-console-report.service")
+        files["/etc/udev/rules.d/70-kgc-lab-net.rules"] = LAB_NET_RULE
+        for rel, dest in LAB_LINKS.items():
+            link = root / rel
+            link.parent.mkdir(parents=True, exist_ok=True)
+            if link.is_symlink() or link.exists():
+                link.unlink()
+            if dest is not None:
+                link.symlink_to(dest)
         entry_path = root / BOOT_ENTRY
         entry = _parse_entry(entry_path.read_text())
         if v.options is not None:
@@ -258,7 +267,9 @@ class Hardware:
     memory_mib: int = 768
 
     def qemu_args(self) -> list[str]:
-        a = ["-machine", "q35,kernel-irqchip=split", "-accel", "tcg", "-cpu", "max",
+        # the CPU vendor matches the IOMMU (the guest reads vmx/svm and vendor_id)
+        cpu = "max,vendor=AuthenticAMD" if self.iommu == "amd" else "max,vendor=GenuineIntel"
+        a = ["-machine", "q35,kernel-irqchip=split", "-accel", "tcg", "-cpu", cpu,
              "-smp", "1", "-m", str(self.memory_mib), "-nodefaults", "-display", "none"]
         if self.iommu == "intel":
             a += ["-device", "intel-iommu,intremap=on"]
@@ -319,7 +330,8 @@ class NodeVM:
         return f"ssh://root@kgc-{self.name}"
 
     def ssh_base(self) -> list[str]:
-        return ["ssh", "-F", str(self.ssh_config), f"kgc-{self.name}"]
+        # the lab's own calls never ride on a (possibly stale) shared master connection
+        return ["ssh", "-F", str(self.ssh_config), "-o", "ControlPath=none", f"kgc-{self.name}"]
 
     def pid(self) -> int | None:
         try:
@@ -408,8 +420,8 @@ class NodeVM:
             raise LabError(f"node {self.name}: the guest kernel panicked; console:\n"
                            + self.console_tail())
         try:
-            r = subprocess.run([*self.ssh_base(), "-o", "ConnectTimeout=5", "-o",
-                                "ControlMaster=no", "true"], capture_output=True, timeout=20)
+            r = subprocess.run([*self.ssh_base()[:-1], "-o", "ConnectTimeout=5",
+                                self.ssh_base()[-1], "true"], capture_output=True, timeout=20)
         except subprocess.TimeoutExpired:
             return False
         return r.returncode == 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,7 +99,8 @@ def run_on_vm(vm: NodeVM, sc: Scenario, out_dir: Path, bundle_dir: Path | None,
     sc_dir = out_dir / sc.name
     bundle_path = (bundle_dir or sc_dir) / f"{sc.name}.json"
     write_bundle(bundle_path, target.name, ctx.host(),
-                 extra={"reboot": ctx.evidence("reboot").to_dict(), "lab_scenario": sc.name})
+                 extra={"reboot": ctx.evidence("reboot").to_dict(), "lab_scenario": sc.name,
+                        "live_verdicts": sorted([list(verdict_key(v)) for v in verdicts])})
     run = {"scenario": sc.name, "doc": sc.doc, "target": target.name,
            "profile": str(LAB_PROFILE), "round_trips_host_run": trips,
            "host_run_s": round(host_s, 2), "reboot_test_s": round(reboot_s, 1),
@@ -129,8 +130,11 @@ def _groups(names: list[str]) -> list[list[Scenario]]:
     return out
 
 
+AfterGroup = Callable[[NodeVM, list[Scenario]], None]
+
+
 def _run_group(group: list[Scenario], out_dir: Path, bundle_dir: Path | None,
-               keep: bool) -> dict[str, ScenarioResult]:
+               keep: bool, after: AfterGroup | None = None) -> dict[str, ScenarioResult]:
     first = group[0]
     img = build_variant(VARIANTS[first.variant])
     vm_name = "sc-" + (first.share or first.name)
@@ -141,6 +145,8 @@ def _run_group(group: list[Scenario], out_dir: Path, bundle_dir: Path | None,
         for sc in group:
             results[sc.name] = run_on_vm(vm, sc, out_dir, bundle_dir)
             vm.boot_s = None  # later scenarios on this VM start from a reboot, not a boot
+        if after is not None:
+            after(vm, group)
     finally:
         if not keep:
             vm.stop()
@@ -148,7 +154,8 @@ def _run_group(group: list[Scenario], out_dir: Path, bundle_dir: Path | None,
 
 
 def run_scenarios(names: Iterable[str], out_dir: Path, bundle_dir: Path | None = None,
-                  keep: bool = False, parallel: int = 2) -> dict[str, ScenarioResult]:
+                  keep: bool = False, parallel: int = 2,
+                  after: AfterGroup | None = None) -> dict[str, ScenarioResult]:
     names = list(names)
     unknown = [n for n in names if n not in SCENARIO_SPECS]
     if unknown:
@@ -162,7 +169,8 @@ def run_scenarios(names: Iterable[str], out_dir: Path, bundle_dir: Path | None =
         build_variant(VARIANTS[g[0].variant])
     results: dict[str, ScenarioResult] = {}
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
-        for part in pool.map(lambda g: _run_group(g, out_dir, bundle_dir, keep), groups):
+        for part in pool.map(lambda g: _run_group(g, out_dir, bundle_dir, keep, after),
+                             groups):
             results.update(part)
     return results
 
