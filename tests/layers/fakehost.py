@@ -86,8 +86,11 @@ class FakeHost:
             self.build()
         snap = LiveTarget("local://", root=str(self.root)).collect(query)
         cmds: dict[str, CommandResult] = dict(snap.commands)
-        cmds["pci_modalias_drivers"] = CommandResult(
-            0, "\n".join(f"{d.bdf}:{' '.join(d.modules)} " for d in self.devices))
+        lines = []
+        for d in self.devices:
+            alias = f"pci:v0000{d.vendor.upper()}d0000{d.device.upper()}"
+            lines += [f"D {d.bdf} {alias}", f"A {alias} {' '.join(d.modules)} "]
+        cmds["pci_modalias_drivers"] = CommandResult(0, "\n".join(lines))
         cmds["initramfs_list"] = (
             CommandResult(3, "KGC-NO-INITRAMFS") if self.initramfs is None
             else CommandResult(0, "# image /boot/initrd.img-6.1.0-50-amd64\n" + self.initramfs))

@@ -558,6 +558,33 @@ def _cmd_ssh(args: argparse.Namespace) -> int:
     return subprocess.call([*vm.ssh_base(), *args.command])
 
 
+def _cmd_scenarios(args: argparse.Namespace) -> int:
+    from kgc.lab.node.runner import run_scenarios
+    from kgc.lab.node.scenarios import SCENARIO_SPECS
+
+    names = args.only or list(SCENARIO_SPECS)
+    res = run_scenarios(names, out_dir=Path(args.out),
+                        bundle_dir=Path(args.bundle_dir) if args.bundle_dir else None,
+                        keep=args.keep, parallel=args.parallel)
+    bad = 0
+    for n, r in res.items():
+        ok = not r.mismatches
+        bad += not ok
+        print(f"{n:18} {'as documented' if ok else 'DIFFERS'}  boot={r.boot_s and round(r.boot_s, 1)}s"
+              f" host_run={r.host_run_s:.1f}s round_trips={r.round_trips} "
+              f"reboot_test={r.reboot_s and round(r.reboot_s, 1)}s verdicts={r.verdict_path}")
+        for c, m in r.mismatches.items():
+            print(f"    {c}: {m}")
+    return 1 if bad else 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from kgc.lab.node.bench import main
+
+    print(json.dumps(main(Path(args.out)), indent=1))
+    return 0
+
+
 def register(subparsers: Any) -> None:
     """Add ``kgc lab node {build,start,stop,reboot,list,ssh}``."""
     from kgc.lab.node.scenarios import VARIANTS
@@ -579,6 +606,18 @@ def register(subparsers: Any) -> None:
         q.add_argument("name")
         q.set_defaults(func=fn)
     sub.add_parser("list", help="list lab nodes").set_defaults(func=_cmd_list)
+    r = sub.add_parser("scenarios", help="run lab scenarios (default: all) and compare each "
+                       "with its documented verdicts")
+    r.add_argument("--only", action="append", metavar="NAME")
+    r.add_argument("--out", default="reports/node-lab")
+    r.add_argument("--bundle-dir", default=None, help="write evidence bundles here "
+                   "(fixtures/bundles to refresh the regression data)")
+    r.add_argument("--parallel", type=int, default=2)
+    r.add_argument("--keep", action="store_true", help="leave the VMs running")
+    r.set_defaults(func=_cmd_scenarios)
+    bb = sub.add_parser("bench", help="run the node-lab benchmarks (benchmarks/node.md)")
+    bb.add_argument("--out", default="benchmarks/node.json")
+    bb.set_defaults(func=_cmd_bench)
     q = sub.add_parser("ssh", help="run a command on a node")
     q.add_argument("name")
     q.add_argument("command", nargs=argparse.REMAINDER)

@@ -34,12 +34,14 @@ BOOT_CONFIGS = (
 DRIVERCTL_DIR = "/etc/driverctl.d"
 VFIO_DRIVERS = ("vfio_pci", "vfio-pci")
 
-# For every PCI device: the kernel modules whose aliases match its modalias (what udev
-# would load for it). Read-only; one line per device.
+# For every PCI device its modalias ("D bdf alias"), and once per distinct modalias the
+# kernel modules whose aliases match it ("A alias modules...": what udev would load).
+# Read-only; one modprobe per distinct device model, not per device.
 MODALIAS_CMD = (
-    'for d in "$R"/sys/bus/pci/devices/*; do [ -r "$d/modalias" ] || continue; '
-    'printf "%s:" "${d##*/}"; modprobe -qR "$(cat "$d/modalias")" 2>/dev/null | tr "\\n" " "; '
-    "echo; done"
+    "seen=' '; for d in \"$R\"/sys/bus/pci/devices/*; do [ -r \"$d/modalias\" ] || continue; "
+    'IFS= read -r a < "$d/modalias" || continue; printf \'D %s %s\\n\' "${d##*/}" "$a"; '
+    'case "$seen" in *" $a "*) continue;; esac; seen="$seen$a "; '
+    'printf \'A %s %s\\n\' "$a" "$(modprobe -qR "$a" 2>/dev/null | tr \'\\n\' \' \')"; done'
 )
 # The initramfs the running kernel boots with: its module and modprobe config entries.
 INITRAMFS_CMD = (
@@ -259,15 +261,16 @@ def parse_modalias_drivers(snap: HostSnapshot) -> dict[str, tuple[str, ...]] | N
     res = snap.command("pci_modalias_drivers")
     if res is None or res.rc != 0:
         return None
-    out: dict[str, tuple[str, ...]] = {}
+    dev: dict[str, str] = {}
+    mods: dict[str, tuple[str, ...]] = {}
     for line in res.output.splitlines():
-        bdf, sep, mods = line.partition(":")
-        # a BDF itself contains ':'; split at the colon after the function number
-        m = re.match(r"^([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]):(.*)$", line.strip())
-        if not m:
-            continue
-        out[m.group(1)] = tuple(dict.fromkeys(mod(x) for x in m.group(2).split() if x))
-    return out
+        kind, _, rest = line.strip().partition(" ")
+        key, _, val = rest.partition(" ")
+        if kind == "D" and key:
+            dev[key] = val.strip()
+        elif kind == "A" and key:
+            mods[key] = tuple(dict.fromkeys(mod(x) for x in val.split() if x))
+    return {b: mods.get(a, ()) for b, a in dev.items()}
 
 
 # -- kernel command line: running and configured ------------------------------------------
