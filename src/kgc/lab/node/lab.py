@@ -115,7 +115,7 @@ class Variant:
         kd = ensure_keys()
         h.update((kd / "id_ed25519.pub").read_bytes())
         h.update((kd / "ssh_host_ed25519_key.pub").read_bytes())
-        h.update(CONSOLE_REPORT_UNIT.encode() + LAB_NET_RULE.encode())
+        h.update(CONSOLE_REPORT_UNIT.encode() + LAB_NET_RULE.encode() + LAB_BLACKLIST.encode())
         h.update(json.dumps(LAB_LINKS, sort_keys=True).encode())
         h.update(json.dumps([dict(self.files), self.options, self.initramfs],
                             sort_keys=True).encode())
@@ -145,6 +145,12 @@ LAB_NET_RULE = (
     'ACTION=="add", SUBSYSTEM=="net", DRIVERS=="virtio_net", RUN+="/bin/sh -c '
     "'ip link set %k up; ip addr add 10.0.2.15/24 dev %k; ip route add default via 10.0.2.2'"
     '"\n'
+)
+# Emulated hardware the lab does not need and that misbehaves under a starved TCG vCPU:
+# the ICH9 TCO watchdog (armed by systemd at shutdown) and KVM (no nested virtualisation).
+LAB_BLACKLIST = (
+    "# kgc lab: not needed on an emulated node\n"
+    "blacklist iTCO_wdt\nblacklist iTCO_vendor_support\nblacklist kvm_amd\nblacklist kvm_intel\n"
 )
 LAB_LINKS: dict[str, str | None] = {
     "etc/systemd/system/multi-user.target.wants/kgc-console-report.service":
@@ -210,6 +216,7 @@ def build_variant(v: Variant) -> BuiltImage:
         files["/etc/ssh/ssh_host_ed25519_key.pub"] = (kd / "ssh_host_ed25519_key.pub").read_text()
         files["/etc/systemd/system/kgc-console-report.service"] = CONSOLE_REPORT_UNIT
         files["/etc/udev/rules.d/70-kgc-lab-net.rules"] = LAB_NET_RULE
+        files["/etc/modprobe.d/kgc-lab-quiet.conf"] = LAB_BLACKLIST
         for rel, dest in LAB_LINKS.items():
             link = root / rel
             link.parent.mkdir(parents=True, exist_ok=True)
@@ -309,7 +316,7 @@ class NodeVM:
     name: str
     image: BuiltImage
     hardware: Hardware = Hardware()
-    boot_timeout_s: float = 240.0
+    boot_timeout_s: float = 420.0
     port: int = 0
     boot_s: float | None = None
 

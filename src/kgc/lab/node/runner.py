@@ -76,7 +76,7 @@ def compare(verdicts: Iterable[dict[str, Any]], expected: dict[str, str]) -> dic
 
 
 def run_on_vm(vm: NodeVM, sc: Scenario, out_dir: Path, bundle_dir: Path | None,
-              reboot_timeout_s: float = 300) -> ScenarioResult:
+              reboot_timeout_s: float = 600, flat: bool = False) -> ScenarioResult:
     profile = lab_profile()
     if sc.setup.strip():
         vm.ssh(sc.setup, timeout=180)
@@ -96,7 +96,7 @@ def run_on_vm(vm: NodeVM, sc: Scenario, out_dir: Path, bundle_dir: Path | None,
     reboot_verdicts = ctx.judge_all(["reboot"])
     reboot_s = time.monotonic() - t1
     verdicts = [v.to_dict() for v in [*host_verdicts, *reboot_verdicts]]
-    sc_dir = out_dir / sc.name
+    sc_dir = out_dir if flat else out_dir / sc.name
     bundle_path = (bundle_dir or sc_dir) / f"{sc.name}.json"
     write_bundle(bundle_path, target.name, ctx.host(),
                  extra={"reboot": ctx.evidence("reboot").to_dict(), "lab_scenario": sc.name,
@@ -134,7 +134,8 @@ AfterGroup = Callable[[NodeVM, list[Scenario]], None]
 
 
 def _run_group(group: list[Scenario], out_dir: Path, bundle_dir: Path | None,
-               keep: bool, after: AfterGroup | None = None) -> dict[str, ScenarioResult]:
+               keep: bool, after: AfterGroup | None = None,
+               flat: bool = False) -> dict[str, ScenarioResult]:
     first = group[0]
     img = build_variant(VARIANTS[first.variant])
     vm_name = "sc-" + (first.share or first.name)
@@ -143,7 +144,7 @@ def _run_group(group: list[Scenario], out_dir: Path, bundle_dir: Path | None,
     try:
         vm.start()
         for sc in group:
-            results[sc.name] = run_on_vm(vm, sc, out_dir, bundle_dir)
+            results[sc.name] = run_on_vm(vm, sc, out_dir, bundle_dir, flat=flat)
             vm.boot_s = None  # later scenarios on this VM start from a reboot, not a boot
         if after is not None:
             after(vm, group)
@@ -155,7 +156,9 @@ def _run_group(group: list[Scenario], out_dir: Path, bundle_dir: Path | None,
 
 def run_scenarios(names: Iterable[str], out_dir: Path, bundle_dir: Path | None = None,
                   keep: bool = False, parallel: int = 2,
-                  after: AfterGroup | None = None) -> dict[str, ScenarioResult]:
+                  after: AfterGroup | None = None,
+                  flat: bool = False) -> dict[str, ScenarioResult]:
+    """Run scenarios; ``flat``: one scenario, its verdict.json directly in ``out_dir``."""
     names = list(names)
     unknown = [n for n in names if n not in SCENARIO_SPECS]
     if unknown:
@@ -169,7 +172,7 @@ def run_scenarios(names: Iterable[str], out_dir: Path, bundle_dir: Path | None =
         build_variant(VARIANTS[g[0].variant])
     results: dict[str, ScenarioResult] = {}
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
-        for part in pool.map(lambda g: _run_group(g, out_dir, bundle_dir, keep, after),
+        for part in pool.map(lambda g: _run_group(g, out_dir, bundle_dir, keep, after, flat),
                              groups):
             results.update(part)
     return results

@@ -184,7 +184,7 @@ def _scenario_fn(name: str) -> Callable[[argparse.Namespace], int]:
         from kgc.lab.node.runner import run_scenarios
 
         out = Path(getattr(args, "out", None) or "reports")
-        results = run_scenarios([name], out_dir=out,
+        results = run_scenarios([name], out_dir=out, flat=True,
                                 keep=bool(getattr(args, "keep", False)))
         res = results[name]
         print(json.dumps({"scenario": name, "verdict_json": str(res.verdict_path),
