@@ -46,6 +46,8 @@ def test_group_peer_on_a_host_driver_is_named(tmp_path: Path) -> None:
     assert v.status is Status.FAIL
     assert "0000:01:02.0" in v.reason and "e1000" in v.reason and "group 3" in v.reason
     assert "driverctl set-override 0000:01:02.0 vfio-pci" in v.remediation
+    dn = judge(h, vfio)["vfio.device-node"]
+    assert dn.status is Status.FAIL and "0000:01:02.0 (on e1000" in dn.reason
 
 
 def test_bridge_and_driverless_peers_keep_a_group_viable(tmp_path: Path) -> None:
@@ -61,7 +63,8 @@ def test_iommu_off_points_at_the_iommu(tmp_path: Path) -> None:
     h = FakeHost(tmp_path, devs, cmdline="root=/dev/vda intel_iommu=off")
     res = judge(h, vfio)
     assert res["vfio.driver"].status is Status.FAIL
-    assert "IOMMU" in res["vfio.driver"].reason and "intel_iommu=on" in res["vfio.driver"].remediation
+    assert "IOMMU" in res["vfio.driver"].reason
+    assert "intel_iommu=on" in res["vfio.driver"].remediation
     assert res["vfio.group-viable"].status is Status.SKIP
     assert "IOMMU" in res["vfio.group-viable"].reason
 

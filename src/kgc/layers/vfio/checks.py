@@ -92,14 +92,15 @@ def device_node(ev: VfioEvidence, profile: Profile) -> Outcome:
     for d in targets:
         g = ev.pci.group_of(d.bdf)
         cdevs = ev.vfio_dev.get(d.bdf, ())
-        if g is not None and g in (ev.vfio_nodes or ()):
+        if d.driver not in _allowed(profile):
+            missing.append(f"{d.bdf} (on {d.driver or 'no driver'}, not bound to vfio-pci)")
+        elif g is not None and g in (ev.vfio_nodes or ()):
             found[d.bdf] = f"/dev/vfio/{g}"
         elif cdevs and any(c in (ev.iommufd_nodes or ()) for c in cdevs):
             found[d.bdf] = f"/dev/vfio/devices/{cdevs[0]}"
         else:
-            why = "not bound to vfio-pci" if d.driver not in _allowed(profile) else (
-                "bound, but the node is missing (udev/devtmpfs?)")
-            missing.append(f"{d.bdf} (group {g or 'none'}: /dev/vfio/{g or '?'} absent, {why})")
+            missing.append(f"{d.bdf} (bound, but /dev/vfio/{g or '?'} is absent: "
+                           "udev/devtmpfs?)")
     ev_ = {"nodes": found, "dev_vfio": list(ev.vfio_nodes or ()),
            "iommu_units": list(ev.iommu_units)}
     if missing:
