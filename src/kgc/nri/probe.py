@@ -355,6 +355,9 @@ class NriProbe:
         except (ProtocolError, DecodeError) as exc:
             self.error = f"protocol error from the runtime: {exc}"
             log.warning("NRI probe: %s; closing the connection", self.error)
+        except Exception as exc:  # noqa: BLE001 - recorded; the probe closes, the run goes on
+            self.error = f"probe failure: {type(exc).__name__}: {exc}"
+            log.warning("NRI probe: %s; closing the connection", self.error)
         finally:
             if not self._stop.is_set():
                 self._stop.set()

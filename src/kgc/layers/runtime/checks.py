@@ -125,7 +125,7 @@ def nri_enabled(ev: RuntimeEvidence, profile: Profile) -> Outcome:
         f"{nri_enable_snippet(profile.runtime.nri_socket)}"
     )
     if st.enabled:
-        return passed(f"NRI is enabled: {st.why} (from {st.source})", **evidence)
+        return passed(f"NRI is enabled: {st.why}", **evidence)
     if not profile.runtime.require_nri:
         return skipped(f"the profile does not require NRI (runtime.require_nri: false); {st.why}", **evidence)
     reason = f"NRI is {'off' if st.enabled is False else 'not certainly on'}: {st.why}"

@@ -124,6 +124,11 @@ def containerd_major(ev: RuntimeEvidence) -> tuple[int | None, str]:
     return None, ev.version_error or "containerd version unknown"
 
 
+def _series(ev: RuntimeEvidence, major: int | None) -> str:
+    v = ev.version
+    return f"{v.major}.{v.minor}" if v.known else f"{major}.x"
+
+
 def nri_state(ev: RuntimeEvidence) -> NriState:
     cfg = ev.effective
     major, vwhy = containerd_major(ev)
@@ -155,9 +160,19 @@ def nri_state(ev: RuntimeEvidence) -> NriState:
             "containerd >= 1.7", **base,
         )
     default: bool | None = None if major is None else (major < 2)
-    if isinstance(disable_v, bool):
+    file_sec = _get(ev.file_config, "plugins", NRI_PLUGIN)
+    file_sets = isinstance(file_sec, Mapping) and "disable" in file_sec
+    if isinstance(disable_v, bool) and not file_sets and default is not None:
+        # the dump spells the default out; say where it comes from
         enabled: bool | None = not disable_v
-        why = f"{NRI_SECTION} sets disable = {str(disable_v).lower()}"
+        why = (
+            f"{ev.config_path} does not set `disable` in {NRI_SECTION}; the default on containerd "
+            f"{_series(ev, major)} is disable = {str(default).lower()}"
+            + (f" (confirmed by {ev.effective_source})" if ev.effective_source != ev.config_path else "")
+        )
+    elif isinstance(disable_v, bool):
+        enabled = not disable_v
+        why = f"{NRI_SECTION} sets disable = {str(disable_v).lower()} ({ev.effective_source})"
     elif disable_v is not None:
         enabled = None
         why = f"{NRI_SECTION} disable = {disable_v!r} is not a boolean"
@@ -171,7 +186,7 @@ def nri_state(ev: RuntimeEvidence) -> NriState:
         enabled = not default
         why = (
             f"{NRI_SECTION} {'does not set' if present else 'is absent, so nothing sets'} `disable`; "
-            f"the default on containerd {major}.x is disable = {str(default).lower()}"
+            f"the default on containerd {_series(ev, major)} is disable = {str(default).lower()}"
         )
     connections: bool | None = None
     if enabled:

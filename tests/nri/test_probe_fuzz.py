@@ -1,0 +1,33 @@
+"""Fuzz the live probe: whatever a (broken) runtime sends after the handshake, the probe
+closes its own connection or keeps going — it never crashes the run and never hangs."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kgc.nri.probe import NriProbe
+from tests.nri.fake_runtime import FakeRuntime, frame
+
+
+@given(
+    garbage=st.one_of(
+        st.binary(max_size=600),
+        st.binary(max_size=300).map(lambda b: frame(1, b)),
+        st.binary(max_size=300).map(lambda b: frame(2, b)),
+    )
+)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_probe_survives_garbage_after_handshake(garbage):
+    sock = Path(tempfile.mkdtemp(prefix="kgc-fz-")) / "nri.sock"
+    fr = FakeRuntime(sock, garbage_after_sync=garbage)
+    t0 = time.monotonic()
+    with NriProbe(str(sock), partial_deadline_s=0.3, poll_s=0.05) as p:
+        p.connect(timeout_s=5)
+        p.wait_for(lambda e: False, 0.4)
+    assert time.monotonic() - t0 < 5
+    fr.close()
