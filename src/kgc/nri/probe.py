@@ -172,7 +172,10 @@ class NriProbe:
         poll_s: float = 0.2,
         partial_deadline_s: float = 2.0,
         on_event: Callable[[ObservedEvent], None] | None = None,
+        sync_delay_s: float = 0.0,
     ) -> None:
+        """``sync_delay_s`` is a self-test hook: answer Synchronize that late, to reproduce
+        a plugin that misses the runtime's deadline. Never set it in a real run."""
         if len(index) != 2 or not index.isdigit():
             raise ValueError(f"NRI plugin index must be exactly two digits, got {index!r}")
         self.socket_path = socket_path
@@ -183,6 +186,7 @@ class NriProbe:
         self.poll_s = poll_s
         self.partial_deadline_s = partial_deadline_s
         self.on_event = on_event
+        self.sync_delay_s = sync_delay_s
         self.handshake = Handshake(socket_path=socket_path, plugin=f"{index}-{name}")
         self.events: list[ObservedEvent] = []
         self.error: str = ""
@@ -420,6 +424,8 @@ class NriProbe:
             self.handshake.sync_pods += len(s.pods)
             self.handshake.sync_containers += len(s.containers)
             self._sync_more = s.more
+            if self.sync_delay_s > 0:
+                self._stop.wait(self.sync_delay_s)
             # echo more=true for intermediate chunks; the update comes with the last one
             return CODE_OK, "", pb.SynchronizeResponse(more=s.more).SerializeToString()
         if m == "Shutdown":
