@@ -32,13 +32,21 @@ def pct(xs: list[float], p: float) -> float:
 
 
 def summary(xs: list[float]) -> dict[str, float]:
-    return {"n": len(xs), "min": min(xs), "p50": statistics.median(xs), "p95": pct(xs, 95),
-            "max": max(xs), "mean": statistics.fmean(xs)}
+    return {
+        "n": len(xs),
+        "min": min(xs),
+        "p50": statistics.median(xs),
+        "p95": pct(xs, 95),
+        "max": max(xs),
+        "mean": statistics.fmean(xs),
+    }
 
 
 def bench(flavour: str, handshakes: int, pods: int) -> dict[str, object]:
     tmp = new_tmp(f"kgc-bench-{flavour}-")
-    inst = ContainerdInstance(flavour, base_config(flavour, tmp, PAUSE_IMAGE, tail=NRI_ON.format(tmp=tmp)), tmp)
+    inst = ContainerdInstance(
+        flavour, base_config(flavour, tmp, PAUSE_IMAGE, tail=NRI_ON.format(tmp=tmp)), tmp
+    )
     try:
         inst.start()
         inst.import_images(build_archive(cache_dir() / "images" / "kgc-lab-images.tar"))
@@ -56,21 +64,30 @@ def bench(flavour: str, handshakes: int, pods: int) -> dict[str, object]:
         with NriProbe(sock, adjust_token=token) as p, CriClient(inst.address) as c:
             p.connect(timeout_s=5)
             for _ in range(pods):
-                pod = ProbePod(c, PAUSE_IMAGE, PROBE_IMAGE, tmp / "logs", labels={PROBE_LABEL: token})
+                pod = ProbePod(
+                    c, PAUSE_IMAGE, PROBE_IMAGE, tmp / "logs", labels={PROBE_LABEL: token}
+                )
                 try:
                     pod.run_sandbox()
-                    ev = p.wait_for(lambda e, n=pod.name: e.pod_name == n and e.event == "RUN_POD_SANDBOX", 10)
+                    ev = p.wait_for(
+                        lambda e, n=pod.name: e.pod_name == n and e.event == "RUN_POD_SANDBOX", 10
+                    )
                     if ev is not None:
                         run_ms.append((ev.at - pod.timings["run_pod_sandbox_call"]) * 1e3)
                     pod.create_container()
-                    ev = p.wait_for(lambda e, n=pod.name: e.pod_name == n and e.event == "CREATE_CONTAINER", 10)
+                    ev = p.wait_for(
+                        lambda e, n=pod.name: e.pod_name == n and e.event == "CREATE_CONTAINER", 10
+                    )
                     if ev is not None:
                         create_ms.append((ev.at - pod.timings["create_container_call"]) * 1e3)
                 finally:
                     pod.remove()
-        return {"containerd": version, "handshake_ms": summary(hs_ms),
-                "run_pod_sandbox_to_event_ms": summary(run_ms),
-                "create_container_to_event_ms": summary(create_ms)}
+        return {
+            "containerd": version,
+            "handshake_ms": summary(hs_ms),
+            "run_pod_sandbox_to_event_ms": summary(run_ms),
+            "create_container_to_event_ms": summary(create_ms),
+        }
     finally:
         inst.stop()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -82,13 +99,18 @@ def main() -> int:
     ap.add_argument("--pods", type=int, default=20)
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
-    out = {"host": os.uname().nodename, "cpus": os.cpu_count(),
-           "results": {fl: bench(fl, a.handshakes, a.pods) for fl in ("1.7", "2")}}
-    for fl, r in out["results"].items():
+    out = {
+        "host": os.uname().nodename,
+        "cpus": os.cpu_count(),
+        "results": {fl: bench(fl, a.handshakes, a.pods) for fl in ("1.7", "2")},
+    }
+    for r in out["results"].values():
         print(f"containerd {r['containerd']}:")
         for k in ("handshake_ms", "run_pod_sandbox_to_event_ms", "create_container_to_event_ms"):
             s = r[k]
-            print(f"  {k:30} n={s['n']:4} p50={s['p50']:7.2f} p95={s['p95']:7.2f} max={s['max']:7.2f}")
+            print(
+                f"  {k:30} n={s['n']:4} p50={s['p50']:7.2f} p95={s['p95']:7.2f} max={s['max']:7.2f}"
+            )
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -80,7 +80,10 @@ class FakeRuntime:
 
     def _call(self, c: socket.socket, sid: int, method: str, payload: bytes) -> None:
         req = pb.TtrpcRequest(
-            service="nri.pkg.api.v1alpha1.Plugin", method=method, payload=payload, timeout_nano=2_000_000_000
+            service="nri.pkg.api.v1alpha1.Plugin",
+            method=method,
+            payload=payload,
+            timeout_nano=2_000_000_000,
         )
         c.sendall(frame(1, ttrpc(sid, 1, req.SerializeToString())))
 
@@ -102,7 +105,12 @@ class FakeRuntime:
             out_sid = 1
             if not self.configure_first:
                 c.sendall(frame(2, ok))
-            self._call(c, out_sid, "Configure", pb.ConfigureRequest(runtime_name="fake", runtime_version="0.0").SerializeToString())
+            self._call(
+                c,
+                out_sid,
+                "Configure",
+                pb.ConfigureRequest(runtime_name="fake", runtime_version="0.0").SerializeToString(),
+            )
             if self.configure_first:
                 c.sendall(frame(2, ok))
             out_sid += 2

@@ -22,7 +22,13 @@ def test_scenario_yields_its_documented_verdicts(name):
 
 def test_scenarios_cover_the_issue():
     assert set(SCENARIOS) == {
-        "nri-on", "nri-default-1.7", "seed-config", "seed-cri-key-only", "containerd2-default",
-        "connections-disabled", "kata-handler-missing", "kata-handler-ok",
+        "nri-on",
+        "nri-default-1.7",
+        "seed-config",
+        "seed-cri-key-only",
+        "containerd2-default",
+        "connections-disabled",
+        "kata-handler-missing",
+        "kata-handler-ok",
     }
     assert {s.flavour for s in SCENARIOS.values()} == {"1.7", "2"}

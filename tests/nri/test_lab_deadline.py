@@ -34,7 +34,9 @@ def test_late_synchronize_means_no_events_and_failing_verdicts(flavour):
     try:
         require_lab()
         tmp = new_tmp("kgc-deadline-")
-        inst = ContainerdInstance(flavour, base_config(flavour, tmp, PAUSE_IMAGE, tail=NRI_ON.format(tmp=tmp)), tmp)
+        inst = ContainerdInstance(
+            flavour, base_config(flavour, tmp, PAUSE_IMAGE, tail=NRI_ON.format(tmp=tmp)), tmp
+        )
         inst.start()
     except LabUnavailable as exc:
         pytest.skip(f"containerd lab unavailable: {exc}")
@@ -55,7 +57,9 @@ def test_late_synchronize_means_no_events_and_failing_verdicts(flavour):
                 assert flavour == "1.7"
                 assert hs.synchronized and hs.handshake_ms > 2000  # answered, but too late
                 with CriClient(inst.address) as c:
-                    pod = ProbePod(c, PAUSE_IMAGE, PROBE_IMAGE, tmp / "logs", labels={PROBE_LABEL: token})
+                    pod = ProbePod(
+                        c, PAUSE_IMAGE, PROBE_IMAGE, tmp / "logs", labels={PROBE_LABEL: token}
+                    )
                     pod_name = pod.name
                     try:
                         pod.run_sandbox()
@@ -67,10 +71,14 @@ def test_late_synchronize_means_no_events_and_failing_verdicts(flavour):
                 # containerd 1.7 kept the socket open: the handshake alone would look fine
                 assert probe.alive, inst.log_tail()[-2000:]
         ev = NriEvidence(
-            socket_path=str(tmp / "nri.sock"), handshake=hs.to_dict(), trigger="cri",
-            connect_error=connect_error, socket_exists=True,
+            socket_path=str(tmp / "nri.sock"),
+            handshake=hs.to_dict(),
+            trigger="cri",
+            connect_error=connect_error,
+            socket_exists=True,
             pod={"name": pod_name, "token": token, "image": PROBE_IMAGE},
-            events=[], adjustment={"requested": True, "expected": token},
+            events=[],
+            adjustment={"requested": True, "expected": token},
         )
         profile = lab_profile(tmp, load_profile())
         verdicts = {c.id: c.judge(ev, profile, "lab") for c in CHECKS}
@@ -81,7 +89,10 @@ def test_late_synchronize_means_no_events_and_failing_verdicts(flavour):
             assert "observed no pod/container event" in verdicts["nri.events"].reason
             assert "a handshake alone proves nothing" in verdicts["nri.handshake"].reason
         else:
-            assert "Broken pipe" in verdicts["nri.events"].reason or "closed" in verdicts["nri.events"].reason
+            assert (
+                "Broken pipe" in verdicts["nri.events"].reason
+                or "closed" in verdicts["nri.events"].reason
+            )
     finally:
         inst.stop()
         shutil.rmtree(tmp, ignore_errors=True)

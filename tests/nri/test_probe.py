@@ -50,7 +50,9 @@ def test_handshake_registers_under_a_high_two_digit_index(sock: Path):
     fr.done.wait(5)
     assert fr.registered == ("kgc-probe", "99")
     conf = pb.ConfigureResponse.FromString(
-        pb.TtrpcResponse.FromString(next(v for k, v in fr.replies.items() if k.startswith("Configure"))).payload
+        pb.TtrpcResponse.FromString(
+            next(v for k, v in fr.replies.items() if k.startswith("Configure"))
+        ).payload
     )
     assert conf.events == events_mask((1, 2, 3, 4, 6, 10, 11))
     fr.close()
@@ -88,7 +90,12 @@ def test_events_are_recorded_and_only_own_pods_are_adjusted(sock: Path):
     fr = FakeRuntime(
         sock,
         events=[
-            ("StateChange", pb.StateChangeEvent(event=pb.RUN_POD_SANDBOX, pod=pb.PodSandbox(id="x", name="other")).SerializeToString()),
+            (
+                "StateChange",
+                pb.StateChangeEvent(
+                    event=pb.RUN_POD_SANDBOX, pod=pb.PodSandbox(id="x", name="other")
+                ).SerializeToString(),
+            ),
             ("CreateContainer", _pod_req(None, "foreign")),
             ("CreateContainer", _pod_req("wrong-token", "impostor")),
             ("CreateContainer", _pod_req(token, "mine")),
@@ -102,11 +109,23 @@ def test_events_are_recorded_and_only_own_pods_are_adjusted(sock: Path):
     fr.done.wait(5)
     adjusted = {e.pod_name: e.adjusted for e in p.events if e.event == "CREATE_CONTAINER"}
     assert adjusted == {"foreign": False, "impostor": False, "mine": True}
-    replies = {k.split("#")[0] + "#" + str(i): v for i, (k, v) in enumerate(sorted(fr.replies.items(), key=lambda kv: int(kv[0].split("#")[1])))}
-    bodies = [pb.TtrpcResponse.FromString(v).payload for k, v in replies.items() if k.startswith("CreateContainer")]
+    replies = {
+        k.split("#")[0] + "#" + str(i): v
+        for i, (k, v) in enumerate(
+            sorted(fr.replies.items(), key=lambda kv: int(kv[0].split("#")[1]))
+        )
+    }
+    bodies = [
+        pb.TtrpcResponse.FromString(v).payload
+        for k, v in replies.items()
+        if k.startswith("CreateContainer")
+    ]
     from kgc.nri.nri_pb2 import CreateContainerResponse
 
-    envs = [[(kv.key, kv.value) for kv in CreateContainerResponse.FromString(b).adjust.env] for b in bodies]
+    envs = [
+        [(kv.key, kv.value) for kv in CreateContainerResponse.FromString(b).adjust.env]
+        for b in bodies
+    ]
     assert envs == [[], [], [(ADJUST_ENV, token)]]
     fr.close()
 
@@ -117,7 +136,9 @@ def test_unknown_method_is_answered_unimplemented(sock: Path):
         p.connect(timeout_s=5)
         fr.done.wait(0.5)
     fr.done.wait(5)
-    resp = pb.TtrpcResponse.FromString(next(v for k, v in fr.replies.items() if k.startswith("NoSuchMethod")))
+    resp = pb.TtrpcResponse.FromString(
+        next(v for k, v in fr.replies.items() if k.startswith("NoSuchMethod"))
+    )
     assert resp.status.code == 12
     fr.close()
 
@@ -132,7 +153,9 @@ def test_large_replies_are_split_into_frames_of_at_most_4096_bytes(sock: Path):
         assert p.wait_for(lambda e: e.adjusted, 5) is not None
     fr.done.wait(5)
     assert not fr.oversize_seen
-    body = pb.TtrpcResponse.FromString(next(v for k, v in fr.replies.items() if k.startswith("CreateContainer"))).payload
+    body = pb.TtrpcResponse.FromString(
+        next(v for k, v in fr.replies.items() if k.startswith("CreateContainer"))
+    ).payload
     assert pb.CreateContainerResponse.FromString(body).adjust.env[0].value == token
     fr.close()
 

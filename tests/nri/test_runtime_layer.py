@@ -34,12 +34,17 @@ CRI_KEY_ONLY = """version = 2
   enable_nri = true
 """
 
+GPU_CFG = (
+    "/opt/kata/share/defaults/kata-containers/runtimes/qemu-nvidia-gpu/"
+    "configuration-qemu-nvidia-gpu.toml"
+)
+
 KATA_V2 = """version = 2
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.kata-qemu-nvidia-gpu]
   runtime_type = "io.containerd.kata.v2"
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.kata-qemu-nvidia-gpu.options]
-  ConfigPath = "/opt/kata/share/defaults/kata-containers/runtimes/qemu-nvidia-gpu/configuration-qemu-nvidia-gpu.toml"
-"""
+  ConfigPath = "{GPU_CFG}"
+""".replace("{GPU_CFG}", GPU_CFG)
 
 KATA_GPU = """[hypervisor.qemu]
 default_memory = 8192
@@ -72,7 +77,7 @@ def test_seed_config_offline_nri_on_and_enable_nri_named_as_ignored(tmp_path: Pa
     assert v["runtime.nri-enabled"].status is Status.PASS
     ign = v["runtime.nri-ignored-keys"]
     assert ign.status is Status.WARN
-    assert "enable_nri" in ign.reason and 'io.containerd.grpc.v1.cri' in ign.reason
+    assert "enable_nri" in ign.reason and "io.containerd.grpc.v1.cri" in ign.reason
     assert "enable_nri" in ign.remediation
     # offline tree: no binary to ask
     assert v["runtime.containerd-version"].status is Status.SKIP
@@ -96,10 +101,17 @@ def test_kata_deploy_handler_name_mismatch_names_the_present_handler(tmp_path: P
     v = judge(tree(tmp_path, {"/etc/containerd/config.toml": KATA_V2}))
     h = v["runtime.kata-handler"]
     assert h.status is Status.FAIL and "kata-qemu-nvidia-gpu" in h.reason
-    prof = PROFILE.model_copy(update={"runtime": PROFILE.runtime.model_copy(update={"kata_handler": "kata-qemu-nvidia-gpu"})})
-    snap = tree(tmp_path, {
-        "/opt/kata/share/defaults/kata-containers/runtimes/qemu-nvidia-gpu/configuration-qemu-nvidia-gpu.toml": KATA_GPU,
-    })
+    prof = PROFILE.model_copy(
+        update={
+            "runtime": PROFILE.runtime.model_copy(update={"kata_handler": "kata-qemu-nvidia-gpu"})
+        }
+    )
+    snap = tree(
+        tmp_path,
+        {
+            GPU_CFG: KATA_GPU,
+        },
+    )
     v = judge(snap, prof)
     assert v["runtime.kata-handler"].status is Status.PASS
     assert v["runtime.kata-config"].status is Status.PASS
@@ -119,7 +131,14 @@ def test_handler_in_the_v2_section_of_a_v3_config_is_misplaced(tmp_path: Path):
 
 
 def test_kata_no_port_fails_vfio(tmp_path: Path):
-    snap = tree(tmp_path, {"/etc/kata-containers/configuration.toml": '[hypervisor.qemu]\nhot_plug_vfio = "no-port"\n'})
+    snap = tree(
+        tmp_path,
+        {
+            "/etc/kata-containers/configuration.toml": (
+                '[hypervisor.qemu]\nhot_plug_vfio = "no-port"\n'
+            )
+        },
+    )
     v = judge(snap)
     assert v["runtime.kata-vfio"].status is Status.FAIL
     assert "neither cold_plug_vfio nor hot_plug_vfio" in v["runtime.kata-vfio"].reason
@@ -134,14 +153,18 @@ def test_invalid_toml_is_a_named_failure(tmp_path: Path):
 def test_imports_replace_whole_plugin_sections(tmp_path: Path):
     main = 'version = 2\nimports = ["/etc/containerd/conf.d/*.toml"]\n' + SEED.split("\n", 1)[1]
     imp = '[plugins."io.containerd.nri.v1.nri"]\n  socket_path = "/run/x.sock"\n'
-    snap = tree(tmp_path, {"/etc/containerd/config.toml": main, "/etc/containerd/conf.d/10-nri.toml": imp})
+    snap = tree(
+        tmp_path, {"/etc/containerd/config.toml": main, "/etc/containerd/conf.d/10-nri.toml": imp}
+    )
     v = judge(snap)
     # the import replaced the whole NRI section: `disable = false` is gone, 1.7/2.x unknown
     assert v["runtime.nri-enabled"].status is Status.FAIL
     assert "does not set `disable`" in v["runtime.nri-enabled"].reason
 
 
-def _live_snap(config: str, version: str, dump: str | None, sock_kind: str = "socket", mode: str = "600"):
+def _live_snap(
+    config: str, version: str, dump: str | None, sock_kind: str = "socket", mode: str = "600"
+):
     cmds = {"containerd_version": CommandResult(0, version)}
     if dump is not None:
         cmds["containerd_config_dump"] = CommandResult(0, dump)
@@ -153,8 +176,14 @@ def _live_snap(config: str, version: str, dump: str | None, sock_kind: str = "so
 
 
 def test_version_parsing():
-    assert str(parse_version("containerd github.com/containerd/containerd/v2 2.1.9+unknown ")) == "2.1.9"
-    assert str(parse_version("containerd github.com/containerd/containerd 1.7.24~ds1 1.7.24~ds1-6")) == "1.7.24"
+    assert (
+        str(parse_version("containerd github.com/containerd/containerd/v2 2.1.9+unknown "))
+        == "2.1.9"
+    )
+    assert (
+        str(parse_version("containerd github.com/containerd/containerd 1.7.24~ds1 1.7.24~ds1-6"))
+        == "1.7.24"
+    )
     assert not parse_version("garbage").known
 
 
@@ -167,8 +196,16 @@ def test_dump_log_lines_are_stripped():
     [
         ("containerd x 1.7.24", "", Status.FAIL),
         ("containerd x 2.1.9", "", Status.PASS),
-        ("containerd x 1.6.20", '[plugins."io.containerd.nri.v1.nri"]\ndisable = false\n', Status.FAIL),
-        ("containerd x 2.0.0", '[plugins."io.containerd.nri.v1.nri"]\ndisable = true\n', Status.FAIL),
+        (
+            "containerd x 1.6.20",
+            '[plugins."io.containerd.nri.v1.nri"]\ndisable = false\n',
+            Status.FAIL,
+        ),
+        (
+            "containerd x 2.0.0",
+            '[plugins."io.containerd.nri.v1.nri"]\ndisable = true\n',
+            Status.FAIL,
+        ),
     ],
 )
 def test_per_version_default(version, nri, status):
@@ -188,10 +225,29 @@ def test_socket_that_is_a_file_fails():
 
 
 # -- fuzzing ----------------------------------------------------------------------------------
-toml_key = st.sampled_from(["version", "plugins", "disable", "disable_connections", "socket_path",
-                            "io.containerd.nri.v1.nri", "io.containerd.grpc.v1.cri", "containerd",
-                            "runtimes", "kata", "runtime_type", "options", "ConfigPath", "imports",
-                            "enable_nri", "hypervisor", "qemu", "cold_plug_vfio", "pcie_root_port"])
+toml_key = st.sampled_from(
+    [
+        "version",
+        "plugins",
+        "disable",
+        "disable_connections",
+        "socket_path",
+        "io.containerd.nri.v1.nri",
+        "io.containerd.grpc.v1.cri",
+        "containerd",
+        "runtimes",
+        "kata",
+        "runtime_type",
+        "options",
+        "ConfigPath",
+        "imports",
+        "enable_nri",
+        "hypervisor",
+        "qemu",
+        "cold_plug_vfio",
+        "pcie_root_port",
+    ]
+)
 scalars = st.one_of(st.booleans(), st.integers(-5, 10), st.text(max_size=12), st.none())
 structs = st.recursive(
     scalars,
@@ -221,7 +277,10 @@ def test_parser_never_crashes_on_arbitrary_text(text):
     assert all(not x.reason.startswith("evaluator crashed") for x in v.values()), v
 
 
-@given(doc=st.dictionaries(toml_key, structs, max_size=5), version=st.sampled_from(["1.7.24", "2.1.9", "?"]))
+@given(
+    doc=st.dictionaries(toml_key, structs, max_size=5),
+    version=st.sampled_from(["1.7.24", "2.1.9", "?"]),
+)
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_evaluators_never_crash_on_odd_structures(doc, version):
     text = _toml(doc)

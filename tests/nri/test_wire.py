@@ -63,7 +63,8 @@ def test_oversized_inbound_frame_is_a_protocol_error():
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_any_chunking_reassembles_the_same_messages(msgs, cuts):
     wire = b"".join(
-        encode_frames(conn, encode_message(2 * i + 1, 1, body)) for i, (conn, body) in enumerate(msgs)
+        encode_frames(conn, encode_message(2 * i + 1, 1, body))
+        for i, (conn, body) in enumerate(msgs)
     )
     d = Demux()
     got = []
@@ -97,16 +98,25 @@ def test_decoders_never_crash_or_hang_on_garbage(data, chunk):
 @given(data=st.binary(max_size=2048))
 @settings(max_examples=300, deadline=None)
 def test_message_payload_decoders_only_raise_decode_error(data):
-    for typ in (pb.TtrpcRequest, pb.TtrpcResponse, pb.ConfigureRequest, pb.SynchronizeRequest,
-                pb.StateChangeEvent, pb.PodContainerRequest):
+    for typ in (
+        pb.TtrpcRequest,
+        pb.TtrpcResponse,
+        pb.ConfigureRequest,
+        pb.SynchronizeRequest,
+        pb.StateChangeEvent,
+        pb.PodContainerRequest,
+    ):
         try:
             typ.FromString(data)
         except DecodeError:
             pass
 
 
-@given(length=st.integers(min_value=MessageDecoder().__class__.__init__.__defaults__[0] + 1,
-                          max_value=0xFFFFFFFF))
+@given(
+    length=st.integers(
+        min_value=MessageDecoder().__class__.__init__.__defaults__[0] + 1, max_value=0xFFFFFFFF
+    )
+)
 def test_huge_declared_ttrpc_length_is_refused_without_buffering(length):
     with pytest.raises(ProtocolError):
         MessageDecoder().feed(struct.pack(">IIBB", length, 1, 1, 0))

@@ -38,7 +38,9 @@ class CriClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def call(self, method: str, request: Any, response_type: Any, timeout_s: float | None = None) -> Any:
+    def call(
+        self, method: str, request: Any, response_type: Any, timeout_s: float | None = None
+    ) -> Any:
         stub = self._channel.unary_unary(
             SERVICE + method,
             request_serializer=lambda m: m.SerializeToString(),
@@ -74,7 +76,9 @@ class ProbePod:
 
     def _sandbox_config(self) -> pb.PodSandboxConfig:
         cfg = pb.PodSandboxConfig(
-            metadata=pb.PodSandboxMetadata(name=self.name, uid=uuid.uuid4().hex, namespace=self.namespace),
+            metadata=pb.PodSandboxMetadata(
+                name=self.name, uid=uuid.uuid4().hex, namespace=self.namespace
+            ),
             log_directory=str(self.log_dir),
         )
         cfg.labels.update(self.labels)
@@ -106,7 +110,9 @@ class ProbePod:
         self.timings["create_container_call"] = time.monotonic()
         resp = self.client.call(
             "CreateContainer",
-            pb.CreateContainerRequest(pod_sandbox_id=self.pod_id, config=cc, sandbox_config=self._cfg),
+            pb.CreateContainerRequest(
+                pod_sandbox_id=self.pod_id, config=cc, sandbox_config=self._cfg
+            ),
             pb.CreateContainerResponse,
         )
         self.container_id = resp.container_id
@@ -115,7 +121,9 @@ class ProbePod:
     def start_container(self) -> None:
         self.timings["start_container_call"] = time.monotonic()
         self.client.call(
-            "StartContainer", pb.StartContainerRequest(container_id=self.container_id), pb.StartContainerResponse
+            "StartContainer",
+            pb.StartContainerRequest(container_id=self.container_id),
+            pb.StartContainerResponse,
         )
 
     def exec(self, cmd: list[str], timeout_s: int = 10) -> tuple[int, str]:
@@ -140,17 +148,29 @@ class ProbePod:
         steps: list[tuple[str, Any, Any]] = []
         if self.container_id:
             steps += [
-                ("StopContainer", pb.StopContainerRequest(container_id=self.container_id, timeout=1),
-                 pb.StopContainerResponse),
-                ("RemoveContainer", pb.RemoveContainerRequest(container_id=self.container_id),
-                 pb.RemoveContainerResponse),
+                (
+                    "StopContainer",
+                    pb.StopContainerRequest(container_id=self.container_id, timeout=1),
+                    pb.StopContainerResponse,
+                ),
+                (
+                    "RemoveContainer",
+                    pb.RemoveContainerRequest(container_id=self.container_id),
+                    pb.RemoveContainerResponse,
+                ),
             ]
         if self.pod_id:
             steps += [
-                ("StopPodSandbox", pb.StopPodSandboxRequest(pod_sandbox_id=self.pod_id),
-                 pb.StopPodSandboxResponse),
-                ("RemovePodSandbox", pb.RemovePodSandboxRequest(pod_sandbox_id=self.pod_id),
-                 pb.RemovePodSandboxResponse),
+                (
+                    "StopPodSandbox",
+                    pb.StopPodSandboxRequest(pod_sandbox_id=self.pod_id),
+                    pb.StopPodSandboxResponse,
+                ),
+                (
+                    "RemovePodSandbox",
+                    pb.RemovePodSandboxRequest(pod_sandbox_id=self.pod_id),
+                    pb.RemovePodSandboxResponse,
+                ),
             ]
         for method, req, resp_t in steps:
             try:

@@ -38,7 +38,7 @@ from kgc.lab.containerd_instance import (
 )
 from kgc.lab.images import PAUSE_IMAGE, PROBE_IMAGE, build_archive
 
-KATA_OK_CONFIG = """# Kata configuration for the lab (the shim never runs here; its config is judged)
+KATA_OK_CONFIG = """# Kata configuration for the lab (the shim never runs; its config is judged)
 [hypervisor.qemu]
 path = "/opt/kata/bin/qemu-system-x86_64"
 kernel = "/opt/kata/share/kata-containers/vmlinux.container"
@@ -132,7 +132,9 @@ class ScenarioResult:
         return not self.mismatches()
 
     def render(self) -> str:
-        lines = [f"scenario {self.scenario.name} on {self.containerd_version} ({self.seconds:.1f}s)"]
+        lines = [
+            f"scenario {self.scenario.name} on {self.containerd_version} ({self.seconds:.1f}s)"
+        ]
         for v in self.verdicts:
             mark = "*" if v.check in self.scenario.expected else " "
             lines.append(f" {mark} [{v.status.upper():5}] {v.check}: {v.reason}")
@@ -170,7 +172,9 @@ def _prepare_kata(tmp: Path) -> None:
     (tmp / "kata" / "configuration.toml").write_text(KATA_OK_CONFIG)
     (tmp / "bin").mkdir(parents=True, exist_ok=True)
     shim = tmp / "bin" / "containerd-shim-kata-v2"
-    shim.write_text("#!/bin/sh\n# lab stand-in: presence is what runtime.kata-shim checks\nexit 1\n")
+    shim.write_text(
+        "#!/bin/sh\n# lab stand-in: presence is what runtime.kata-shim checks\nexit 1\n"
+    )
     shim.chmod(0o755)
 
 
@@ -193,7 +197,7 @@ def run_scenario(sc: Scenario, keep: bool = False) -> ScenarioResult:
         inst.import_images(archive)
         layers = load_layers(("kgc.layers.runtime", "kgc.layers.nri"))
         ctx = Context(
-            target=LiveTarget("local://"),
+            target=LiveTarget("local://"),  # type: ignore[arg-type]
             profile=profile,
             layers=layers,
             options={"cri_socket": inst.address},
@@ -202,7 +206,13 @@ def run_scenario(sc: Scenario, keep: bool = False) -> ScenarioResult:
         nri_ev = ctx.evidence("nri").to_dict()
         version = ctx.evidence("runtime").version
         return ScenarioResult(
-            sc, verdicts, f"containerd {version}", tmp, inst.log_tail(), nri_ev, time.monotonic() - t0
+            sc,
+            verdicts,
+            f"containerd {version}",
+            tmp,
+            inst.log_tail(),
+            nri_ev,
+            time.monotonic() - t0,
         )
     finally:
         inst.stop()
@@ -211,65 +221,112 @@ def run_scenario(sc: Scenario, keep: bool = False) -> ScenarioResult:
 
 
 P, F, W = Status.PASS, Status.FAIL, Status.WARN
-NRI_ON = '\n[plugins."io.containerd.nri.v1.nri"]\n  disable = false\n  socket_path = "{tmp}/nri.sock"\n'
+NRI_ON = (
+    '\n[plugins."io.containerd.nri.v1.nri"]\n  disable = false\n  socket_path = "{tmp}/nri.sock"\n'
+)
 NRI_SOCKET_ONLY = '\n[plugins."io.containerd.nri.v1.nri"]\n  socket_path = "{tmp}/nri.sock"\n'
 
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
         Scenario(
-            "nri-on", "1.7", "containerd 1.7 with NRI enabled (disable = false)",
+            "nri-on",
+            "1.7",
+            "containerd 1.7 with NRI enabled (disable = false)",
             nri_section=NRI_ON,
-            expected={"runtime.nri-enabled": P, "runtime.nri-socket": P, "runtime.nri-ignored-keys": P,
-                      "runtime.config": P, "runtime.containerd-version": P,
-                      "nri.events": P, "nri.adjustment": P, "nri.handshake": P, "nri.own-pods-only": P},
+            expected={
+                "runtime.nri-enabled": P,
+                "runtime.nri-socket": P,
+                "runtime.nri-ignored-keys": P,
+                "runtime.config": P,
+                "runtime.containerd-version": P,
+                "nri.events": P,
+                "nri.adjustment": P,
+                "nri.handshake": P,
+                "nri.own-pods-only": P,
+            },
         ),
         Scenario(
-            "nri-default-1.7", "1.7", "containerd 1.7, nothing sets `disable` (default true)",
+            "nri-default-1.7",
+            "1.7",
+            "containerd 1.7, nothing sets `disable` (default true)",
             nri_section=NRI_SOCKET_ONLY,
             expected={"runtime.nri-enabled": F, "runtime.nri-socket": F, "nri.events": F},
             reasons={"runtime.nri-enabled": ("does not set `disable`", "1.7 is disable = true")},
         ),
         Scenario(
-            "seed-config", "1.7", "the tutorial's exact keys (enable_nri under CRI + NRI section)",
+            "seed-config",
+            "1.7",
+            "the tutorial's exact keys (enable_nri under CRI + NRI section)",
             nri_section=NRI_ON,
             cri_lines=SEED_CRI_LINES,
-            expected={"runtime.nri-enabled": P, "runtime.nri-ignored-keys": W, "nri.events": P,
-                      "nri.adjustment": P},
+            expected={
+                "runtime.nri-enabled": P,
+                "runtime.nri-ignored-keys": W,
+                "nri.events": P,
+                "nri.adjustment": P,
+            },
             reasons={"runtime.nri-ignored-keys": ("enable_nri",)},
         ),
         Scenario(
-            "seed-cri-key-only", "1.7", "only `enable_nri = true` under the CRI plugin",
+            "seed-cri-key-only",
+            "1.7",
+            "only `enable_nri = true` under the CRI plugin",
             nri_section=NRI_SOCKET_ONLY,
             cri_lines=("enable_nri = true",),
             expected={"runtime.nri-enabled": F, "runtime.nri-ignored-keys": W, "nri.events": F},
-            reasons={"runtime.nri-enabled": ("enable_nri", "io.containerd.nri.v1.nri", "disable = false")},
+            reasons={
+                "runtime.nri-enabled": ("enable_nri", "io.containerd.nri.v1.nri", "disable = false")
+            },
         ),
         Scenario(
-            "containerd2-default", "2", "containerd 2.x, config version 3, NRI on by default",
+            "containerd2-default",
+            "2",
+            "containerd 2.x, config version 3, NRI on by default",
             nri_section=NRI_SOCKET_ONLY,
-            expected={"runtime.nri-enabled": P, "runtime.nri-socket": P, "runtime.config": P,
-                      "nri.events": P, "nri.adjustment": P, "nri.handshake": P},
+            expected={
+                "runtime.nri-enabled": P,
+                "runtime.nri-socket": P,
+                "runtime.config": P,
+                "nri.events": P,
+                "nri.adjustment": P,
+                "nri.handshake": P,
+            },
             reasons={"runtime.nri-enabled": ("does not set `disable`", "is disable = false")},
         ),
         Scenario(
-            "connections-disabled", "1.7", "NRI on but disable_connections = true",
+            "connections-disabled",
+            "1.7",
+            "NRI on but disable_connections = true",
             nri_section=NRI_ON + "  disable_connections = true\n",
             expected={"runtime.nri-enabled": P, "runtime.nri-socket": F, "nri.events": F},
-            reasons={"nri.events": ("disable_connections = true",),
-                     "runtime.nri-socket": ("disable_connections = true",)},
+            reasons={
+                "nri.events": ("disable_connections = true",),
+                "runtime.nri-socket": ("disable_connections = true",),
+            },
         ),
         Scenario(
-            "kata-handler-missing", "1.7", "NRI on, no Kata runtime handler",
+            "kata-handler-missing",
+            "1.7",
+            "NRI on, no Kata runtime handler",
             nri_section=NRI_ON,
             expected={"runtime.kata-handler": F, "runtime.kata-shim": F, "nri.events": P},
             reasons={"runtime.kata-handler": ("no runtime handler 'kata'",)},
         ),
         Scenario(
-            "kata-handler-ok", "2", "Kata handler (v3 section), shim present, GPU VFIO config",
-            nri_section=NRI_SOCKET_ONLY, kata=True,
-            expected={"runtime.kata-handler": P, "runtime.kata-shim": P, "runtime.kata-config": P,
-                      "runtime.kata-vfio": P, "runtime.kata-stale-keys": P, "nri.events": P},
+            "kata-handler-ok",
+            "2",
+            "Kata handler (v3 section), shim present, GPU VFIO config",
+            nri_section=NRI_SOCKET_ONLY,
+            kata=True,
+            expected={
+                "runtime.kata-handler": P,
+                "runtime.kata-shim": P,
+                "runtime.kata-config": P,
+                "runtime.kata-vfio": P,
+                "runtime.kata-stale-keys": P,
+                "nri.events": P,
+            },
         ),
     )
 }
@@ -297,8 +354,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
             return 2
         print(res.render())
         rc |= 0 if res.matches() else 1
-        out.append({"scenario": n, "containerd": res.containerd_version, "matches": res.matches(),
-                    "verdicts": [v.to_dict() for v in res.verdicts]})
+        out.append(
+            {
+                "scenario": n,
+                "containerd": res.containerd_version,
+                "matches": res.matches(),
+                "verdicts": [v.to_dict() for v in res.verdicts],
+            }
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1, default=str))
     return rc

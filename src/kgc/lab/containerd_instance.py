@@ -72,7 +72,9 @@ state = "{tmp}/state"
 
 """
     if flavour == "2":
-        return head + f"""[plugins."io.containerd.cri.v1.images".pinned_images]
+        return (
+            head
+            + f"""[plugins."io.containerd.cri.v1.images".pinned_images]
   sandbox = "{sandbox_image}"
 
 [plugins."io.containerd.cri.v1.runtime"]
@@ -84,8 +86,12 @@ state = "{tmp}/state"
 
 [plugins."io.containerd.internal.v1.opt"]
   path = "{tmp}/opt"
-""" + tail
-    return head + f"""[plugins."io.containerd.grpc.v1.cri"]
+"""
+            + tail
+        )
+    return (
+        head
+        + f"""[plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "{sandbox_image}"
   restrict_oom_score_adj = true
 {extra}
@@ -95,7 +101,9 @@ state = "{tmp}/state"
 
 [plugins."io.containerd.internal.v1.opt"]
   path = "{tmp}/opt"
-""" + tail
+"""
+        + tail
+    )
 
 
 @dataclass
@@ -129,7 +137,9 @@ class ContainerdInstance:
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
-        env["PATH"] = ":".join([*self.extra_path, str(self.bin), "/usr/sbin", "/usr/bin", "/sbin", "/bin"])
+        env["PATH"] = ":".join(
+            [*self.extra_path, str(self.bin), "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+        )
         return env
 
     def start(self, timeout_s: float = 30.0) -> None:
@@ -146,10 +156,12 @@ class ContainerdInstance:
             start_new_session=True,
         )
         log.close()
+
         def up() -> bool:
             if self.proc is not None and self.proc.poll() is not None:
                 raise LabUnavailable(
-                    f"containerd {self.flavour} exited with {self.proc.returncode}: {self.log_tail()}"
+                    f"containerd {self.flavour} exited with {self.proc.returncode}: "
+                    f"{self.log_tail()}"
                 )
             return self._serving()
 
@@ -161,7 +173,8 @@ class ContainerdInstance:
             )(up)
         except RetryError:
             raise LabUnavailable(
-                f"containerd {self.flavour} did not serve CRI within {timeout_s}s: {self.log_tail()}"
+                f"containerd {self.flavour} did not serve CRI within {timeout_s}s: "
+                f"{self.log_tail()}"
             ) from None
 
     def _serving(self) -> bool:
@@ -185,7 +198,9 @@ class ContainerdInstance:
             timeout=120,
         )
         if res.returncode != 0:
-            raise LabUnavailable(f"ctr images import failed: {res.stderr.strip() or res.stdout.strip()}")
+            raise LabUnavailable(
+                f"ctr images import failed: {res.stderr.strip() or res.stdout.strip()}"
+            )
 
     def log_tail(self, n: int = 4000) -> str:
         try:
@@ -214,7 +229,11 @@ class ContainerdInstance:
         except OSError:
             return
         points = sorted(
-            (m.split()[1] for m in mounts if len(m.split()) > 1 and m.split()[1].startswith(prefix)),
+            (
+                m.split()[1]
+                for m in mounts
+                if len(m.split()) > 1 and m.split()[1].startswith(prefix)
+            ),
             key=len,
             reverse=True,
         )

@@ -389,7 +389,10 @@ class NriProbe:
                 out.status.code = code
                 out.status.message = message
             try:
-                self._send(CONN_PLUGIN, encode_message(msg.stream_id, TYPE_RESPONSE, out.SerializeToString()))
+                self._send(
+                    CONN_PLUGIN,
+                    encode_message(msg.stream_id, TYPE_RESPONSE, out.SerializeToString()),
+                )
             except OSError as exc:
                 raise ProtocolError(f"cannot answer {req.method}: {exc}") from exc
             if req.method == "Synchronize" and not self.handshake.synchronized:
@@ -444,7 +447,9 @@ class NriProbe:
                 adj.adjust.env.add(key=ADJUST_ENV, value=self.adjust_token or "")
                 body = adj.SerializeToString()
                 adjusted = True
-            self._record(event, m, r.pod, r.container if r.HasField("container") else None, adjusted)
+            self._record(
+                event, m, r.pod, r.container if r.HasField("container") else None, adjusted
+            )
             return CODE_OK, "", body
         return CODE_UNIMPLEMENTED, f"{m} is not implemented by the kgc probe", b""
 

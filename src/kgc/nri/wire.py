@@ -119,7 +119,9 @@ class MessageDecoder:
             end = TTRPC_HEADER.size + length
             if len(self._buf) < end:
                 break
-            out.append(TtrpcMessage(stream_id, type_, flags, bytes(self._buf[TTRPC_HEADER.size : end])))
+            out.append(
+                TtrpcMessage(stream_id, type_, flags, bytes(self._buf[TTRPC_HEADER.size : end]))
+            )
             del self._buf[:end]
         return out
 

@@ -55,18 +55,31 @@ def gather(ctx: Context) -> NriEvidence:
             ev = NriEvidence.from_dict(rec)
             ev.mode = "bundle"
             return ev
-        return NriEvidence(socket_path="", mode="unavailable",
-                           unavailable="the evidence bundle has no recorded `nri` entry")
+        return NriEvidence(
+            socket_path="",
+            mode="unavailable",
+            unavailable="the evidence bundle has no recorded `nri` entry",
+        )
     opts = ctx.options
     facts = _runtime_facts(ctx)
-    socket_path = opts.get("nri_socket") or facts.get("socket_path") or ctx.profile.runtime.nri_socket
+    socket_path = (
+        opts.get("nri_socket") or facts.get("socket_path") or ctx.profile.runtime.nri_socket
+    )
     target = ctx.target
-    local = isinstance(target, LiveTarget) and target.spec in ("local://", "local", "") and not target.root
+    local = (
+        isinstance(target, LiveTarget)
+        and target.spec in ("local://", "local", "")
+        and not target.root
+    )
     if not local and not opts.get("nri_socket"):
-        why = REMOTE_HELP if not (isinstance(target, LiveTarget) and target.root) else (
-            "the target is an offline tree (KGC_ROOT), not a running node")
-        return NriEvidence(socket_path=socket_path, mode="unavailable", unavailable=why,
-                           runtime_context=facts)
+        why = (
+            REMOTE_HELP
+            if not (isinstance(target, LiveTarget) and target.root)
+            else ("the target is an offline tree (KGC_ROOT), not a running node")
+        )
+        return NriEvidence(
+            socket_path=socket_path, mode="unavailable", unavailable=why, runtime_context=facts
+        )
     return run_probe(
         ctx.profile,
         socket_path,

@@ -6,6 +6,8 @@ no events; only an event proves NRI works.)
 
 from __future__ import annotations
 
+from typing import Any
+
 from kgc.core.model import Outcome, Registry, Severity, errored, failed, passed, skipped, warned
 from kgc.core.profile import Profile
 from kgc.layers.nri.collect import NriEvidence
@@ -70,10 +72,15 @@ def events(ev: NriEvidence, profile: Profile) -> Outcome:
         return gate
     own = ev.own_events()
     names = sorted({e["event"] for e in own})
-    evidence = {
+    evidence: dict[str, Any] = {
         "socket": ev.socket_path,
         "plugin": ev.handshake.get("plugin"),
-        "runtime": f"{ev.handshake.get('runtime_name', '')} {ev.handshake.get('runtime_version', '')}".strip(),
+        "runtime": " ".join(
+            [
+                str(ev.handshake.get("runtime_name", "")),
+                str(ev.handshake.get("runtime_version", "")),
+            ]
+        ).strip(),
         "events": [f"{e['event']} via {e['via']} +{e.get('t_ms', 0)}ms" for e in own][:20],
         "pod": ev.pod,
         "latencies_ms": ev.latencies_ms,
@@ -113,12 +120,18 @@ def adjustment(ev: NriEvidence, profile: Profile) -> Outcome:
     if not profile.nri.allow_adjustment:
         return skipped("the profile disables the probe's adjustment (nri.allow_adjustment: false)")
     if ev.trigger != "cri":
-        return skipped("passive probe (nri.trigger: passive): it never adjusts pods it did not create")
+        return skipped(
+            "passive probe (nri.trigger: passive): it never adjusts pods it did not create"
+        )
     if not ev.pod.get("image") and not ev.connect_error:
         return skipped("no probe container image (nri.probe_image) to run the adjusted container")
     created = [e for e in ev.own_events() if e["event"] == "CREATE_CONTAINER"]
-    evidence = {"env": adj.get("env"), "expected": adj.get("expected"), "seen": adj.get("seen"),
-                "adjusted_events": len([e for e in created if e.get("adjusted")])}
+    evidence: dict[str, Any] = {
+        "env": adj.get("env"),
+        "expected": adj.get("expected"),
+        "seen": adj.get("seen"),
+        "adjusted_events": len([e for e in created if e.get("adjusted")]),
+    }
     if not created:
         reason, remedy = _why_no_events(ev, profile)
         return failed(f"no CreateContainer event to adjust: {reason}", remedy, **evidence)
@@ -133,10 +146,13 @@ def adjustment(ev: NriEvidence, profile: Profile) -> Outcome:
         return failed(
             f"the probe asked for {adj.get('env')}={adj.get('expected')} on its container but the "
             f"container sees {adj.get('seen')!r}: the runtime did not apply the NRI adjustment",
-            "Check containerd's NRI adjustment support and its log for the plugin's CreateContainer reply.",
+            "Check containerd's NRI adjustment support and its log for the plugin's "
+            "CreateContainer reply.",
             **evidence,
         )
-    return passed(f"{adj.get('env')} injected by NRI is visible inside the probe container", **evidence)
+    return passed(
+        f"{adj.get('env')} injected by NRI is visible inside the probe container", **evidence
+    )
 
 
 @CHECKS.check(
@@ -151,19 +167,28 @@ def handshake(ev: NriEvidence, profile: Profile) -> Outcome:
         return gate
     hs = ev.handshake
     ms = hs.get("handshake_ms")
-    evidence = {"handshake_ms": ms, "budget_ms": profile.nri.handshake_budget_ms,
-                "runtime_version": hs.get("runtime_version"), "sync_chunks": hs.get("sync_chunks"),
-                "configure_timeout_nano": hs.get("configure_timeout_nano")}
+    evidence: dict[str, Any] = {
+        "handshake_ms": ms,
+        "budget_ms": profile.nri.handshake_budget_ms,
+        "runtime_version": hs.get("runtime_version"),
+        "sync_chunks": hs.get("sync_chunks"),
+        "configure_timeout_nano": hs.get("configure_timeout_nano"),
+    }
     if ms is None:
         reason, remedy = _why_no_events(ev, profile)
         return failed(f"no completed handshake: {reason}", remedy, **evidence)
     if not ev.own_events():
         reason, remedy = _why_no_events(ev, profile)
-        return failed(f"handshake took {ms:.1f} ms, but a handshake alone proves nothing: {reason}",
-                      remedy, **evidence)
+        return failed(
+            f"handshake took {ms:.1f} ms, but a handshake alone proves nothing: {reason}",
+            remedy,
+            **evidence,
+        )
     if ms > profile.nri.handshake_budget_ms:
-        return warned(f"handshake took {ms:.1f} ms (budget {profile.nri.handshake_budget_ms:.0f} ms)",
-                      **evidence)
+        return warned(
+            f"handshake took {ms:.1f} ms (budget {profile.nri.handshake_budget_ms:.0f} ms)",
+            **evidence,
+        )
     return passed(f"handshake {ms:.1f} ms, then events observed", **evidence)
 
 
@@ -178,12 +203,20 @@ def own_pods_only(ev: NriEvidence, profile: Profile) -> Outcome:
     if gate:
         return gate
     adjusted = [e for e in ev.events if e.get("adjusted")]
-    foreign = [e for e in adjusted if e.get("pod_labels", {}).get("kgc.io/nri-probe") != ev.token
-               or not ev.token]
+    foreign = [
+        e
+        for e in adjusted
+        if e.get("pod_labels", {}).get("kgc.io/nri-probe") != ev.token or not ev.token
+    ]
     if foreign:
-        return failed(f"the probe adjusted {len(foreign)} container(s) outside its probe pod: "
-                      + ", ".join(f"{e['pod_namespace']}/{e['pod_name']}" for e in foreign),
-                      foreign=foreign)
+        return failed(
+            f"the probe adjusted {len(foreign)} container(s) outside its probe pod: "
+            + ", ".join(f"{e['pod_namespace']}/{e['pod_name']}" for e in foreign),
+            foreign=foreign,
+        )
     others = len([e for e in ev.events if e not in ev.own_events()])
-    return passed(f"{len(adjusted)} adjustment(s), all on the probe's own pod; {others} other "
-                  "event(s) observed read-only", adjusted=len(adjusted))
+    return passed(
+        f"{len(adjusted)} adjustment(s), all on the probe's own pod; {others} other "
+        "event(s) observed read-only",
+        adjusted=len(adjusted),
+    )

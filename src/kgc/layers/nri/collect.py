@@ -57,7 +57,9 @@ class NriEvidence:
 
     def own_events(self) -> list[dict[str, Any]]:
         if self.trigger == "cri":
-            return [e for e in self.events if e.get("pod_labels", {}).get(PROBE_LABEL) == self.token]
+            return [
+                e for e in self.events if e.get("pod_labels", {}).get(PROBE_LABEL) == self.token
+            ]
         return list(self.events)
 
 
@@ -79,7 +81,9 @@ def run_probe(
 ) -> NriEvidence:
     """Connect the probe, trigger (or wait for) pod/container events, and clean up."""
     np = profile.nri
-    ev = NriEvidence(socket_path=socket_path, trigger=np.trigger, runtime_context=runtime_context or {})
+    ev = NriEvidence(
+        socket_path=socket_path, trigger=np.trigger, runtime_context=runtime_context or {}
+    )
     ev.socket_exists = Path(socket_path).exists()
     token = uuid.uuid4().hex
     adjust = np.allow_adjustment and np.trigger == "cri" and bool(probe_image)
@@ -99,7 +103,9 @@ def run_probe(
             return ev
         ev.handshake = hs.to_dict()
         if np.trigger == "cri":
-            _trigger(ev, probe, profile, cri_socket, sandbox_image, probe_image, token, adjust, log_root)
+            _trigger(
+                ev, probe, profile, cri_socket, sandbox_image, probe_image, token, adjust, log_root
+            )
         else:
             got = probe.wait_for(lambda e: True, np.event_timeout_s)
             ev.waited_s = np.event_timeout_s if got is None else round(time.monotonic() - t0, 3)
@@ -141,26 +147,41 @@ def _trigger(
             log_dir=log_dir,
             labels={PROBE_LABEL: token},
         )
-        ev.pod = {"name": pod.name, "namespace": pod.namespace, "token": token, "image": probe_image}
-        ev.adjustment = {"requested": adjust, "env": ADJUST_ENV, "expected": token if adjust else None}
+        ev.pod = {
+            "name": pod.name,
+            "namespace": pod.namespace,
+            "token": token,
+            "image": probe_image,
+        }
+        ev.adjustment = {
+            "requested": adjust,
+            "env": ADJUST_ENV,
+            "expected": token if adjust else None,
+        }
         mine = lambda e: e.pod_labels.get(PROBE_LABEL) == token  # noqa: E731
         try:
             pod.run_sandbox()
             ev.pod["id"] = pod.pod_id
-            got = probe.wait_for(lambda e: mine(e) and e.event == "RUN_POD_SANDBOX", np.event_timeout_s)
+            got = probe.wait_for(
+                lambda e: mine(e) and e.event == "RUN_POD_SANDBOX", np.event_timeout_s
+            )
             if got is not None:
-                ev.latencies_ms["run_pod_sandbox"] = round((got.at - pod.timings["run_pod_sandbox_call"]) * 1e3, 3)
+                ev.latencies_ms["run_pod_sandbox"] = round(
+                    (got.at - pod.timings["run_pod_sandbox_call"]) * 1e3, 3
+                )
             if probe_image:
                 pod.create_container()
                 ev.pod["container_id"] = pod.container_id
-                got = probe.wait_for(lambda e: mine(e) and e.event == "CREATE_CONTAINER", np.event_timeout_s)
+                got = probe.wait_for(
+                    lambda e: mine(e) and e.event == "CREATE_CONTAINER", np.event_timeout_s
+                )
                 if got is not None:
                     ev.latencies_ms["create_container"] = round(
                         (got.at - pod.timings["create_container_call"]) * 1e3, 3
                     )
                 pod.start_container()
                 if adjust:
-                    rc, out = pod.exec(["/bin/sh", "-c", f"printf %s \"${ADJUST_ENV}\""])
+                    rc, out = pod.exec(["/bin/sh", "-c", f'printf %s "${ADJUST_ENV}"'])
                     ev.adjustment["exec_rc"] = rc
                     ev.adjustment["seen"] = out
         except CriError as exc:

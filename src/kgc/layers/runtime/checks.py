@@ -5,6 +5,8 @@ Every evaluator is pure: :class:`RuntimeEvidence` + :class:`Profile` in, an Outc
 
 from __future__ import annotations
 
+from typing import Any
+
 from kgc.core.model import Outcome, Registry, Severity, failed, passed, skipped, warned
 from kgc.core.profile import Profile
 from kgc.layers.runtime.collect import KATA_RUNTIME_TYPE, KATA_SHIM, NRI_PLUGIN, RuntimeEvidence
@@ -61,7 +63,7 @@ def containerd_version(ev: RuntimeEvidence, profile: Profile) -> Outcome:
     severity=Severity.CRITICAL,
 )
 def config(ev: RuntimeEvidence, profile: Profile) -> Outcome:
-    evidence = {
+    evidence: dict[str, Any] = {
         "config_path": ev.config_path,
         "imports": [f.path for f in ev.imports],
         "effective_source": ev.effective_source,
@@ -83,7 +85,8 @@ def config(ev: RuntimeEvidence, profile: Profile) -> Outcome:
     v = ev.version
     if v.known and v.major is not None and v.major < 2 and ev.config_version >= 3:
         return failed(
-            f"{ev.config_path} is config version {ev.config_version}, which containerd {v} cannot read",
+            f"{ev.config_path} is config version {ev.config_version}, which containerd {v} "
+            "cannot read",
             f"Use `version = 2` in {ev.config_path} (or upgrade to containerd 2.x).",
             **evidence,
         )
@@ -118,7 +121,7 @@ def _ignored_files(ev: RuntimeEvidence) -> list:
 def nri_enabled(ev: RuntimeEvidence, profile: Profile) -> Outcome:
     st = nri_state(ev)
     ign = ignored_keys(_ignored_files(ev))
-    evidence = dict(st.evidence)
+    evidence: dict[str, Any] = dict(st.evidence)
     evidence["ignored_keys"] = [f"{k.file}: {k.section} {k.key}" for k in ign]
     remedy = (
         f"Add to {ev.config_path} and restart containerd (`systemctl restart containerd`):\n"
@@ -127,7 +130,9 @@ def nri_enabled(ev: RuntimeEvidence, profile: Profile) -> Outcome:
     if st.enabled:
         return passed(f"NRI is enabled: {st.why}", **evidence)
     if not profile.runtime.require_nri:
-        return skipped(f"the profile does not require NRI (runtime.require_nri: false); {st.why}", **evidence)
+        return skipped(
+            f"the profile does not require NRI (runtime.require_nri: false); {st.why}", **evidence
+        )
     reason = f"NRI is {'off' if st.enabled is False else 'not certainly on'}: {st.why}"
     nri_ign = [k for k in ign if "nri" in k.key.lower() or k.section == NRI_SECTION]
     if nri_ign:
@@ -156,7 +161,8 @@ def nri_ignored_keys(ev: RuntimeEvidence, profile: Profile) -> Outcome:
         f"containerd ignores `{first.key}` under {first.section} in {first.file}"
         + (f" (and {len(ign) - 1} more)" if len(ign) > 1 else "")
         + f"; it does not enable NRI — `disable = false` in {NRI_SECTION} does",
-        f"Remove `{first.key}` from {first.section} in {first.file} (it is CRI-O's `[crio.nri]` key); "
+        f"Remove `{first.key}` from {first.section} in {first.file} (it is CRI-O's "
+        "`[crio.nri]` key); "
         f"keep or add:\n{nri_enable_snippet(profile.runtime.nri_socket)}",
         ignored=lines,
     )
@@ -171,13 +177,18 @@ def nri_ignored_keys(ev: RuntimeEvidence, profile: Profile) -> Outcome:
 def nri_socket(ev: RuntimeEvidence, profile: Profile) -> Outcome:
     st = nri_state(ev)
     path = st.socket_path
-    evidence = {"socket_path": path, "profile_socket": profile.runtime.nri_socket, **st.evidence}
+    evidence: dict[str, Any] = {
+        "socket_path": path,
+        "profile_socket": profile.runtime.nri_socket,
+        **st.evidence,
+    }
     if not st.enabled:
         if not profile.runtime.require_nri:
             return skipped("NRI is not enabled and the profile does not require it", **evidence)
         return failed(
             f"no NRI socket: NRI is not enabled ({st.why})",
-            f"Enable NRI (see runtime.nri-enabled):\n{nri_enable_snippet(profile.runtime.nri_socket)}",
+            "Enable NRI (see runtime.nri-enabled):\n"
+            + nri_enable_snippet(profile.runtime.nri_socket),
             **evidence,
         )
     if st.connections is False:
@@ -199,7 +210,11 @@ def nri_socket(ev: RuntimeEvidence, profile: Profile) -> Outcome:
         )
     evidence.update(kind=s.kind, mode=s.mode, owner=s.owner, group=s.group)
     if s.kind != "socket":
-        return failed(f"{path} is a {s.kind}, not a socket", f"Remove {path} and restart containerd.", **evidence)
+        return failed(
+            f"{path} is a {s.kind}, not a socket",
+            f"Remove {path} and restart containerd.",
+            **evidence,
+        )
     try:
         mode = int(s.mode, 8)
     except ValueError:
@@ -215,7 +230,7 @@ def nri_socket(ev: RuntimeEvidence, profile: Profile) -> Outcome:
         return warned(
             f"NRI socket is {path}, but the profile expects {profile.runtime.nri_socket} "
             "(plugins using the default path will not find it)",
-            f"Set socket_path = \"{profile.runtime.nri_socket}\" in {NRI_SECTION}, or set "
+            f'Set socket_path = "{profile.runtime.nri_socket}" in {NRI_SECTION}, or set '
             f"runtime.nri_socket: {path} in the profile.",
             **evidence,
         )
@@ -237,7 +252,7 @@ def kata_handler(ev: RuntimeEvidence, profile: Profile) -> Outcome:
     name = profile.runtime.kata_handler
     h, found, misplaced = _kata_handler(ev, profile)
     cv = ev.config_version
-    evidence = {
+    evidence: dict[str, Any] = {
         "handler": name,
         "config_version": cv,
         "handlers": {k: v.runtime_type for k, v in found.items()},
@@ -286,7 +301,10 @@ def kata_handler(ev: RuntimeEvidence, profile: Profile) -> Outcome:
 )
 def kata_shim(ev: RuntimeEvidence, profile: Profile) -> Outcome:
     h, _, _ = _kata_handler(ev, profile)
-    evidence = {"found": list(ev.shim_found), "searched": list(profile.runtime.shim_dirs)}
+    evidence: dict[str, Any] = {
+        "found": list(ev.shim_found),
+        "searched": list(profile.runtime.shim_dirs),
+    }
     if h is not None and h.runtime_path:
         s = ev.stats.get(h.runtime_path)
         evidence["runtime_path"] = h.runtime_path
@@ -296,7 +314,8 @@ def kata_shim(ev: RuntimeEvidence, profile: Profile) -> Outcome:
         return passed(f"{KATA_SHIM} at {ev.shim_found[0]}", **evidence)
     return failed(
         f"{KATA_SHIM} is not on PATH nor in {', '.join(profile.runtime.shim_dirs)}",
-        f"Install Kata and link the shim: ln -s /opt/kata/bin/{KATA_SHIM} /usr/local/bin/{KATA_SHIM}",
+        f"Install Kata and link the shim: "
+        f"ln -s /opt/kata/bin/{KATA_SHIM} /usr/local/bin/{KATA_SHIM}",
         **evidence,
     )
 
@@ -315,19 +334,29 @@ def _kata(ev: RuntimeEvidence, profile: Profile):  # type: ignore[no-untyped-def
 )
 def kata_cfg(ev: RuntimeEvidence, profile: Profile) -> Outcome:
     kc = _kata(ev, profile)
-    evidence = {"path": kc.path, "chosen_because": kc.chosen_because, "searched": list(kc.searched),
-                "dropins": list(kc.dropins)}
+    evidence: dict[str, Any] = {
+        "path": kc.path,
+        "chosen_because": kc.chosen_because,
+        "searched": list(kc.searched),
+        "dropins": list(kc.dropins),
+    }
     if kc.error:
         return failed(kc.error, f"Fix the TOML syntax of {kc.path}.", **evidence)
     if kc.path is None:
-        return failed(f"no Kata configuration: {kc.chosen_because}; searched {', '.join(kc.searched)}",
-                      **evidence)
+        return failed(
+            f"no Kata configuration: {kc.chosen_because}; searched {', '.join(kc.searched)}",
+            **evidence,
+        )
     hvs = hypervisors(kc.data)
     annotations = {n: hv.get("enable_annotations", []) for n, hv in hvs.items()}
-    evidence.update(hypervisors=sorted(hvs), enable_annotations=annotations, sizing=sizing_evidence(kc.data))
+    evidence.update(
+        hypervisors=sorted(hvs), enable_annotations=annotations, sizing=sizing_evidence(kc.data)
+    )
     if not hvs:
         return failed(f"{kc.path} has no [hypervisor.*] section", **evidence)
-    return passed(f"{kc.path} ({kc.chosen_because}); hypervisor {', '.join(sorted(hvs))}", **evidence)
+    return passed(
+        f"{kc.path} ({kc.chosen_because}); hypervisor {', '.join(sorted(hvs))}", **evidence
+    )
 
 
 @CHECKS.check(
@@ -340,45 +369,80 @@ def kata_cfg(ev: RuntimeEvidence, profile: Profile) -> Outcome:
 def kata_vfio(ev: RuntimeEvidence, profile: Profile) -> Outcome:
     kc = _kata(ev, profile)
     if kc.path is None or kc.error:
-        return failed(f"no usable Kata configuration ({kc.error or kc.chosen_because})",
-                      "Fix runtime.kata-config first.", path=kc.path)
+        return failed(
+            f"no usable Kata configuration ({kc.error or kc.chosen_because})",
+            "Fix runtime.kata-config first.",
+            path=kc.path,
+        )
     results = {}
     for name, hv in hypervisors(kc.data).items():
         cold = hv.get("cold_plug_vfio")
         hot = hv.get("hot_plug_vfio")
         ports = hv.get("pcie_root_port", 0)
-        results[name] = {"cold_plug_vfio": cold, "hot_plug_vfio": hot, "pcie_root_port": ports,
-                         "pcie_switch_port": hv.get("pcie_switch_port")}
-    evidence = {"path": kc.path, "hypervisors": results}
-    remedy = (f'In {kc.path} under [hypervisor.<name>]: cold_plug_vfio = "root-port" and '
-              "pcie_root_port = 8 (at least one port per passed-through GPU).")
+        results[name] = {
+            "cold_plug_vfio": cold,
+            "hot_plug_vfio": hot,
+            "pcie_root_port": ports,
+            "pcie_switch_port": hv.get("pcie_switch_port"),
+        }
+    evidence: dict[str, Any] = {"path": kc.path, "hypervisors": results}
+    remedy = (
+        f'In {kc.path} under [hypervisor.<name>]: cold_plug_vfio = "root-port" and '
+        "pcie_root_port = 8 (at least one port per passed-through GPU)."
+    )
     for name, r in results.items():
         for key in ("cold_plug_vfio", "hot_plug_vfio"):
             val = r[key]
             if val is not None and val not in VFIO_PORTS:
-                return failed(f"{kc.path}: [hypervisor.{name}] {key} = {val!r} is not one of "
-                              f"{', '.join(VFIO_PORTS)}", remedy, **evidence)
-        plug = [(k, r[k]) for k in ("cold_plug_vfio", "hot_plug_vfio") if r[k] not in (None, "no-port")]
+                return failed(
+                    f"{kc.path}: [hypervisor.{name}] {key} = {val!r} is not one of "
+                    f"{', '.join(VFIO_PORTS)}",
+                    remedy,
+                    **evidence,
+                )
+        plug = [
+            (k, r[k]) for k in ("cold_plug_vfio", "hot_plug_vfio") if r[k] not in (None, "no-port")
+        ]
         if not plug:
-            return failed(f"{kc.path}: [hypervisor.{name}] sets neither cold_plug_vfio nor hot_plug_vfio "
-                          "to a port: a VFIO GPU would not be plugged into the VM", remedy, **evidence)
+            return failed(
+                f"{kc.path}: [hypervisor.{name}] sets neither cold_plug_vfio nor hot_plug_vfio "
+                "to a port: a VFIO GPU would not be plugged into the VM",
+                remedy,
+                **evidence,
+            )
         for k, v in plug:
-            if v == "root-port" and not (isinstance(r["pcie_root_port"], int) and r["pcie_root_port"] > 0):
-                return failed(f"{kc.path}: [hypervisor.{name}] {k} = \"root-port\" but pcie_root_port = "
-                              f"{r['pcie_root_port']}: no root port to plug the GPU into", remedy, **evidence)
+            if v == "root-port" and not (
+                isinstance(r["pcie_root_port"], int) and r["pcie_root_port"] > 0
+            ):
+                return failed(
+                    f'{kc.path}: [hypervisor.{name}] {k} = "root-port" but pcie_root_port = '
+                    f"{r['pcie_root_port']}: no root port to plug the GPU into",
+                    remedy,
+                    **evidence,
+                )
             if v == "bridge-port":
-                return warned(f"{kc.path}: [hypervisor.{name}] {k} = \"bridge-port\": GPUs with large "
-                              "BARs need a PCIe root port", remedy, **evidence)
+                return warned(
+                    f'{kc.path}: [hypervisor.{name}] {k} = "bridge-port": GPUs with large '
+                    "BARs need a PCIe root port",
+                    remedy,
+                    **evidence,
+                )
     desc = "; ".join(
-        f"{n}: " + ", ".join(f"{k}={r[k]}" for k in ("cold_plug_vfio", "hot_plug_vfio", "pcie_root_port")
-                             if r[k] is not None)
+        f"{n}: "
+        + ", ".join(
+            f"{k}={r[k]}"
+            for k in ("cold_plug_vfio", "hot_plug_vfio", "pcie_root_port")
+            if r[k] is not None
+        )
         for n, r in results.items()
     )
     return passed(desc, **evidence)
 
 
 STALE_KEYS = {
-    "hotplug_vfio_on_root_bus": "removed in Kata 3.18; use hot_plug_vfio / cold_plug_vfio = \"root-port\"",
+    "hotplug_vfio_on_root_bus": (
+        'removed in Kata 3.18; use hot_plug_vfio / cold_plug_vfio = "root-port"'
+    ),
 }
 
 
@@ -391,15 +455,20 @@ STALE_KEYS = {
 def kata_stale(ev: RuntimeEvidence, profile: Profile) -> Outcome:
     kc = _kata(ev, profile)
     if kc.path is None or kc.error:
-        return skipped(f"no usable Kata configuration ({kc.error or kc.chosen_because})", path=kc.path)
+        return skipped(
+            f"no usable Kata configuration ({kc.error or kc.chosen_because})", path=kc.path
+        )
     stale = []
     for name, hv in hypervisors(kc.data).items():
         for k, why in STALE_KEYS.items():
             if k in hv:
                 stale.append(f"[hypervisor.{name}] {k} = {hv[k]!r}: {why}")
     if stale:
-        return warned(f"{kc.path}: " + "; ".join(stale),
-                      f"Remove {', '.join(STALE_KEYS)} from {kc.path}; set "
-                      'cold_plug_vfio = "root-port" and pcie_root_port = 8 instead.',
-                      path=kc.path, stale=stale)
+        return warned(
+            f"{kc.path}: " + "; ".join(stale),
+            f"Remove {', '.join(STALE_KEYS)} from {kc.path}; set "
+            'cold_plug_vfio = "root-port" and pcie_root_port = 8 instead.',
+            path=kc.path,
+            stale=stale,
+        )
     return passed(f"{kc.path}: no stale keys", path=kc.path)

@@ -73,9 +73,7 @@ def query_for(rp: RuntimeProfile) -> HostQuery:
             ("containerd_config_dump", _no_root(f"{binq} --config {_sh_quote(cfg)} config dump")),
             (
                 "kata_shim_path",
-                _no_root(
-                    f"PATH=\"$PATH:$(printf '%s:' {shim_dirs})\"; command -v {KATA_SHIM}"
-                ),
+                _no_root(f"PATH=\"$PATH:$(printf '%s:' {shim_dirs})\"; command -v {KATA_SHIM}"),
             ),
         ),
     )
@@ -271,7 +269,9 @@ def parse(snap: HostSnapshot, profile: Profile | None = None) -> RuntimeEvidence
         offline = True
         dump_error = "offline tree: no containerd binary to ask"
     elif d.rc != 0:
-        dump_error = f"`{rp.containerd_bin} config dump` failed (exit {d.rc}): {d.output.strip()[:300]}"
+        dump_error = (
+            f"`{rp.containerd_bin} config dump` failed (exit {d.rc}): {d.output.strip()[:300]}"
+        )
     else:
         dump = parse_toml("containerd config dump", strip_log_lines(d.output))
 
@@ -283,7 +283,9 @@ def parse(snap: HostSnapshot, profile: Profile | None = None) -> RuntimeEvidence
     elif "KGC-OFFLINE-TREE" in v.output:
         version_error = "offline tree: no containerd binary to ask"
     elif v.rc != 0:
-        version_error = f"`{rp.containerd_bin} --version` failed (exit {v.rc}): {v.output.strip()[:200]}"
+        version_error = (
+            f"`{rp.containerd_bin} --version` failed (exit {v.rc}): {v.output.strip()[:200]}"
+        )
     else:
         version = parse_version(v.output)
         if not version.known:

@@ -78,8 +78,9 @@ def ignored_keys(files: list[ConfigFile]) -> list[IgnoredKey]:
                             f.path,
                             f'[plugins."{cri}"]',
                             k,
-                            f"`{k}` is not a containerd key (it is CRI-O's `[crio.nri] enable_nri`); "
-                            f"containerd ignores it. NRI is enabled by `disable = false` in {NRI_SECTION}",
+                            f"`{k}` is not a containerd key (it is CRI-O's "
+                            "`[crio.nri] enable_nri`); containerd ignores it. NRI is enabled "
+                            f"by `disable = false` in {NRI_SECTION}",
                         )
                     )
         nri = plugins.get(NRI_PLUGIN)
@@ -91,7 +92,8 @@ def ignored_keys(files: list[ConfigFile]) -> list[IgnoredKey]:
                             f.path,
                             NRI_SECTION,
                             k,
-                            f"`{k}` is not a key of the NRI plugin (known: {', '.join(sorted(NRI_KEYS))}); "
+                            f"`{k}` is not a key of the NRI plugin "
+                            f"(known: {', '.join(sorted(NRI_KEYS))}); "
                             "containerd ignores it. Use `disable = false`",
                         )
                     )
@@ -138,7 +140,7 @@ def nri_state(ev: RuntimeEvidence) -> NriState:
     disable_v = sec.get("disable")
     dc_v = sec.get("disable_connections")
     sock = sec.get("socket_path") or DEFAULT_NRI_SOCKET
-    base = dict(
+    base: dict[str, Any] = dict(
         socket_path=str(sock),
         disable_value=disable_v,
         disable_connections_value=dc_v,
@@ -155,9 +157,13 @@ def nri_state(ev: RuntimeEvidence) -> NriState:
     }
     if ev.version.known and not ev.version.at_least(1, 7):
         return NriState(
-            False, False, disable_default=None, evidence=ev_d,
+            False,
+            False,
+            disable_default=None,
+            evidence=ev_d,
             why=f"containerd {ev.version} has only NRI v0.1 (no plugin socket); NRI plugins need "
-            "containerd >= 1.7", **base,
+            "containerd >= 1.7",
+            **base,
         )
     default: bool | None = None if major is None else (major < 2)
     file_sec = _get(ev.file_config, "plugins", NRI_PLUGIN)
@@ -168,7 +174,11 @@ def nri_state(ev: RuntimeEvidence) -> NriState:
         why = (
             f"{ev.config_path} does not set `disable` in {NRI_SECTION}; the default on containerd "
             f"{_series(ev, major)} is disable = {str(default).lower()}"
-            + (f" (confirmed by {ev.effective_source})" if ev.effective_source != ev.config_path else "")
+            + (
+                f" (confirmed by {ev.effective_source})"
+                if ev.effective_source != ev.config_path
+                else ""
+            )
         )
     elif isinstance(disable_v, bool):
         enabled = not disable_v
@@ -185,12 +195,13 @@ def nri_state(ev: RuntimeEvidence) -> NriState:
     else:
         enabled = not default
         why = (
-            f"{NRI_SECTION} {'does not set' if present else 'is absent, so nothing sets'} `disable`; "
+            f"{NRI_SECTION} {'does not set' if present else 'is absent, so nothing sets'} "
+            "`disable`; "
             f"the default on containerd {_series(ev, major)} is disable = {str(default).lower()}"
         )
     connections: bool | None = None
     if enabled:
-        connections = not (dc_v is True)
+        connections = dc_v is not True
     return NriState(enabled, connections, disable_default=default, why=why, evidence=ev_d, **base)
 
 
@@ -214,7 +225,9 @@ def _section_name(path: tuple[str, ...], name: str) -> str:
     return "[plugins." + ".".join(f'"{p}"' if "." in p else p for p in path[1:]) + f".{name}]"
 
 
-def handlers(cfg: Mapping[str, Any], config_version: int) -> tuple[dict[str, Handler], dict[str, str]]:
+def handlers(
+    cfg: Mapping[str, Any], config_version: int
+) -> tuple[dict[str, Handler], dict[str, str]]:
     """Handlers in the section this config version uses, and those misplaced in the other
     version's section (name -> where they were found)."""
     right = handler_section(config_version)
@@ -285,7 +298,9 @@ class KataConfig:
     searched: tuple[str, ...]
 
 
-def kata_config(ev: RuntimeEvidence, handler: Handler | None, search: tuple[str, ...]) -> KataConfig:
+def kata_config(
+    ev: RuntimeEvidence, handler: Handler | None, search: tuple[str, ...]
+) -> KataConfig:
     """The Kata config the handler uses: its ``ConfigPath`` option, else the first of the
     standard locations (``/etc/kata-containers`` overrides the shipped default)."""
     candidates: list[tuple[str, str]] = []
@@ -319,7 +334,9 @@ def kata_config(ev: RuntimeEvidence, handler: Handler | None, search: tuple[str,
             if not df.error:
                 data = deep_merge(data, df.data)
         return KataConfig(path, because, data, tuple(drops), "", tuple(p for p, _ in candidates))
-    return KataConfig(None, "no Kata configuration file found", {}, (), "", tuple(p for p, _ in candidates))
+    return KataConfig(
+        None, "no Kata configuration file found", {}, (), "", tuple(p for p, _ in candidates)
+    )
 
 
 def posixpath_dirname(p: str) -> str:
