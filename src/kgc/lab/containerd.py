@@ -17,12 +17,16 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from kgc.core.engine import Context, load_layers
 from kgc.core.model import Status, Verdict
@@ -178,9 +182,11 @@ def _prepare_kata(tmp: Path) -> None:
     shim.chmod(0o755)
 
 
-def run_scenario(sc: Scenario, keep: bool = False) -> ScenarioResult:
+@contextmanager
+def lab_node(sc: Scenario, keep: bool = False) -> Iterator[tuple[ContainerdInstance, Profile]]:
+    """Start the scenario's containerd with images imported; yield it and a profile that
+    points every path (config, sockets, Kata config, shim dir, binary) at it."""
     require_lab()
-    t0 = time.monotonic()
     tmp = new_tmp(f"kgc-{sc.name}-")
     if sc.kata:
         _prepare_kata(tmp)
@@ -195,6 +201,23 @@ def run_scenario(sc: Scenario, keep: bool = False) -> ScenarioResult:
     try:
         inst.start()
         inst.import_images(archive)
+        yield inst, profile
+    finally:
+        inst.stop()
+        if not keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_profile(profile: Profile, path: Path) -> Path:
+    """Save a (lab) profile as YAML that ``--profile PATH`` loads back."""
+    doc = profile.model_dump(mode="json", by_alias=True, exclude={"source"}, exclude_none=True)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def run_scenario(sc: Scenario, keep: bool = False) -> ScenarioResult:
+    t0 = time.monotonic()
+    with lab_node(sc, keep=keep) as (inst, profile):
         layers = load_layers(("kgc.layers.runtime", "kgc.layers.nri"))
         ctx = Context(
             target=LiveTarget("local://"),  # type: ignore[arg-type]
@@ -209,15 +232,11 @@ def run_scenario(sc: Scenario, keep: bool = False) -> ScenarioResult:
             sc,
             verdicts,
             f"containerd {version}",
-            tmp,
+            inst.tmp,
             inst.log_tail(),
             nri_ev,
             time.monotonic() - t0,
         )
-    finally:
-        inst.stop()
-        if not keep:
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 P, F, W = Status.PASS, Status.FAIL, Status.WARN
@@ -367,6 +386,30 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return rc
 
 
+def _cmd_up(args: argparse.Namespace) -> int:
+    """Run one scenario's containerd until interrupted, for the conformance suites."""
+    sc = SCENARIOS.get(args.scenario)
+    if sc is None:
+        print(f"unknown scenario {args.scenario!r}; known: {', '.join(SCENARIOS)}", file=sys.stderr)
+        return 2
+    try:
+        with lab_node(sc, keep=args.keep) as (inst, profile):
+            out = write_profile(profile, Path(args.profile_out))
+            print(f"containerd {sc.flavour} up: {inst.address} (log {inst.log_path})")
+            print(f"profile: {out}")
+            print(f"run: pytest conformance/runtime conformance/nri --profile {out}")
+            print("Ctrl-C (SIGINT/SIGTERM) stops it.", flush=True)
+            signal.signal(signal.SIGTERM, signal.default_int_handler)
+            try:
+                signal.pause()
+            except KeyboardInterrupt:
+                pass
+    except LabUnavailable as exc:
+        print(f"lab unavailable: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def register(subparsers: Any) -> None:
     """Add ``kgc lab containerd {list,run}``."""
     p = subparsers.add_parser("containerd", help="containerd 1.7/2.x NRI + Kata handler lab")
@@ -378,6 +421,11 @@ def register(subparsers: Any) -> None:
     run.add_argument("--keep", action="store_true", help="keep the temp dir (config, log)")
     run.add_argument("--json", default=None, help="write the verdicts to this JSON file")
     run.set_defaults(func=_cmd_run)
+    up = sub.add_parser("up", help="start one scenario's containerd and write a profile for it")
+    up.add_argument("--scenario", default="kata-handler-ok")
+    up.add_argument("--profile-out", default="kgc-lab-profile.yaml")
+    up.add_argument("--keep", action="store_true")
+    up.set_defaults(func=_cmd_up)
 
 
 ScenarioFn = Callable[[argparse.Namespace], int]
