@@ -26,10 +26,26 @@ def test_conformance_suites_pass_on_a_good_lab_node(tmp_path: Path):
     try:
         prof = write_profile(profile, tmp_path / "lab.yaml")
         res = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "host",
-             "conformance/runtime", "conformance/nri", "--profile", str(prof),
-             "--report-dir", str(tmp_path / "rep")],
-            cwd=REPO, capture_output=True, text=True, timeout=300,
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-m",
+                "host",
+                "conformance/runtime",
+                "conformance/nri",
+                "--profile",
+                str(prof),
+                "--report-dir",
+                str(tmp_path / "rep"),
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
     finally:
         cm.__exit__(None, None, None)

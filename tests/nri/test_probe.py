@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
 import struct
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,12 +18,11 @@ from tests.nri.fake_runtime import FakeRuntime, frame
 
 
 @pytest.fixture
-def sock(tmp_path: Path) -> Path:
-    # unix socket paths are limited to 108 bytes; tmp_path can be long
-    import tempfile
-
+def sock() -> Iterator[Path]:
+    # unix socket paths are limited to 108 bytes; pytest's tmp_path can be longer
     d = Path(tempfile.mkdtemp(prefix="kgc-nri-t-"))
-    return d / "nri.sock"
+    yield d / "nri.sock"
+    shutil.rmtree(d, ignore_errors=True)
 
 
 def _pod_req(token: str | None, name: str = "pod") -> bytes:

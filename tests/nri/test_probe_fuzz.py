@@ -3,6 +3,7 @@ closes its own connection or keeps going — it never crashes the run and never 
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -23,11 +24,15 @@ from tests.nri.fake_runtime import FakeRuntime, frame
 )
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_probe_survives_garbage_after_handshake(garbage):
-    sock = Path(tempfile.mkdtemp(prefix="kgc-fz-")) / "nri.sock"
+    d = Path(tempfile.mkdtemp(prefix="kgc-fz-"))
+    sock = d / "nri.sock"
     fr = FakeRuntime(sock, garbage_after_sync=garbage)
     t0 = time.monotonic()
-    with NriProbe(str(sock), partial_deadline_s=0.3, poll_s=0.05) as p:
-        p.connect(timeout_s=5)
-        p.wait_for(lambda e: False, 0.4)
-    assert time.monotonic() - t0 < 5
-    fr.close()
+    try:
+        with NriProbe(str(sock), partial_deadline_s=0.3, poll_s=0.05) as p:
+            p.connect(timeout_s=5)
+            p.wait_for(lambda e: False, 0.4)
+        assert time.monotonic() - t0 < 5
+    finally:
+        fr.close()
+        shutil.rmtree(d, ignore_errors=True)

@@ -199,6 +199,7 @@ class NriProbe:
         self._stop = threading.Event()
         self._reader: threading.Thread | None = None
         self._demux = Demux()
+        self._unpublished: list[ObservedEvent] = []
 
     # -- lifecycle -------------------------------------------------------------------
     def __enter__(self) -> NriProbe:
@@ -395,6 +396,9 @@ class NriProbe:
                 )
             except OSError as exc:
                 raise ProtocolError(f"cannot answer {req.method}: {exc}") from exc
+            # publish events only once the runtime has its answer: a waiter that closes the
+            # probe right after seeing an event must not cut the runtime's call short
+            self._publish()
             if req.method == "Synchronize" and not self.handshake.synchronized:
                 # the last chunk (more=false) completes the handshake once answered
                 if not self._sync_more:
@@ -477,11 +481,18 @@ class NriProbe:
             at=time.monotonic(),
             adjusted=adjusted,
         )
+        self._unpublished.append(ev)
+
+    def _publish(self) -> None:
+        evs, self._unpublished = self._unpublished, []
+        if not evs:
+            return
         with self._cond:
-            self.events.append(ev)
+            self.events.extend(evs)
             self._cond.notify_all()
         if self.on_event is not None:
-            self.on_event(ev)
+            for ev in evs:
+                self.on_event(ev)
 
 
 def default_socket() -> str:

@@ -13,6 +13,8 @@ Recorded evidence replays from a bundle's ``nri`` entry.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -127,8 +129,6 @@ def _trigger(
     adjust: bool,
     log_root: Path | None,
 ) -> None:
-    from kgc.cri.client import CriClient, CriError, ProbePod
-
     np = profile.nri
     if not cri_socket or not Path(cri_socket).exists():
         ev.trigger_error = f"CRI socket {cri_socket} not found: cannot start a probe pod"
@@ -138,7 +138,28 @@ def _trigger(
             "no sandbox image known for the probe pod (set nri.sandbox_image in the profile)"
         )
         return
-    log_dir = (log_root or Path("/tmp")) / f"kgc-nri-{token[:8]}"
+    own_dir = log_root is None
+    log_dir = Path(tempfile.mkdtemp(prefix="kgc-nri-logs-")) if log_root is None else log_root
+    try:
+        _run_pod(ev, probe, np, cri_socket, sandbox_image, probe_image, token, adjust, log_dir)
+    finally:
+        if own_dir:
+            shutil.rmtree(log_dir, ignore_errors=True)
+
+
+def _run_pod(
+    ev: NriEvidence,
+    probe: NriProbe,
+    np: Any,
+    cri_socket: str,
+    sandbox_image: str,
+    probe_image: str | None,
+    token: str,
+    adjust: bool,
+    log_dir: Path,
+) -> None:
+    from kgc.cri.client import CriClient, CriError, ProbePod
+
     with CriClient(cri_socket) as client:
         pod = ProbePod(
             client,
