@@ -63,34 +63,34 @@ def build_script(query: HostQuery, boundary: str) -> str:
     """One read-only POSIX sh script that answers the whole query."""
     b = boundary
     lines = [
-        "R=\"${KGC_ROOT:-}\"",
+        'R="${KGC_ROOT:-}"',
         f"B='{b}'",
-        "rel() { printf '%s' \"${1#\"$R\"}\"; }",
-        "ex() { [ -e \"$1\" ] || [ -L \"$1\" ]; }",
-        f"printf '%s V 1\\n' \"$B\"",
+        'rel() { printf \'%s\' "${1#"$R"}"; }',
+        'ex() { [ -e "$1" ] || [ -L "$1" ]; }',
+        "printf '%s V 1\\n' \"$B\"",
     ]
     for pat in query.files:
         lines.append(
-            f"for p in {_glob_words(pat)}; do ex \"$p\" || continue; [ -d \"$p\" ] && continue; "
-            f"printf '%s F %s\\n' \"$B\" \"$(rel \"$p\")\"; "
-            f"head -c {MAX_FILE_BYTES} -- \"$p\" 2>/dev/null; rc=$?; "
-            "printf '\\n%s R %s\\n' \"$B\" \"$rc\"; done"
+            f'for p in {_glob_words(pat)}; do ex "$p" || continue; [ -d "$p" ] && continue; '
+            f'printf \'%s F %s\\n\' "$B" "$(rel "$p")"; '
+            f'head -c {MAX_FILE_BYTES} -- "$p" 2>/dev/null; rc=$?; '
+            'printf \'\\n%s R %s\\n\' "$B" "$rc"; done'
         )
     for pat in query.links:
         lines.append(
-            f"for p in {_glob_words(pat)}; do [ -L \"$p\" ] || continue; "
-            "printf '%s L %s\\n%s\\n' \"$B\" \"$(rel \"$p\")\" \"$(readlink \"$p\")\"; done"
+            f'for p in {_glob_words(pat)}; do [ -L "$p" ] || continue; '
+            'printf \'%s L %s\\n%s\\n\' "$B" "$(rel "$p")" "$(readlink "$p")"; done'
         )
     for pat in query.dirs:
         lines.append(
-            f"for p in {_glob_words(pat)}; do [ -d \"$p\" ] || continue; "
-            "printf '%s D %s\\n' \"$B\" \"$(rel \"$p\")\"; ls -1A -- \"$p\" 2>/dev/null; "
-            "rc=$?; printf '%s R %s\\n' \"$B\" \"$rc\"; done"
+            f'for p in {_glob_words(pat)}; do [ -d "$p" ] || continue; '
+            'printf \'%s D %s\\n\' "$B" "$(rel "$p")"; ls -1A -- "$p" 2>/dev/null; '
+            'rc=$?; printf \'%s R %s\\n\' "$B" "$rc"; done'
         )
     for pat in query.stats:
         lines.append(
-            f"for p in {_glob_words(pat)}; do ex \"$p\" || continue; "
-            "printf '%s S %s\\n' \"$B\" \"$(rel \"$p\")\"; "
+            f'for p in {_glob_words(pat)}; do ex "$p" || continue; '
+            'printf \'%s S %s\\n\' "$B" "$(rel "$p")"; '
             "stat -c '%F|%a|%U|%G|%s' -- \"$p\" 2>/dev/null || echo '?'; done"
         )
     for name, cmd in query.commands:
@@ -98,9 +98,9 @@ def build_script(query: HostQuery, boundary: str) -> str:
             raise ValueError(f"bad command name {name!r}")
         lines.append(
             f"printf '%s C %s\\n' \"$B\" {_shell_quote(name)}; "
-            f"( {cmd} ) </dev/null 2>&1; rc=$?; printf '\\n%s R %s\\n' \"$B\" \"$rc\""
+            f'( {cmd} ) </dev/null 2>&1; rc=$?; printf \'\\n%s R %s\\n\' "$B" "$rc"'
         )
-    lines.append(f"printf '%s END\\n' \"$B\"")
+    lines.append("printf '%s END\\n' \"$B\"")
     return "\n".join(lines) + "\n"
 
 
