@@ -13,6 +13,7 @@ log() { printf '[bootstrap] %s\n' "$*"; }
 # -- system packages for the core -------------------------------------------------------
 need=()
 command -v chromium >/dev/null || need+=(chromium)          # the HTML report test
+command -v strace >/dev/null || need+=(strace)              # process-count self-test
 command -v node >/dev/null || need+=(nodejs npm)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
