@@ -23,17 +23,23 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from systree import intel_good  # noqa: E402
-
 from kgc.core.engine import Context, load_layers  # noqa: E402
 from kgc.core.profile import load_profile  # noqa: E402
 from kgc.core.target import BundleTarget, LiveTarget, write_bundle  # noqa: E402
+from systree import intel_good  # noqa: E402
 
 
 def tree_with(n: int, root: Path) -> Path:
     t = intel_good(root)
     for i in range(n - 2):  # intel_good already has 2 NVIDIA functions
-        t.pci(f"0000:{0x50 + i // 8:02x}:{i % 8:02x}.0", "10de", "2331", "030200", "vfio-pci", str(100 + i))
+        t.pci(
+            f"0000:{0x50 + i // 8:02x}:{i % 8:02x}.0",
+            "10de",
+            "2331",
+            "030200",
+            "vfio-pci",
+            str(100 + i),
+        )
     return t.root
 
 
@@ -56,8 +62,21 @@ def pytest_wall(repeats: int) -> float:
     with tempfile.TemporaryDirectory() as d:
         for _ in range(repeats):
             t0 = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "pytest", "-m", "host and not destructive", "-q",
-                            "--report-dir", d], cwd=REPO, capture_output=True, check=False)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    "-m",
+                    "host and not destructive",
+                    "-q",
+                    "--report-dir",
+                    d,
+                ],
+                cwd=REPO,
+                capture_output=True,
+                check=False,
+            )
             walls.append(time.perf_counter() - t0)
     return statistics.median(walls)
 
@@ -90,11 +109,20 @@ def main() -> int:
         w = Path(d)
         rt4, wall4 = collect_wall(tree_with(4, w / "n4"))
         rt64, wall64 = collect_wall(tree_with(64, w / "n64"))
-        out.update(round_trips_4=rt4, round_trips_64=rt64, collect_judge_wall_4_s=round(wall4, 4),
-                   collect_judge_wall_64_s=round(wall64, 4), wall_ratio_64_over_4=round(wall64 / wall4, 3))
+        out.update(
+            round_trips_4=rt4,
+            round_trips_64=rt64,
+            collect_judge_wall_4_s=round(wall4, 4),
+            collect_judge_wall_64_s=round(wall64, 4),
+            wall_ratio_64_over_4=round(wall64 / wall4, 3),
+        )
         verdicts, secs = throughput(a.bundles, w)
-        out.update(bundles=a.bundles, verdicts=verdicts, evaluate_s=round(secs, 3),
-                   bundles_per_s=round(a.bundles / secs, 1))
+        out.update(
+            bundles=a.bundles,
+            verdicts=verdicts,
+            evaluate_s=round(secs, 3),
+            bundles_per_s=round(a.bundles / secs, 1),
+        )
     out["pytest_m_host_wall_s"] = round(pytest_wall(a.pytest_runs), 3)
     print(json.dumps(out, indent=2))
     if a.json:

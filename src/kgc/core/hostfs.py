@@ -63,9 +63,9 @@ def _shell_quote(s: str) -> str:
 # Contents come back line by line, so a non-empty file always ends with a newline.
 _AWK_READ = (
     "BEGIN { for (i = 1; i < ARGC; i++) { f = ARGV[i]; "
-    "printf \"%s F %s\\n\", B, substr(f, length(R) + 1); n = 0; "
+    'printf "%s F %s\\n", B, substr(f, length(R) + 1); n = 0; '
     "while ((r = (getline line < f)) > 0) { if (n < M) print line; n += length(line) + 1 } "
-    "close(f); printf \"%s R %d\\n\", B, (r < 0) } exit }"
+    'close(f); printf "%s R %d\\n", B, (r < 0) } exit }'
 )
 
 
@@ -99,14 +99,14 @@ def build_script(query: HostQuery, boundary: str) -> str:
         lines.append(f'for p in {_glob_words(pat)}; do [ -L "$p" ] && set -- "$@" "$p"; done')
     lines.append(
         'if [ $# -gt 0 ]; then printf \'%s LS %s\\n\' "$B" "$R"; ls -ld -- "$@" 2>/dev/null; '
-        'printf \'%s R 0\\n\' "$B"; fi'
+        "printf '%s R 0\\n' \"$B\"; fi"
     )
     for pat in query.dirs:
         lines.append(
             f'for p in {_glob_words(pat)}; do [ -d "$p" ] || continue; '
             'printf \'%s D %s\\n\' "$B" "${p#"$R"}"; '
             'for e in "$p"/* "$p"/.[!.]* "$p"/..?*; do ex "$e" && printf \'%s\\n\' "${e##*/}"; '
-            'done; printf \'%s R 0\\n\' "$B"; done'
+            "done; printf '%s R 0\\n' \"$B\"; done"
         )
     for pat in query.stats:
         lines.append(
@@ -286,7 +286,9 @@ def parse_output(output: str, boundary: str) -> HostSnapshot:
                 left, sep, target = row.partition(" -> ")
                 if not sep:
                     continue
-                path = left[left.find(" " + root + "/") + 1 :] if root else left[left.find(" /") + 1 :]
+                path = (
+                    left[left.find(" " + root + "/") + 1 :] if root else left[left.find(" /") + 1 :]
+                )
                 if root and path.startswith(root):
                     path = path[len(root) :]
                 if path.startswith("/"):
