@@ -122,6 +122,28 @@ def test_unreadable_sysfs_is_an_explicit_failure_not_a_crash(tmp_path, generic_p
     assert all(v.status is not Status.PASS for v in vs.values())
 
 
+def test_unreadable_files_are_error_verdicts_naming_the_path(good_tree, generic_profile) -> None:
+    """A file that exists but cannot be read (here: a dangling link, read by the real
+    collector) must give `error` naming it — never a pass, never a misleading fail."""
+    import os
+
+    (good_tree.root / "proc/cmdline").unlink()
+    os.symlink("/nonexistent/cmdline", good_tree.root / "proc/cmdline")
+    os.symlink("/nonexistent/vendor", good_tree.root / "sys/devices/pci0000:00/0000:41:00.0/x")
+    (good_tree.root / "sys/devices/pci0000:00/0000:41:00.0/vendor").unlink()
+    os.rename(
+        good_tree.root / "sys/devices/pci0000:00/0000:41:00.0/x",
+        good_tree.root / "sys/devices/pci0000:00/0000:41:00.0/vendor",
+    )
+    vs = judge_tree(good_tree.root, generic_profile)
+    for cid in ("iommu.cmdline", "iommu.enabled"):
+        assert vs[cid].status is Status.ERROR, vs[cid]
+        assert "/proc/cmdline" in vs[cid].reason
+    tp = vs["iommu.targets-present"]
+    assert tp.status is Status.ERROR
+    assert "/sys/bus/pci/devices/0000:41:00.0/vendor" in tp.reason
+
+
 # -- properties ----------------------------------------------------------------------
 
 group_ids = st.lists(st.integers(0, 40).map(str), unique=True, min_size=0, max_size=6)

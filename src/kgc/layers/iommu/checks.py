@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from kgc.core.model import Outcome, Registry, Severity, failed, passed, skipped, warned
+from kgc.core.model import (
+    Outcome,
+    Registry,
+    Severity,
+    errored,
+    failed,
+    passed,
+    skipped,
+    warned,
+)
 from kgc.core.profile import Profile
 from kgc.layers.iommu.collect import IommuEvidence
 
@@ -49,6 +58,20 @@ def _groups_summary(ev: IommuEvidence) -> dict[str, Any]:
     return {"iommu_groups": len(ev.groups), "group_table": ev.pci.group_table()}
 
 
+def unreadable(ev: IommuEvidence, *prefixes: str) -> Outcome | None:
+    """An ``error`` verdict naming the paths that could not be read, if any matter here."""
+    bad = sorted(p for p in ev.errors if p.startswith(prefixes))
+    if not bad:
+        return None
+    shown = ", ".join(f"{p} ({ev.errors[p]})" for p in bad[:5])
+    more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+    return errored(
+        f"cannot decide: could not read {shown}{more}",
+        "Run the suite as root (or with --sudo) on the node, and check the paths are readable.",
+        unreadable=bad,
+    )
+
+
 def _active(ev: IommuEvidence) -> bool:
     return len(ev.groups) > 0
 
@@ -60,6 +83,8 @@ def _active(ev: IommuEvidence) -> bool:
     severity=Severity.BLOCKER,
 )
 def platform(ev: IommuEvidence, profile: Profile) -> Outcome:
+    if bad := unreadable(ev, "/sys/firmware/acpi/tables", "/sys/class/iommu"):
+        return bad
     vendor = vendor_of(ev, profile)
     evidence: dict[str, Any] = {
         "cpu_vendor": ev.cpu_vendor,
@@ -179,6 +204,8 @@ def _disabled_on_cmdline(ev: IommuEvidence, vendor: str | None) -> str | None:
     severity=Severity.BLOCKER,
 )
 def enabled(ev: IommuEvidence, profile: Profile) -> Outcome:
+    if bad := unreadable(ev, "/sys/kernel/iommu_groups", "/proc/cmdline"):
+        return bad
     vendor = vendor_of(ev, profile)
     evidence: dict[str, Any] = {
         "cmdline": ev.cmdline.raw,
@@ -239,6 +266,14 @@ def enabled(ev: IommuEvidence, profile: Profile) -> Outcome:
     severity=Severity.CRITICAL,
 )
 def cmdline(ev: IommuEvidence, profile: Profile) -> Outcome:
+    if bad := unreadable(ev, "/proc/cmdline"):
+        return bad
+    if not ev.cmdline_read:
+        return errored(
+            "cannot decide: /proc/cmdline is missing from the evidence",
+            "Collect from a running node (or a bundle taken from one): an offline image has "
+            "no running kernel command line.",
+        )
     vendor = vendor_of(ev, profile)
     c = ev.cmdline
     evidence: dict[str, Any] = {"cmdline": c.raw, "vendor": vendor}
@@ -383,6 +418,8 @@ def interrupt_remapping(ev: IommuEvidence, profile: Profile) -> Outcome:
     severity=Severity.BLOCKER,
 )
 def targets_present(ev: IommuEvidence, profile: Profile) -> Outcome:
+    if bad := unreadable(ev, "/sys/bus/pci/devices"):
+        return bad
     pt = profile.host.passthrough
     targets = ev.pci.targets(profile)
     selectors = [s.describe() for s in pt.targets]
@@ -430,6 +467,8 @@ def targets_present(ev: IommuEvidence, profile: Profile) -> Outcome:
     severity=Severity.BLOCKER,
 )
 def targets_grouped(ev: IommuEvidence, profile: Profile) -> Outcome:
+    if bad := unreadable(ev, "/sys/kernel/iommu_groups", "/sys/bus/pci/devices"):
+        return bad
     targets = ev.pci.targets(profile)
     table = _groups_summary(ev)
     if not targets:

@@ -119,6 +119,7 @@ class IommuEvidence:
     pci: PciInventory
     distro: str | None
     errors: Mapping[str, str] = field(default_factory=dict)
+    cmdline_read: bool = True
 
     @property
     def groups(self) -> Mapping[str, tuple[str, ...]]:
@@ -193,4 +194,5 @@ def parse(snap: HostSnapshot) -> IommuEvidence:
         pci=parse_pci(snap),
         distro=_os_pretty(snap.read("/etc/os-release")),
         errors=dict(snap.errors),
+        cmdline_read=snap.read("/proc/cmdline") is not None,
     )
