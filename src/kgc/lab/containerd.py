@@ -100,6 +100,12 @@ class Scenario:
             print(f"lab unavailable: {exc}", file=sys.stderr)
             return 2
         print(res.render())
+        rd = getattr(args, "report_dir", None)
+        if rd:
+            out = Path(rd) / f"lab-{self.name}.json"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(res.to_dict(), indent=1, default=str))
+            print(f"verdicts: {out}")
         return 0 if res.matches() else 1
 
 
@@ -134,6 +140,19 @@ class ScenarioResult:
 
     def matches(self) -> bool:
         return not self.mismatches()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario.name,
+            "description": self.scenario.description,
+            "containerd": self.containerd_version,
+            "matches": self.matches(),
+            "mismatches": self.mismatches(),
+            "expected": {k: str(v) for k, v in self.scenario.expected.items()},
+            "verdicts": [v.to_dict() for v in self.verdicts],
+            "nri_evidence": self.nri_evidence,
+            "seconds": round(self.seconds, 3),
+        }
 
     def render(self) -> str:
         lines = [

@@ -14,7 +14,7 @@ import pytest
 
 from kgc.nri import nri_pb2 as pb
 from kgc.nri.probe import ADJUST_ENV, PROBE_LABEL, NriProbe, ProbeError, events_mask
-from tests.nri.fake_runtime import FakeRuntime, frame
+from nri_fake_runtime import FakeRuntime, frame
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kgc.nri.probe import NriProbe
-from tests.nri.fake_runtime import FakeRuntime, frame
+from nri_fake_runtime import FakeRuntime, frame
 
 
 @given(
