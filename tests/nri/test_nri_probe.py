@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from nri_fake_runtime import FakeRuntime, frame
 
 from kgc.nri import nri_pb2 as pb
 from kgc.nri.probe import ADJUST_ENV, PROBE_LABEL, NriProbe, ProbeError, events_mask
-from nri_fake_runtime import FakeRuntime, frame
 
 
 @pytest.fixture

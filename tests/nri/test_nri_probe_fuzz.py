@@ -10,9 +10,9 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from nri_fake_runtime import FakeRuntime, frame
 
 from kgc.nri.probe import NriProbe
-from nri_fake_runtime import FakeRuntime, frame
 
 
 @given(
