@@ -14,10 +14,12 @@ mkdir -p "$CACHE"
 export DEBIAN_FRONTEND=noninteractive
 need_base=()
 command -v runc >/dev/null 2>&1 || need_base+=(runc)
-[ -x /bin/busybox ] || need_base+=(busybox-static)
+# the lab's pause/probe images are built from a STATIC busybox (the dynamic `busybox`
+# package would need the host's libc inside the image)
+dpkg -s busybox-static >/dev/null 2>&1 || need_base+=(busybox-static)
 if [ "${#need_base[@]}" -gt 0 ]; then
-  apt-get -qq update >/dev/null
-  apt-get -qq install -y --no-install-recommends "${need_base[@]}" >/dev/null
+  apt-get -qq -o DPkg::Lock::Timeout=900 update >/dev/null
+  apt-get -qq -o DPkg::Lock::Timeout=900 install -y --no-install-recommends "${need_base[@]}" >/dev/null
 fi
 
 mirror="${KGC_DEBIAN_MIRROR:-http://deb.debian.org/debian}"

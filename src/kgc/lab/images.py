@@ -24,6 +24,13 @@ def _busybox() -> Path:
     for p in BUSYBOX_CANDIDATES:
         path = Path(p)
         if path.is_file():
+            with path.open("rb") as f:
+                head = f.read(8192)
+            if b"/ld-linux" in head or b"/ld-musl" in head:
+                raise FileNotFoundError(
+                    f"{path} is dynamically linked; the lab images need a static busybox: "
+                    "apt-get install busybox-static"
+                )
             return path
     raise FileNotFoundError(
         "no static busybox found (looked at " + ", ".join(BUSYBOX_CANDIDATES) + "); "
