@@ -293,3 +293,24 @@ def test_evaluators_never_crash_on_odd_structures(doc, version):
     v = judge(snap)
     crashed = {k: x.reason for k, x in v.items() if x.reason.startswith("evaluator crashed")}
     assert not crashed, (text, crashed)
+
+
+def test_default_profile_costs_no_extra_round_trip(tmp_path: Path):
+    from kgc.core.engine import Context, load_layers
+
+    root = tmp_path / "node"
+    tree(root, {"/etc/containerd/config.toml": SEED})
+    layers = load_layers(("kgc.layers.runtime",))
+    target = LiveTarget("local://", root=str(root))
+    ctx = Context(target=target, profile=PROFILE, layers=layers)  # type: ignore[arg-type]
+    ctx.judge_all(["runtime"])
+    assert target.round_trips == 1  # the whole layer in one batched script
+
+    moved = PROFILE.model_copy(
+        update={"runtime": PROFILE.runtime.model_copy(update={"containerd_config": "/srv/ctd.toml"})}
+    )
+    tree(root, {"/srv/ctd.toml": CRI_KEY_ONLY})
+    target2 = LiveTarget("local://", root=str(root))
+    ctx2 = Context(target=target2, profile=moved, layers=layers)  # type: ignore[arg-type]
+    assert ctx2.judge("runtime.nri-enabled").status is Status.FAIL
+    assert target2.round_trips == 2  # the batched query + one for the moved paths only
