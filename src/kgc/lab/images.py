@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import tarfile
 from pathlib import Path
 
@@ -94,7 +95,7 @@ def build_archive(dest: Path) -> Path:
         manifest.append({"Config": cfg_name, "RepoTags": [tag], "Layers": [f"{digest}/layer.tar"]})
     files["manifest.json"] = json.dumps(manifest).encode()
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_suffix(".tmp")
+    tmp = dest.with_suffix(f".{os.getpid()}.tmp")  # parallel workers never share a temp file
     with tarfile.open(tmp, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for name, data in files.items():
             ti = tarfile.TarInfo(name)
@@ -102,5 +103,7 @@ def build_archive(dest: Path) -> Path:
             ti.mode = 0o644
             tar.addfile(ti, io.BytesIO(data))
     tmp.replace(dest)
-    stamp.write_text(digest + "\n")
+    stamp_tmp = stamp.with_suffix(f".{os.getpid()}.tmp")
+    stamp_tmp.write_text(digest + "\n")
+    stamp_tmp.replace(stamp)
     return dest
