@@ -307,7 +307,9 @@ def test_default_profile_costs_no_extra_round_trip(tmp_path: Path):
     assert target.round_trips == 1  # the whole layer in one batched script
 
     moved = PROFILE.model_copy(
-        update={"runtime": PROFILE.runtime.model_copy(update={"containerd_config": "/srv/ctd.toml"})}
+        update={
+            "runtime": PROFILE.runtime.model_copy(update={"containerd_config": "/srv/ctd.toml"})
+        }
     )
     tree(root, {"/srv/ctd.toml": CRI_KEY_ONLY})
     target2 = LiveTarget("local://", root=str(root))

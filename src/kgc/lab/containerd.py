@@ -31,7 +31,7 @@ import yaml
 from kgc.core.engine import Context, load_layers
 from kgc.core.model import Status, Verdict
 from kgc.core.profile import Profile, load_profile
-from kgc.core.target import LiveTarget
+from kgc.core.target import LiveTarget, write_bundle
 from kgc.lab.containerd_instance import (
     ContainerdInstance,
     LabUnavailable,
@@ -41,6 +41,7 @@ from kgc.lab.containerd_instance import (
     require_lab,
 )
 from kgc.lab.images import PAUSE_IMAGE, PROBE_IMAGE, build_archive
+from kgc.layers.runtime.collect import query_for
 
 KATA_OK_CONFIG = """# Kata configuration for the lab (the shim never runs; its config is judged)
 [hypervisor.qemu]
@@ -234,7 +235,10 @@ def write_profile(profile: Profile, path: Path) -> Path:
     return path
 
 
-def run_scenario(sc: Scenario, keep: bool = False) -> ScenarioResult:
+def run_scenario(sc: Scenario, keep: bool = False, record: Path | None = None) -> ScenarioResult:
+    """Run one scenario; with ``record`` (a directory), also save what was judged as an
+    evidence bundle (``<name>.bundle.json``: host snapshot + the probe's ``nri`` entry) and
+    the profile that reads it (``<name>.profile.yaml``) for offline replay."""
     t0 = time.monotonic()
     with lab_node(sc, keep=keep) as (inst, profile):
         layers = load_layers(("kgc.layers.runtime", "kgc.layers.nri"))
@@ -247,6 +251,11 @@ def run_scenario(sc: Scenario, keep: bool = False) -> ScenarioResult:
         verdicts = ctx.judge_all(["runtime", "nri"])
         nri_ev = ctx.evidence("nri").to_dict()
         version = ctx.evidence("runtime").version
+        if record is not None:
+            record.mkdir(parents=True, exist_ok=True)
+            snap = LiveTarget("local://").collect(query_for(profile.runtime))
+            write_bundle(record / f"{sc.name}.bundle.json", f"lab-{sc.name}", snap, {"nri": nri_ev})
+            write_profile(profile, record / f"{sc.name}.profile.yaml")
         return ScenarioResult(
             sc,
             verdicts,
@@ -386,7 +395,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             print(f"unknown scenario {n!r}; known: {', '.join(SCENARIOS)}", file=sys.stderr)
             return 2
         try:
-            res = SCENARIOS[n].run(keep=args.keep)
+            res = run_scenario(
+                SCENARIOS[n], keep=args.keep, record=Path(args.record) if args.record else None
+            )
         except LabUnavailable as exc:
             print(f"lab unavailable: {exc}", file=sys.stderr)
             return 2
@@ -439,6 +450,9 @@ def register(subparsers: Any) -> None:
     run.add_argument("--scenario", default="all", help="scenario name or 'all'")
     run.add_argument("--keep", action="store_true", help="keep the temp dir (config, log)")
     run.add_argument("--json", default=None, help="write the verdicts to this JSON file")
+    run.add_argument(
+        "--record", default=None, help="save each scenario's evidence bundle + profile in this dir"
+    )
     run.set_defaults(func=_cmd_run)
     up = sub.add_parser("up", help="start one scenario's containerd and write a profile for it")
     up.add_argument("--scenario", default="kata-handler-ok")
