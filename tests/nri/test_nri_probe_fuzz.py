@@ -10,9 +10,28 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from nri_fake_runtime import FakeRuntime, frame
+from nri_fake_runtime import FakeRuntime, frame, ttrpc
 
+from kgc.nri import nri_pb2 as pb
 from kgc.nri.probe import NriProbe
+
+METHODS = [
+    "Configure",
+    "Synchronize",
+    "Shutdown",
+    "StateChange",
+    "RunPodSandbox",
+    "CreateContainer",
+    "UpdateContainer",
+    "StopContainer",
+    "RemoveContainer",
+    "Bogus",
+]
+
+
+def _request(method: str, payload: bytes, service: str) -> bytes:
+    req = pb.TtrpcRequest(service=service, method=method, payload=payload)
+    return frame(1, ttrpc(101, 1, req.SerializeToString()))
 
 
 @given(
@@ -20,9 +39,16 @@ from kgc.nri.probe import NriProbe
         st.binary(max_size=600),
         st.binary(max_size=300).map(lambda b: frame(1, b)),
         st.binary(max_size=300).map(lambda b: frame(2, b)),
+        # well-framed requests for real methods with random message bodies
+        st.builds(
+            _request,
+            st.sampled_from(METHODS),
+            st.binary(max_size=400),
+            st.sampled_from(["nri.pkg.api.v1alpha1.Plugin", "x"]),
+        ),
     )
 )
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_probe_survives_garbage_after_handshake(garbage):
     d = Path(tempfile.mkdtemp(prefix="kgc-fz-"))
     sock = d / "nri.sock"
