@@ -1,7 +1,11 @@
 """Layer 5 — live NRI probe. A real NRI plugin registers on the node and must observe pod
 and container events (a handshake alone proves nothing: containerd 1.7 keeps a plugin that
 missed a deadline connected but sends it no events); on its own probe pod only, its
-environment-variable adjustment must be visible inside the container."""
+environment-variable adjustment must be visible inside the container.
+
+To get events without Kubernetes the probe runs one short-lived host-network probe pod
+through the node's CRI socket and removes it (profile ``nri.trigger: cri``, the default);
+``nri.trigger: passive`` only listens to pods the cluster creates and adjusts nothing."""
 
 import pytest
 
