@@ -22,7 +22,10 @@ if [ "${#need_base[@]}" -gt 0 ]; then
   apt-get -qq -o DPkg::Lock::Timeout=900 install -y --no-install-recommends "${need_base[@]}" >/dev/null
 fi
 
-mirror="${KGC_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+# the Debian mirror this machine already uses (the base system's own apt sources)
+mirror="${KGC_DEBIAN_MIRROR:-$(sed -n 's/^URIs:[[:space:]]*\([^[:space:]]*\/debian\)[[:space:]]*$/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1)}"
+[ -n "$mirror" ] || mirror="$(awk '$1 == "deb" && $2 ~ /\/debian$/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null)"
+[ -n "$mirror" ] || { echo "20-containerd: cannot find the Debian mirror in /etc/apt sources" >&2; exit 1; }
 for suite in trixie sid; do
   dest="$CACHE/$suite"
   if [ -x "$dest/root/usr/bin/containerd" ] && [ -f "$dest/VERSION" ]; then

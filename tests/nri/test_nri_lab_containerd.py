@@ -16,7 +16,9 @@ def test_scenario_yields_its_documented_verdicts(name):
     try:
         res = SCENARIOS[name].run()
     except LabUnavailable as exc:
-        pytest.skip(f"containerd lab unavailable: {exc}")
+        pytest.fail(
+            f"containerd lab unavailable: {exc} (scripts/bootstrap.sh installs it; the lab needs root)"
+        )
     assert res.matches(), res.render() + "\n--- containerd log tail ---\n" + res.log_tail[-3000:]
 
 
