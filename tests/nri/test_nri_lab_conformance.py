@@ -23,7 +23,7 @@ def test_conformance_suites_pass_on_a_good_lab_node(tmp_path: Path):
         inst, profile = cm.__enter__()
     except LabUnavailable as exc:
         pytest.fail(
-            f"containerd lab unavailable: {exc} (scripts/bootstrap.sh installs it; the lab needs root)"
+            f"containerd lab unavailable: {exc} (bootstrap installs it; it needs root)"
         )
     try:
         prof = write_profile(profile, tmp_path / "lab.yaml")

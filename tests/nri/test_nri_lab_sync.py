@@ -33,7 +33,7 @@ def test_existing_pods_arrive_in_synchronize(flavour):
         inst.start()
     except LabUnavailable as exc:
         pytest.fail(
-            f"containerd lab unavailable: {exc} (scripts/bootstrap.sh installs it; the lab needs root)"
+            f"containerd lab unavailable: {exc} (bootstrap installs it; it needs root)"
         )
     try:
         inst.import_images(build_archive(cache_dir() / "images" / "kgc-lab-images.tar"))
