@@ -16,9 +16,7 @@ def test_scenario_yields_its_documented_verdicts(name):
     try:
         res = SCENARIOS[name].run()
     except LabUnavailable as exc:
-        pytest.fail(
-            f"containerd lab unavailable: {exc} (bootstrap installs it; it needs root)"
-        )
+        pytest.fail(f"containerd lab unavailable: {exc} (bootstrap installs it; it needs root)")
     assert res.matches(), res.render() + "\n--- containerd log tail ---\n" + res.log_tail[-3000:]
 
 

@@ -39,9 +39,7 @@ def test_late_synchronize_means_no_events_and_failing_verdicts(flavour):
         )
         inst.start()
     except LabUnavailable as exc:
-        pytest.fail(
-            f"containerd lab unavailable: {exc} (bootstrap installs it; it needs root)"
-        )
+        pytest.fail(f"containerd lab unavailable: {exc} (bootstrap installs it; it needs root)")
     try:
         inst.import_images(build_archive(cache_dir() / "images" / "kgc-lab-images.tar"))
         token = uuid.uuid4().hex

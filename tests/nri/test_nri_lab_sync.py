@@ -32,9 +32,7 @@ def test_existing_pods_arrive_in_synchronize(flavour):
         inst = ContainerdInstance(flavour, cfg, tmp)
         inst.start()
     except LabUnavailable as exc:
-        pytest.fail(
-            f"containerd lab unavailable: {exc} (bootstrap installs it; it needs root)"
-        )
+        pytest.fail(f"containerd lab unavailable: {exc} (bootstrap installs it; it needs root)")
     try:
         inst.import_images(build_archive(cache_dir() / "images" / "kgc-lab-images.tar"))
         with CriClient(inst.address) as c:

@@ -295,7 +295,7 @@ def test_evaluators_never_crash_on_odd_structures(doc, version):
     assert not crashed, (text, crashed)
 
 
-def test_default_profile_costs_no_extra_round_trip(tmp_path: Path):
+def test_a_profile_that_moves_paths_costs_no_extra_round_trip(tmp_path: Path):
     from kgc.core.engine import Context, load_layers
 
     root = tmp_path / "node"
@@ -315,4 +315,4 @@ def test_default_profile_costs_no_extra_round_trip(tmp_path: Path):
     target2 = LiveTarget("local://", root=str(root))
     ctx2 = Context(target=target2, profile=moved, layers=layers)  # type: ignore[arg-type]
     assert ctx2.judge("runtime.nri-enabled").status is Status.FAIL
-    assert target2.round_trips == 2  # the batched query + one for the moved paths only
+    assert target2.round_trips == 1  # the moved paths join the one batched script

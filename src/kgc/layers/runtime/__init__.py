@@ -1,30 +1,24 @@
 """Layer ``runtime`` — containerd's real NRI state, the Kata handler and Kata's VFIO config.
 
-The static :data:`QUERY` covers the default paths and joins the node's one batched
-collection. A profile that moves paths (another config file, socket, Kata config, binary)
-costs one extra round trip for exactly the paths the static query lacks.
+The layer's query is derived from the profile (:func:`query_for`: config file, socket,
+Kata config, binary paths) and joins the node's one batched collection, so a profile that
+moves paths costs no extra round trip, and a bundle records exactly what was judged.
 """
 
 from kgc.core.engine import Context, Layer
+from kgc.core.profile import Profile
 from kgc.layers.runtime.checks import CHECKS
-from kgc.layers.runtime.collect import (
-    QUERY,
-    RuntimeEvidence,
-    extra_query,
-    merge_snapshots,
-    parse,
-    query_for,
-)
+from kgc.layers.runtime.collect import QUERY, RuntimeEvidence, parse, query_for
 
 
 def gather(ctx: Context) -> RuntimeEvidence:
-    snap = ctx.host()
-    extra = extra_query(ctx.profile.runtime)
-    if extra is not None and not ctx.offline:
-        snap = merge_snapshots(snap, ctx.target.collect(extra))
-    return parse(snap, ctx.profile)
+    return parse(ctx.host(), ctx.profile)
 
 
-LAYER = Layer(name="runtime", checks=CHECKS, gather=gather, query=QUERY)
+def _query(profile: Profile):  # type: ignore[no-untyped-def]
+    return query_for(profile.runtime)
+
+
+LAYER = Layer(name="runtime", checks=CHECKS, gather=gather, query=_query)
 
 __all__ = ["LAYER", "QUERY", "RuntimeEvidence", "parse", "query_for"]

@@ -82,31 +82,6 @@ def query_for(rp: RuntimeProfile) -> HostQuery:
 QUERY = query_for(RuntimeProfile())
 
 
-def extra_query(rp: RuntimeProfile) -> HostQuery | None:
-    """What a non-default profile needs beyond the static :data:`QUERY` (None: nothing)."""
-    want = query_for(rp)
-    extra = HostQuery(
-        files=tuple(p for p in want.files if p not in QUERY.files),
-        stats=tuple(p for p in want.stats if p not in QUERY.stats),
-        commands=tuple(c for c in want.commands if c not in QUERY.commands),
-    )
-    if not (extra.files or extra.stats or extra.commands):
-        return None
-    return extra
-
-
-def merge_snapshots(a: HostSnapshot, b: HostSnapshot) -> HostSnapshot:
-    return HostSnapshot(
-        files={**a.files, **b.files},
-        links={**a.links, **b.links},
-        dirs={**a.dirs, **b.dirs},
-        stats={**a.stats, **b.stats},
-        commands={**a.commands, **b.commands},
-        errors={**a.errors, **b.errors},
-        complete=a.complete and b.complete,
-    )
-
-
 # -- evidence ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ConfigFile:
