@@ -18,9 +18,22 @@ pytestmark = [pytest.mark.lab]
 
 def test_lab_certify_containerd_stage_writes_one_merged_report(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "kgc.cli", "lab", "certify", "--stage", "containerd",
-         "--report-dir", str(tmp_path)],
-        cwd=REPO, capture_output=True, text=True, timeout=900, check=False,
+        [
+            sys.executable,
+            "-m",
+            "kgc.cli",
+            "lab",
+            "certify",
+            "--stage",
+            "containerd",
+            "--report-dir",
+            str(tmp_path),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     doc = json.loads((tmp_path / "verdict.json").read_text())

@@ -10,6 +10,7 @@ and tears them down. The stages' outputs are merged into one ``reports/verdict.j
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import shutil
 import subprocess
@@ -35,8 +36,17 @@ class Stage:
 
 
 def run_suites(args: list[str], out: Path, timeout_s: int = 1800) -> int:
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--report-dir",
-           str(out), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--report-dir",
+        str(out),
+        *args,
+    ]
     print(f"[certify] $ {' '.join(cmd[2:])}", flush=True)
     proc = subprocess.run(cmd, cwd=REPO, timeout=timeout_s, check=False)
     return proc.returncode
@@ -48,26 +58,37 @@ def _containerd_stage(work: Path) -> Iterator[list[str]]:
 
     with lab_node(SCENARIOS["kata-handler-ok"]) as (inst, profile):
         prof = write_profile(profile, work / "containerd-lab.yaml")
-        yield ["-m", "host", "conformance/runtime", "conformance/nri", "--profile", str(prof),
-               "--cri-socket", inst.address]
+        yield [
+            "-m",
+            "host",
+            "conformance/runtime",
+            "conformance/nri",
+            "--profile",
+            str(prof),
+            "--cri-socket",
+            inst.address,
+        ]
 
 
 def _stages() -> list[Stage]:
     stages = []
     try:
-        from kgc.lab import node
-
-        stages.append(Stage("node", "QEMU node image: IOMMU, VFIO, persistence, reboot",
-                            node.certify_stage))
+        node: Any = importlib.import_module("kgc.lab.node")
+        stages.append(
+            Stage("node", "QEMU node image: IOMMU, VFIO, persistence, reboot", node.certify_stage)
+        )
     except (ImportError, AttributeError):
         pass
-    stages.append(Stage("containerd", "real containerd 2.x with NRI and a Kata handler",
-                        _containerd_stage))
+    stages.append(
+        Stage("containerd", "real containerd 2.x with NRI and a Kata handler", _containerd_stage)
+    )
     try:
-        from kgc.lab import cluster
-
-        stages.append(Stage("cluster", "Kubernetes control plane + kwok GPU nodes + KEDA",
-                            cluster.certify_stage))
+        cluster: Any = importlib.import_module("kgc.lab.cluster")
+        stages.append(
+            Stage(
+                "cluster", "Kubernetes control plane + kwok GPU nodes + KEDA", cluster.certify_stage
+            )
+        )
     except (ImportError, AttributeError):
         pass
     return stages
@@ -90,25 +111,42 @@ def merge(stage_dirs: list[tuple[str, Path]], out: Path) -> dict[str, Any]:
                 r["stage"] = name
                 results.append(r)
             runs[name] = doc["run"]
-            env.update({f"{name}.{k}": str(v) for k, v in doc["run"].get("environment", {}).items()})
+            env.update(
+                {f"{name}.{k}": str(v) for k, v in doc["run"].get("environment", {}).items()}
+            )
         else:
-            results.append({
-                "check": f"lab.{name}", "layer": "lab", "title": f"lab stage {name} ran",
-                "severity": "blocker", "target": name, "status": "error",
-                "reason": f"stage {name} produced no verdict.json (see the console log above)",
-                "remediation": "Run `kgc lab certify --stage " + name + "` and read its output.",
-                "expected": None, "found": None, "evidence": {}, "stage": name,
-            })
+            results.append(
+                {
+                    "check": f"lab.{name}",
+                    "layer": "lab",
+                    "title": f"lab stage {name} ran",
+                    "severity": "blocker",
+                    "target": name,
+                    "status": "error",
+                    "reason": f"stage {name} produced no verdict.json (see the console log above)",
+                    "remediation": "Run `kgc lab certify --stage "
+                    + name
+                    + "` and read its output.",
+                    "expected": None,
+                    "found": None,
+                    "evidence": {},
+                    "stage": name,
+                }
+            )
         for f in (d / "allure-results").glob("*"):
             if f.name not in ("environment.properties", "categories.json"):
                 shutil.copy2(f, allure / f.name)
     report.write_allure_environment(allure, env)
     report.write_allure_categories(allure)
-    report.write_verdict_json(out / "verdict.json", results, run={
-        "kind": "lab-certify",
-        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "stages": runs,
-    })
+    report.write_verdict_json(
+        out / "verdict.json",
+        results,
+        run={
+            "kind": "lab-certify",
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "stages": runs,
+        },
+    )
     return json.loads((out / "verdict.json").read_text())
 
 
@@ -128,11 +166,14 @@ def cmd_certify(a: argparse.Namespace) -> int:
             with st.setup(work) as args:
                 rc = run_suites(args, d)
         except Exception as exc:  # noqa: BLE001 - a broken stage is reported, not fatal
-            print(f"[certify] stage {st.name} could not run: {type(exc).__name__}: {exc}",
-                  flush=True)
+            print(
+                f"[certify] stage {st.name} could not run: {type(exc).__name__}: {exc}", flush=True
+            )
             rc = -1
-        print(f"[certify] stage {st.name}: pytest exit {rc} in {time.monotonic() - t0:.0f}s",
-              flush=True)
+        print(
+            f"[certify] stage {st.name}: pytest exit {rc} in {time.monotonic() - t0:.0f}s",
+            flush=True,
+        )
         done.append((st.name, d))
     doc = merge(done, out)
     for line in report.summary_table(doc["results"]):
@@ -150,6 +191,10 @@ def cmd_certify(a: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("certify", help="certify the built-in lab; write the HTML report")
     p.add_argument("--report-dir", default=str(REPO / "reports"))
-    p.add_argument("--stage", action="append", choices=[s.name for s in _stages()],
-                   help="run only this stage (repeatable)")
+    p.add_argument(
+        "--stage",
+        action="append",
+        choices=[s.name for s in _stages()],
+        help="run only this stage (repeatable)",
+    )
     p.set_defaults(func=cmd_certify)
