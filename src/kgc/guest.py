@@ -87,8 +87,7 @@ GUEST_QUERY = HostQuery(
         ("nvidia_smi", "nvidia-smi"),
         (
             "nvidia_smi_csv",
-            "nvidia-smi --query-gpu=name,uuid,pci.bus_id,memory.total,driver_version "
-            "--format=csv",
+            "nvidia-smi --query-gpu=name,uuid,pci.bus_id,memory.total,driver_version --format=csv",
         ),
         ("lspci", "command -v lspci >/dev/null && lspci -nnk || echo KGC-NO-LSPCI"),
         ("cuda_check", "python3 -c '" + _CUDA_CHECK + "'"),
@@ -114,7 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.out is None:
         ap.error("--out or --script is required")
     t0 = time.monotonic()
-    proc = subprocess.run(["sh", "-c", text], capture_output=True, text=True, timeout=600, check=False)
+    proc = subprocess.run(
+        ["sh", "-c", text], capture_output=True, text=True, timeout=600, check=False
+    )
     wall = time.monotonic() - t0
     snap = parse_output(proc.stdout, boundary)
     a.out.mkdir(parents=True, exist_ok=True)
@@ -129,8 +130,10 @@ def main(argv: list[str] | None = None) -> int:
         "host": snap.to_dict(),
     }
     (a.out / "guest-bundle.json").write_text(json.dumps(doc, indent=1, sort_keys=True))
-    print(f"collected {len(snap.files)} files, {len(snap.commands)} commands in {wall:.2f}s "
-          f"(complete={snap.complete})")
+    print(
+        f"collected {len(snap.files)} files, {len(snap.commands)} commands in {wall:.2f}s "
+        f"(complete={snap.complete})"
+    )
     return 0 if snap.complete else 1
 
 

@@ -53,6 +53,8 @@ class KgcState:
             "allow_reboot": bool(opt.kgc_allow_reboot),
             "reboot_timeout_s": float(opt.kgc_reboot_timeout),
             "kubeconfig": opt.kgc_kubeconfig,
+            "nri_socket": opt.kgc_nri_socket,
+            "cri_socket": opt.kgc_cri_socket,
         }
 
     def context(self, spec: str) -> Context:
@@ -69,7 +71,9 @@ class KgcState:
                     ssh_config=getattr(opt, "ssh_config", None),
                     ssh_identity_file=getattr(opt, "ssh_identity_file", None),
                 )
-            ctx = Context(target=target, profile=self.profile, layers=self.layers, options=self.options())
+            ctx = Context(
+                target=target, profile=self.profile, layers=self.layers, options=self.options()
+            )
             self.contexts[spec] = ctx
         return ctx
 
@@ -78,7 +82,7 @@ class KgcState:
         if report.when != "call":
             return
         for key, val in report.user_properties:
-            if key == USER_PROP:
+            if key == USER_PROP and isinstance(val, str):
                 d = json.loads(val)
                 d["test"] = report.nodeid
                 self.verdicts.append(d)
@@ -89,20 +93,70 @@ STATE = pytest.StashKey[KgcState]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("kgc", "kata-gpu-conformance")
-    g.addoption("--profile", dest="kgc_profile", default=None, metavar="NAME|PATH",
-                help=f"platform profile (built-in name or YAML path; default {DEFAULT_PROFILE})")
-    g.addoption("--snapshot", dest="kgc_snapshot", default=None, metavar="FILE[,FILE]",
-                help="evaluate recorded evidence bundles (kgc snapshot) instead of live nodes")
-    g.addoption("--report-dir", dest="kgc_report_dir", default=None, metavar="DIR",
-                help="where verdict.json, junit.xml and allure-results go (default reports/)")
-    g.addoption("--kgc-root", dest="kgc_root", default=None, metavar="PATH",
-                help="read host files under PATH instead of / (an offline tree)")
-    g.addoption("--allow-reboot", dest="kgc_allow_reboot", action="store_true", default=False,
-                help="DESTRUCTIVE: allow the reboot test to reboot the target nodes")
-    g.addoption("--reboot-timeout", dest="kgc_reboot_timeout", default=600, type=float,
-                help="seconds to wait for a rebooted node to come back (default 600)")
-    g.addoption("--kubeconfig", dest="kgc_kubeconfig", default=None, metavar="FILE",
-                help="kubeconfig of the cluster the cluster layers certify")
+    g.addoption(
+        "--profile",
+        dest="kgc_profile",
+        default=None,
+        metavar="NAME|PATH",
+        help=f"platform profile (built-in name or YAML path; default {DEFAULT_PROFILE})",
+    )
+    g.addoption(
+        "--snapshot",
+        dest="kgc_snapshot",
+        default=None,
+        metavar="FILE[,FILE]",
+        help="evaluate recorded evidence bundles (kgc snapshot) instead of live nodes",
+    )
+    g.addoption(
+        "--report-dir",
+        dest="kgc_report_dir",
+        default=None,
+        metavar="DIR",
+        help="where verdict.json, junit.xml and allure-results go (default reports/)",
+    )
+    g.addoption(
+        "--kgc-root",
+        dest="kgc_root",
+        default=None,
+        metavar="PATH",
+        help="read host files under PATH instead of / (an offline tree)",
+    )
+    g.addoption(
+        "--allow-reboot",
+        dest="kgc_allow_reboot",
+        action="store_true",
+        default=False,
+        help="DESTRUCTIVE: allow the reboot test to reboot the target nodes",
+    )
+    g.addoption(
+        "--reboot-timeout",
+        dest="kgc_reboot_timeout",
+        default=600,
+        type=float,
+        help="seconds to wait for a rebooted node to come back (default 600)",
+    )
+    g.addoption(
+        "--nri-socket",
+        dest="kgc_nri_socket",
+        default=None,
+        metavar="PATH",
+        help="NRI socket to probe (default: from the node's containerd config); for a remote "
+        "node, a local path forwarded with `ssh -L`",
+    )
+    g.addoption(
+        "--cri-socket",
+        dest="kgc_cri_socket",
+        default=None,
+        metavar="PATH",
+        help="CRI socket the NRI probe uses to start its probe pod",
+    )
+    g.addoption(
+        "--kubeconfig",
+        dest="kgc_kubeconfig",
+        default=None,
+        metavar="FILE",
+        help="kubeconfig of the cluster the cluster layers certify",
+    )
 
 
 def _is_conformance_run(config: pytest.Config) -> bool:
@@ -201,6 +255,7 @@ def _record(request: pytest.FixtureRequest, v: Verdict) -> None:
     try:
         import allure
 
+        allure.dynamic.title(f"{v.check} — {v.title} [{v.target}]")
         allure.dynamic.epic(v.layer)
         allure.dynamic.feature(v.check)
         allure.dynamic.story(v.title)
@@ -217,7 +272,9 @@ def _record(request: pytest.FixtureRequest, v: Verdict) -> None:
             attachment_type=allure.attachment_type.JSON,
         )
         if v.remediation:
-            allure.attach(v.remediation, name="remediation", attachment_type=allure.attachment_type.TEXT)
+            allure.attach(
+                v.remediation, name="remediation", attachment_type=allure.attachment_type.TEXT
+            )
     except ImportError:  # allure-pytest is a dependency; without it only allure output is lost
         pass
 

@@ -49,18 +49,31 @@ class Outcome:
     found: str | None = None
 
 
-def passed(reason: str, *, expected: str | None = None, found: str | None = None,
-           **evidence: Any) -> Outcome:
+def passed(
+    reason: str, *, expected: str | None = None, found: str | None = None, **evidence: Any
+) -> Outcome:
     return Outcome(Status.PASS, reason, evidence, None, expected, found)
 
 
-def failed(reason: str, remediation: str | None = None, *, expected: str | None = None,
-           found: str | None = None, **evidence: Any) -> Outcome:
+def failed(
+    reason: str,
+    remediation: str | None = None,
+    *,
+    expected: str | None = None,
+    found: str | None = None,
+    **evidence: Any,
+) -> Outcome:
     return Outcome(Status.FAIL, reason, evidence, remediation, expected, found)
 
 
-def warned(reason: str, remediation: str | None = None, *, expected: str | None = None,
-           found: str | None = None, **evidence: Any) -> Outcome:
+def warned(
+    reason: str,
+    remediation: str | None = None,
+    *,
+    expected: str | None = None,
+    found: str | None = None,
+    **evidence: Any,
+) -> Outcome:
     return Outcome(Status.WARN, reason, evidence, remediation, expected, found)
 
 

@@ -118,7 +118,7 @@ def generate_html(results_dir: Path, out_dir: Path, name: str = "kata-gpu-confor
         "export default {\n"
         f"  name: {json.dumps(name)},\n"
         f"  output: {json.dumps(str(out_dir))},\n"
-        "  plugins: { awesome: { options: { singleFile: true, reportLanguage: \"en\" } } },\n"
+        '  plugins: { awesome: { options: { singleFile: true, reportLanguage: "en" } } },\n'
         "};\n"
     )
     if out_dir.exists():

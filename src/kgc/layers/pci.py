@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from kgc.core.hostfs import HostQuery, HostSnapshot
 from kgc.core.profile import DeviceSelector, Profile
@@ -115,7 +116,7 @@ class PciInventory:
             return []
         return [self.devices[b] for b in self.groups.get(g, ()) if b != bdf and b in self.devices]
 
-    def group_table(self) -> list[dict[str, object]]:
+    def group_table(self) -> list[dict[str, Any]]:
         """The IOMMU group layout as evidence rows (group, type, devices)."""
         rows = []
         for g in sorted(self.groups, key=lambda x: (len(x), x)):

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from kgc.core.model import Outcome, Registry, Severity, failed, passed, skipped, warned
+from typing import Any
+
+from kgc.core.model import (
+    Outcome,
+    Registry,
+    Severity,
+    errored,
+    failed,
+    passed,
+    skipped,
+    warned,
+)
 from kgc.core.profile import Profile
 from kgc.layers.iommu.collect import IommuEvidence
 
@@ -10,7 +21,7 @@ CHECKS = Registry()
 
 TABLE = {"intel": "DMAR", "amd": "IVRS", "arm": "IORT"}
 FIRMWARE_FIX = {
-    "intel": "Enable Intel VT-d (\"Intel Virtualization Technology for Directed I/O\") in the "
+    "intel": 'Enable Intel VT-d ("Intel Virtualization Technology for Directed I/O") in the '
     "BIOS/UEFI setup, then reboot.",
     "amd": "Enable AMD-Vi / IOMMU in the BIOS/UEFI setup (often under NBIO or North Bridge "
     "configuration), then reboot.",
@@ -27,7 +38,11 @@ CMDLINE_FIX = {
     "arm": "Remove `iommu.passthrough`/`arm-smmu` disabling options from the kernel command "
     "line, then reboot.",
 }
-KCONFIG_DRIVER = {"intel": ("INTEL_IOMMU",), "amd": ("AMD_IOMMU",), "arm": ("ARM_SMMU_V3", "ARM_SMMU")}
+KCONFIG_DRIVER = {
+    "intel": ("INTEL_IOMMU",),
+    "amd": ("AMD_IOMMU",),
+    "arm": ("ARM_SMMU_V3", "ARM_SMMU"),
+}
 
 
 def vendor_of(ev: IommuEvidence, profile: Profile) -> str | None:
@@ -39,8 +54,22 @@ def vendor_of(ev: IommuEvidence, profile: Profile) -> str | None:
     return {"DMAR": "intel", "IVRS": "amd", "IORT": "arm"}.get(ev.firmware_table or "")
 
 
-def _groups_summary(ev: IommuEvidence) -> dict[str, object]:
+def _groups_summary(ev: IommuEvidence) -> dict[str, Any]:
     return {"iommu_groups": len(ev.groups), "group_table": ev.pci.group_table()}
+
+
+def unreadable(ev: IommuEvidence, *prefixes: str) -> Outcome | None:
+    """An ``error`` verdict naming the paths that could not be read, if any matter here."""
+    bad = sorted(p for p in ev.errors if p.startswith(prefixes))
+    if not bad:
+        return None
+    shown = ", ".join(f"{p} ({ev.errors[p]})" for p in bad[:5])
+    more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+    return errored(
+        f"cannot decide: could not read {shown}{more}",
+        "Run the suite as root (or with --sudo) on the node, and check the paths are readable.",
+        unreadable=bad,
+    )
 
 
 def _active(ev: IommuEvidence) -> bool:
@@ -54,8 +83,10 @@ def _active(ev: IommuEvidence) -> bool:
     severity=Severity.BLOCKER,
 )
 def platform(ev: IommuEvidence, profile: Profile) -> Outcome:
+    if bad := unreadable(ev, "/sys/firmware/acpi/tables", "/sys/class/iommu"):
+        return bad
     vendor = vendor_of(ev, profile)
-    evidence = {
+    evidence: dict[str, Any] = {
         "cpu_vendor": ev.cpu_vendor,
         "cpu_virtualization": ev.cpu_virt,
         "acpi_tables": list(ev.acpi_tables or ()),
@@ -130,7 +161,9 @@ def kernel_support(ev: IommuEvidence, profile: Profile) -> Outcome:
             kernel=ev.kernel,
         )
     keys = KCONFIG_DRIVER.get(vendor or "", ())
-    relevant = {k: ev.kconfig.get(k, "absent") for k in (*keys, "IOMMU_SUPPORT", "VFIO_PCI", "IRQ_REMAP")}
+    relevant = {
+        k: ev.kconfig.get(k, "absent") for k in (*keys, "IOMMU_SUPPORT", "VFIO_PCI", "IRQ_REMAP")
+    }
     if keys and not any(ev.kconfig.get(k) == "y" for k in keys):
         return failed(
             f"kernel {ev.kernel} is not built with the {vendor} IOMMU driver "
@@ -141,7 +174,8 @@ def kernel_support(ev: IommuEvidence, profile: Profile) -> Outcome:
         )
     if ev.kconfig.get("VFIO_PCI") not in ("y", "m"):
         return failed(
-            f"kernel {ev.kernel} has no vfio-pci (CONFIG_VFIO_PCI={ev.kconfig.get('VFIO_PCI', 'absent')})",
+            f"kernel {ev.kernel} has no vfio-pci "
+            f"(CONFIG_VFIO_PCI={ev.kconfig.get('VFIO_PCI', 'absent')})",
             kernel=ev.kernel,
             kconfig=relevant,
         )
@@ -170,8 +204,10 @@ def _disabled_on_cmdline(ev: IommuEvidence, vendor: str | None) -> str | None:
     severity=Severity.BLOCKER,
 )
 def enabled(ev: IommuEvidence, profile: Profile) -> Outcome:
+    if bad := unreadable(ev, "/sys/kernel/iommu_groups", "/proc/cmdline"):
+        return bad
     vendor = vendor_of(ev, profile)
-    evidence = {
+    evidence: dict[str, Any] = {
         "cmdline": ev.cmdline.raw,
         "kernel": ev.kernel,
         "dmesg": list(ev.dmesg or ())[-20:],
@@ -230,9 +266,17 @@ def enabled(ev: IommuEvidence, profile: Profile) -> Outcome:
     severity=Severity.CRITICAL,
 )
 def cmdline(ev: IommuEvidence, profile: Profile) -> Outcome:
+    if bad := unreadable(ev, "/proc/cmdline"):
+        return bad
+    if not ev.cmdline_read:
+        return errored(
+            "cannot decide: /proc/cmdline is missing from the evidence",
+            "Collect from a running node (or a bundle taken from one): an offline image has "
+            "no running kernel command line.",
+        )
     vendor = vendor_of(ev, profile)
     c = ev.cmdline
-    evidence = {"cmdline": c.raw, "vendor": vendor}
+    evidence: dict[str, Any] = {"cmdline": c.raw, "vendor": vendor}
     off = _disabled_on_cmdline(ev, vendor)
     if off:
         return failed(f"the command line disables the IOMMU ({off})", None, **evidence)
@@ -263,7 +307,9 @@ def cmdline(ev: IommuEvidence, profile: Profile) -> Outcome:
                 "want passthrough mode.",
                 **evidence,
             )
-        return passed("nothing on the command line disables the AMD IOMMU (on by default)", **evidence)
+        return passed(
+            "nothing on the command line disables the AMD IOMMU (on by default)", **evidence
+        )
     if vendor == "arm":
         return passed("nothing on the command line disables the SMMU", **evidence)
     return skipped("the IOMMU vendor is unknown, so the command line cannot be judged", **evidence)
@@ -302,7 +348,7 @@ def mode(ev: IommuEvidence, profile: Profile) -> Outcome:
             expected=want,
         )
     found, counts = _found_mode(ev)
-    evidence = {"group_types": counts, "cmdline": ev.cmdline.raw}
+    evidence: dict[str, Any] = {"group_types": counts, "cmdline": ev.cmdline.raw}
     if want == "any" or want == found:
         return passed(
             f"default domains are {found} ({_counts(counts) or 'per command line'})",
@@ -334,7 +380,7 @@ def _counts(counts: dict[str, int]) -> str:
 def interrupt_remapping(ev: IommuEvidence, profile: Profile) -> Outcome:
     required = profile.host.iommu.require_interrupt_remapping
     c = ev.cmdline
-    evidence = {
+    evidence: dict[str, Any] = {
         "ir_interrupt_chips": list(ev.irq_remap_chips or ()),
         "dmesg": [x for x in (ev.dmesg or ()) if "remap" in x.lower()][-10:],
         "cmdline": c.raw,
@@ -372,6 +418,8 @@ def interrupt_remapping(ev: IommuEvidence, profile: Profile) -> Outcome:
     severity=Severity.BLOCKER,
 )
 def targets_present(ev: IommuEvidence, profile: Profile) -> Outcome:
+    if bad := unreadable(ev, "/sys/bus/pci/devices"):
+        return bad
     pt = profile.host.passthrough
     targets = ev.pci.targets(profile)
     selectors = [s.describe() for s in pt.targets]
@@ -383,12 +431,13 @@ def targets_present(ev: IommuEvidence, profile: Profile) -> Outcome:
         )
     if targets:
         return passed(
-            f"{len(targets)} passthrough target(s): "
-            + ", ".join(d.describe() for d in targets),
+            f"{len(targets)} passthrough target(s): " + ", ".join(d.describe() for d in targets),
             selectors=selectors,
             targets=[d.to_dict() for d in targets],
         )
-    display = [d.describe() for d in ev.pci.devices.values() if (d.pci_class or "").startswith("03")]
+    display = [
+        d.describe() for d in ev.pci.devices.values() if (d.pci_class or "").startswith("03")
+    ]
     if not pt.targets:
         return failed(
             "the profile names no passthrough targets",
@@ -397,8 +446,7 @@ def targets_present(ev: IommuEvidence, profile: Profile) -> Outcome:
         )
     if not pt.require_targets_present:
         return passed(
-            "no device matches the passthrough targets, and the profile allows nodes without "
-            "them",
+            "no device matches the passthrough targets, and the profile allows nodes without them",
             selectors=selectors,
             display_devices=display,
         )
@@ -419,6 +467,8 @@ def targets_present(ev: IommuEvidence, profile: Profile) -> Outcome:
     severity=Severity.BLOCKER,
 )
 def targets_grouped(ev: IommuEvidence, profile: Profile) -> Outcome:
+    if bad := unreadable(ev, "/sys/kernel/iommu_groups", "/sys/bus/pci/devices"):
+        return bad
     targets = ev.pci.targets(profile)
     table = _groups_summary(ev)
     if not targets:

@@ -44,8 +44,8 @@ QUERY = PCI_QUERY | HostQuery(
         (
             "kconfig",
             'k=$(cat "$R/proc/sys/kernel/osrelease" 2>/dev/null); f="$R/boot/config-$k"; '
-            f"if [ -r \"$f\" ]; then grep -E '^(# )?CONFIG_({_KCONFIG_RE})[= ]' \"$f\"; "
-            f"elif [ -z \"$R\" ] && [ -r /proc/config.gz ]; then zcat /proc/config.gz | "
+            f'if [ -r "$f" ]; then grep -E \'^(# )?CONFIG_({_KCONFIG_RE})[= ]\' "$f"; '
+            f'elif [ -z "$R" ] && [ -r /proc/config.gz ]; then zcat /proc/config.gz | '
             f"grep -E '^(# )?CONFIG_({_KCONFIG_RE})[= ]'; else echo KGC-NO-KCONFIG; exit 3; fi",
         ),
         ("irq_remap", "grep -o -m8 -E 'IR-[A-Za-z0-9-]+' \"$R/proc/interrupts\" | sort -u"),
@@ -119,6 +119,7 @@ class IommuEvidence:
     pci: PciInventory
     distro: str | None
     errors: Mapping[str, str] = field(default_factory=dict)
+    cmdline_read: bool = True
 
     @property
     def groups(self) -> Mapping[str, tuple[str, ...]]:
@@ -149,9 +150,11 @@ def parse(snap: HostSnapshot) -> IommuEvidence:
             key, _, val = line.partition(":")
             key, val = key.strip(), val.strip()
             if key == "vendor_id":
-                vendor = {"GenuineIntel": "intel", "AuthenticAMD": "amd", "HygonGenuine": "amd"}.get(
-                    val, val.lower() or None
-                )
+                vendor = {
+                    "GenuineIntel": "intel",
+                    "AuthenticAMD": "amd",
+                    "HygonGenuine": "amd",
+                }.get(val, val.lower() or None)
             elif key == "flags":
                 flags = set(val.split())
                 virt = "vmx" if "vmx" in flags else "svm" if "svm" in flags else None
@@ -191,4 +194,5 @@ def parse(snap: HostSnapshot) -> IommuEvidence:
         pci=parse_pci(snap),
         distro=_os_pretty(snap.read("/etc/os-release")),
         errors=dict(snap.errors),
+        cmdline_read=snap.read("/proc/cmdline") is not None,
     )
