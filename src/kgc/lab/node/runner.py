@@ -9,10 +9,11 @@ test proves). Only the last scenario of a shared group may persist configuration
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -195,3 +196,17 @@ def verdict_key(v: dict[str, Any]) -> tuple[str, str, str]:
 def digest(verdicts: Iterable[dict[str, Any]]) -> str:
     rows = sorted(verdict_key(v) for v in verdicts)
     return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
+
+
+@contextlib.contextmanager
+def certify_stage(work: Path) -> Iterator[list[str]]:
+    """``kgc lab certify`` stage: one lab node (image variant ``good``), the host suites and
+    the live reboot test run against it over SSH by pytest, exactly as a user would."""
+    vm = NodeVM("certify", build_variant(VARIANTS["good"]))
+    vm.start()
+    try:
+        yield ["-m", "host or reboot", "conformance/iommu", "conformance/vfio",
+               "conformance/persistence", "conformance/reboot", "--profile", str(LAB_PROFILE),
+               f"--hosts={vm.spec}", f"--ssh-config={vm.ssh_config}", "--allow-reboot"]
+    finally:
+        vm.stop()

@@ -183,7 +183,7 @@ def _scenario_fn(name: str) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         from kgc.lab.node.runner import run_scenarios
 
-        out = Path(getattr(args, "out", None) or "reports")
+        out = Path(getattr(args, "report_dir", None) or getattr(args, "out", None) or "reports")
         results = run_scenarios([name], out_dir=out, flat=True,
                                 keep=bool(getattr(args, "keep", False)))
         res = results[name]
