@@ -27,10 +27,6 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 MISSING = [t for t in ("qemu-system-x86_64", "qemu-img", "debootstrap", "mkfs.ext4", "ssh")
            if shutil.which(t) is None]
-if MISSING or os.geteuid() != 0:
-    pytest.skip(
-        f"node lab needs root and {', '.join(MISSING) or 'its tools'}: run "
-        "scripts/bootstrap.d/10-node-lab.sh as root", allow_module_level=True)
 
 HUNG: dict[str, Any] = {}
 
@@ -61,6 +57,9 @@ def _hang_test(vm: NodeVM, group: list[Scenario]) -> None:
 
 @pytest.fixture(scope="session")
 def lab_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ScenarioResult]:
+    if MISSING or os.geteuid() != 0:
+        pytest.fail(f"the node lab needs root and {', '.join(MISSING) or 'its tools'}: run "
+                    "scripts/bootstrap.d/10-node-lab.sh as root")
     out = tmp_path_factory.mktemp("node-lab")
     keep = os.environ.get("KGC_LAB_BUNDLE_DIR")  # set to fixtures/bundles to refresh them
     return run_scenarios(list(SCENARIO_SPECS), out_dir=out,

@@ -37,5 +37,5 @@ from kgc.lab.node.lab import (  # noqa: F401
     cache_root,
     register,
 )
-from kgc.lab.node.scenarios import SCENARIO_SPECS, SCENARIOS, VARIANTS  # noqa: F401,E402
 from kgc.lab.node.runner import certify_stage  # noqa: F401,E402
+from kgc.lab.node.scenarios import SCENARIO_SPECS, SCENARIOS, VARIANTS  # noqa: F401,E402
