@@ -357,7 +357,8 @@ class NodeVM:
     def _write_ssh_files(self) -> None:
         kd = ensure_keys()
         hostkey = (kd / "ssh_host_ed25519_key.pub").read_text().split()
-        (self.dir / "known_hosts").write_text(f"[127.0.0.1]:{self.port} {hostkey[0]} {hostkey[1]}\n")
+        (self.dir / "known_hosts").write_text(
+            f"[127.0.0.1]:{self.port} {hostkey[0]} {hostkey[1]}\n")
         self.ssh_config.write_text(
             f"Host kgc-{self.name}\n"
             f"  HostName 127.0.0.1\n  Port {self.port}\n  User root\n"
@@ -509,7 +510,8 @@ class NodeVM:
             m = json.loads((d / "meta.json").read_text())
         except OSError:
             raise LabError(f"no lab node named {name!r} (see `kgc lab node list`)") from None
-        img = BuiltImage(**{k: (Path(v) if k != "options" else v) for k, v in m["image"].items()})
+        mi = m["image"]
+        img = BuiltImage(Path(mi["disk"]), Path(mi["kernel"]), Path(mi["initrd"]), mi["options"])
         vm = cls(name, img, Hardware(**m["hardware"]))
         vm.port = int(m["port"])
         return vm
@@ -577,7 +579,8 @@ def _cmd_scenarios(args: argparse.Namespace) -> int:
     for n, r in res.items():
         ok = not r.mismatches
         bad += not ok
-        print(f"{n:18} {'as documented' if ok else 'DIFFERS'}  boot={r.boot_s and round(r.boot_s, 1)}s"
+        boot = r.boot_s and round(r.boot_s, 1)
+        print(f"{n:18} {'as documented' if ok else 'DIFFERS'}  boot={boot}s"
               f" host_run={r.host_run_s:.1f}s round_trips={r.round_trips} "
               f"reboot_test={r.reboot_s and round(r.reboot_s, 1)}s verdicts={r.verdict_path}")
         for c, m in r.mismatches.items():

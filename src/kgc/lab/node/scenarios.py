@@ -24,8 +24,8 @@ VFIO_INITRAMFS_MODULES = (
     "# kgc lab: vfio in the initramfs so it can claim the targets before any host driver\n"
     "vfio\nvfio_iommu_type1\nvfio_pci\n"
 )
-BASE_OPTIONS = ("root=/dev/vda rw console=ttyS0,115200 quiet no_timer_check random.trust_cpu=on intel_iommu=on iommu=pt "
-                "systemd.show_status=0 net.ifnames=0")
+BASE_OPTIONS = ("root=/dev/vda rw console=ttyS0,115200 quiet no_timer_check random.trust_cpu=on "
+                "intel_iommu=on iommu=pt systemd.show_status=0 net.ifnames=0")
 
 GOOD_FILES = {
     "/etc/modprobe.d/kgc-vfio.conf": (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from kgc.core.hostfs import HostSnapshot
 from kgc.core.model import Outcome, Registry, Severity, failed, passed, skipped, warned
@@ -196,8 +197,8 @@ def load_order(ev: PersistenceEvidence, profile: Profile) -> Outcome:
                             f"{', '.join(bad)} may claim it before vfio-pci at boot")
             fixes += [f"echo 'softdep {m} pre: vfio-pci' >> /etc/modprobe.d/vfio.conf"
                       for m in bad]
-    ev_ = {"per_device": detail, "vfio_pci_loaded_by": loads, "softdep_pre_vfio": pre_any,
-           "vfio_pci_in_initramfs": in_initramfs}
+    ev_: dict[str, Any] = {"per_device": detail, "vfio_pci_loaded_by": loads,
+                           "softdep_pre_vfio": pre_any, "vfio_pci_in_initramfs": in_initramfs}
     if problems:
         return failed("; ".join(problems), "; ".join(dict.fromkeys(fixes))
                       + "; then update-initramfs -u", **ev_)
@@ -225,12 +226,13 @@ def initramfs(ev: PersistenceEvidence, profile: Profile) -> Outcome:
         competing |= {m for m in (ev.candidates or {}).get(d.bdf, ())
                       if not m.startswith("vfio") and m != "pci_stub"}
     present = sorted(competing & mods)
-    ev_ = {"image": ev.initramfs.image, "host_drivers_in_initramfs": present,
+    ev_: dict[str, Any] = {"image": ev.initramfs.image, "host_drivers_in_initramfs": present,
            "vfio_in_initramfs": sorted(m for m in mods if m.startswith("vfio")),
            "config_files": sorted(ev.initramfs.config_files())}
+    vfio_mods = ", ".join(sorted(m for m in mods if m.startswith("vfio"))) or "none"
     if not present:
         return passed(f"{ev.initramfs.image}: no competing host driver in the initramfs "
-                      f"(vfio modules: {', '.join(ev_['vfio_in_initramfs']) or 'none'})", **ev_)
+                      f"(vfio modules: {vfio_mods})", **ev_)
     if "vfio_pci" not in mods:
         return failed(
             f"{ev.initramfs.image} contains host driver(s) {', '.join(present)} but not "
@@ -295,7 +297,7 @@ def cmdline(ev: PersistenceEvidence, profile: Profile) -> Outcome:
     configured: dict[str, list[str]] = {}
     for f, r in ev.boot.ids():
         configured.setdefault(f, []).append(str(r))
-    ev_ = {"running": running, "configured": configured,
+    ev_: dict[str, Any] = {"running": running, "configured": configured,
            "boot_configs": sorted(ev.boot.sources)}
     if not running and not configured:
         return passed("vfio-pci.ids is not used on the kernel command line", **ev_)

@@ -171,6 +171,7 @@ def gather(ctx: Context) -> RebootEvidence:
             f"reboot (old boot_id {old}; last error: {last_err})",
             boot_id_before=old, before=before, waited_s=round(time.monotonic() - t0, 1),
             timeout_s=timeout, console_tail=_console_tail(ctx))
+    assert after_snap is not None  # the retry only returns a snapshot with a new boot_id
     return RebootEvidence(
         "done", "rebooted", boot_id_before=old, boot_id_after=after_snap.text(BOOT_ID),
         before=before, after=bindings(after_snap), waited_s=round(time.monotonic() - t0, 1),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from kgc.core.model import Outcome, Registry, Severity, failed, passed, skipped
 from kgc.core.profile import Profile
 from kgc.layers.pci import PciDevice
@@ -101,7 +103,7 @@ def device_node(ev: VfioEvidence, profile: Profile) -> Outcome:
         else:
             missing.append(f"{d.bdf} (bound, but /dev/vfio/{g or '?'} is absent: "
                            "udev/devtmpfs?)")
-    ev_ = {"nodes": found, "dev_vfio": list(ev.vfio_nodes or ()),
+    ev_: dict[str, Any] = {"nodes": found, "dev_vfio": list(ev.vfio_nodes or ()),
            "iommu_units": list(ev.iommu_units)}
     if missing:
         return failed("no VFIO device node for " + "; ".join(missing),
