@@ -38,16 +38,24 @@ def fleet_ssh_config(vms: list[NodeVM]) -> Path:
     return p
 
 
-def pytest_fleet(vms: list[NodeVM], out: Path) -> float:
+def pytest_fleet(vms: list[NodeVM], out: Path) -> tuple[float, dict[str, Any]]:
     cfg = fleet_ssh_config(vms)
     hosts = ",".join(vm.spec for vm in vms)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "host",
            str(REPO / "conformance"), "--profile", str(REPO / "profiles" / "lab.yaml"),
            f"--hosts={hosts}", f"--ssh-config={cfg}", "--report-dir", str(out),
-           "-n", str(len(vms))]
+           "-n", str(len(vms)), "--dist", "loadgroup"]
     t0 = time.monotonic()
-    subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
-    return time.monotonic() - t0
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    wall = time.monotonic() - t0
+    info: dict[str, Any] = {"rc": proc.returncode, "tail": proc.stdout[-600:]}
+    vj = out / "verdict.json"
+    if vj.exists():
+        doc = json.loads(vj.read_text())
+        info["targets"] = sorted({r["target"] for r in doc["results"]})
+        info["verdicts"] = len(doc["results"])
+        info["counts"] = doc.get("counts")
+    return wall, info
 
 
 def main(out_json: Path, repeats: int = 3) -> dict[str, Any]:
@@ -74,9 +82,10 @@ def main(out_json: Path, repeats: int = 3) -> dict[str, Any]:
         one = [pytest_fleet([vms["n4"]], out / "one") for _ in range(2)]
         three = [pytest_fleet([vms["n4"], vms["f2"], vms["f3"]], out / "three")
                  for _ in range(2)]
-        res["fleet"] = {"one_node_s": [round(x, 1) for x in one],
-                        "three_nodes_s": [round(x, 1) for x in three],
-                        "ratio": round(min(three) / min(one), 2)}
+        res["fleet"] = {"one_node_s": [round(x[0], 1) for x in one],
+                        "three_nodes_s": [round(x[0], 1) for x in three],
+                        "ratio": round(min(x[0] for x in three) / min(x[0] for x in one), 2),
+                        "one_node_report": one[-1][1], "three_node_report": three[-1][1]}
         vhv = []
         ours = []
         for _ in range(repeats):
