@@ -14,7 +14,7 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 CACHE="${KGC_CACHE:-$HOME/.cache/kgc}/cluster"
 BIN="$CACHE/bin"
 GO="${GO:-$(command -v go || echo /usr/local/go/bin/go)}"
-MODULES="${KGC_CLUSTER_MODULES:-kube kwok keda}"
+MODULES="${KGC_CLUSTER_MODULES-kube kwok keda}"
 mkdir -p "$BIN" "$CACHE/logs"
 
 # Dedicated build cache so the lab's builds are reproducible and measurable on their own.
@@ -64,6 +64,44 @@ declare -A LDX=(
   [keda]="-X github.com/kedacore/keda/v2/version.Version=2.21.0"
 )
 
+# KEDA's metrics adapter binds its /metrics listener to ":<port>" (all interfaces) with no
+# flag for the address; a build-time overlay (go build -overlay, nothing vendored) changes
+# that one format string to 127.0.0.1 so the whole lab stays on loopback.
+keda_overlay() {
+  local dir="$1" modcache src out
+  modcache="$(cd "$dir" && "$GO" env GOMODCACHE)"
+  src="$modcache/github.com/kedacore/keda/v2@$(keda_version "$dir")/cmd/adapter/main.go"
+  out="$CACHE/overlay/keda-adapter-main.go"
+  mkdir -p "$CACHE/overlay"
+  grep -q 'fmt.Sprintf(":%v", metricsAPIServerPort)' "$src" \
+    || { log "keda: adapter source changed, loopback patch does not apply"; return 1; }
+  sed 's/fmt.Sprintf(":%v", metricsAPIServerPort)/fmt.Sprintf("127.0.0.1:%v", metricsAPIServerPort)/' "$src" > "$out"
+  printf '{"Replace":{"%s":"%s"}}\n' "$src" "$out" > "$CACHE/overlay/keda.json"
+  echo "-overlay=$CACHE/overlay/keda.json"
+}
+
+mod_version() { awk -v m="$2" '$1=="require"{$1=""; $0=$0} $1==m{print $2; exit}' "$1/go.mod"; }
+keda_version() { mod_version "$1" github.com/kedacore/keda/v2; }
+kwok_version() { mod_version "$1" sigs.k8s.io/kwok; }
+
+# Data the lab reads at run time, taken from the module cache (never copied into the repo).
+copy_module_data() {
+  local go_dir="$REPO/lab/cluster/go" modcache
+  modcache="$(cd "$go_dir/keda" && "$GO" env GOMODCACHE)"
+  (cd "$go_dir/keda" && "$GO" mod download github.com/kedacore/keda/v2)
+  (cd "$go_dir/kwok" && "$GO" mod download sigs.k8s.io/kwok)
+  local keda="$modcache/github.com/kedacore/keda/v2@$(keda_version "$go_dir/keda")"
+  local kwok="$modcache/sigs.k8s.io/kwok@$(kwok_version "$go_dir/kwok")"
+  rm -rf "$CACHE/keda-crds" "$CACHE/kwok-stages"
+  mkdir -p "$CACHE/keda-crds" "$CACHE/kwok-stages"
+  cp "$keda"/config/crd/bases/*.yaml "$CACHE/keda-crds/"
+  cp "$kwok/kustomize/stage/node/fast/node-initialize.yaml" \
+     "$kwok/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml" \
+     "$kwok/kustomize/stage/pod/general/pod-delete.yaml" \
+     "$kwok/kustomize/stage/pod/general/pod-complete.yaml" "$CACHE/kwok-stages/"
+  chmod -R u+w "$CACHE/keda-crds" "$CACHE/kwok-stages"
+}
+
 build_module() {
   local m="$1" dir="$REPO/lab/cluster/go/$1"
   local stamp_file="$BIN/.$m.stamp" stamp
@@ -79,7 +117,9 @@ build_module() {
   t0=$(date +%s)
   (cd "$dir" && "$GO" mod download)
   t1=$(date +%s)
-  (cd "$dir" && nice -n 10 "$GO" build -ldflags="-s -w ${LDX[$m]}" -o "$BIN/$m/" ${PKGS[$m]}) \
+  local extra=""
+  [[ $m == keda ]] && extra="$(keda_overlay "$dir")"
+  (cd "$dir" && nice -n 10 "$GO" build $extra -ldflags="-s -w ${LDX[$m]}" -o "$BIN/$m/" ${PKGS[$m]}) \
     >"$CACHE/logs/build-$m.log" 2>&1 || { log "$m: build failed, see $CACHE/logs/build-$m.log"; tail -20 "$CACHE/logs/build-$m.log" >&2; return 1; }
   local t2; t2=$(date +%s)
   echo "$stamp" > "$stamp_file"
@@ -89,6 +129,7 @@ build_module() {
 }
 
 fetch_etcd
+copy_module_data
 rc=0
 for m in $MODULES; do build_module "$m" || rc=1; done
 exit $rc

@@ -154,6 +154,23 @@ class NriProfile(Strict):
     allow_adjustment: bool = True
 
 
+class ClusterLabProfile(Strict):
+    """Shape of the simulated cluster that ``kgc lab cluster up`` starts (lab only)."""
+
+    gpu_nodes: int = Field(default=2, ge=0)
+    gpus_per_node: int = Field(default=4, ge=1)
+    cpu_nodes: int = Field(default=1, ge=0)
+    node_cpu: str = "32"
+    node_memory: str = "256Gi"
+    node_pods: str = "110"
+    kata_overhead_cpu: str = "250m"
+    kata_overhead_memory: str = "320Mi"
+    kata_sandbox_delay_ms: int = Field(default=3000, ge=0)
+    runc_sandbox_delay_ms: int = Field(default=300, ge=0)
+    container_start_delay_ms: int = Field(default=200, ge=0)
+    hpa_sync_period_s: int = Field(default=5, ge=1)
+
+
 class ClusterProfile(Strict):
     """Cluster layers (gpu, sizing, keda): resource names, expectations, budgets."""
 
@@ -165,6 +182,7 @@ class ClusterProfile(Strict):
     memtotal_tolerance_mib: int = 128
     scale_up_budget_s: float = 60.0
     simulated: bool = False
+    lab: ClusterLabProfile = ClusterLabProfile()
 
 
 class Profile(Strict):
