@@ -59,38 +59,59 @@ def _shell_quote(s: str) -> str:
     return "'" + s.replace("'", "'\"'\"'") + "'"
 
 
+# Reads every listed file in ONE process: the per-file cost is a getline loop, not a fork.
+# Contents come back line by line, so a non-empty file always ends with a newline.
+_AWK_READ = (
+    "BEGIN { for (i = 1; i < ARGC; i++) { f = ARGV[i]; "
+    'printf "%s F %s\\n", B, substr(f, length(R) + 1); n = 0; '
+    "while ((r = (getline line < f)) > 0) { if (n < M) print line; n += length(line) + 1 } "
+    'close(f); printf "%s R %d\\n", B, (r < 0) } exit }'
+)
+
+
 def build_script(query: HostQuery, boundary: str) -> str:
-    """One read-only POSIX sh script that answers the whole query."""
+    """One read-only POSIX sh script that answers the whole query.
+
+    The number of processes it starts does not grow with the number of files: globs are
+    expanded and filtered by shell builtins, all files are read by one awk, all link targets
+    by one ``ls``, directories are listed with builtins. Only stats and commands fork each.
+    """
     b = boundary
     lines = [
-        "R=\"${KGC_ROOT:-}\"",
+        'R="${KGC_ROOT:-}"',
         f"B='{b}'",
-        "rel() { printf '%s' \"${1#\"$R\"}\"; }",
-        "ex() { [ -e \"$1\" ] || [ -L \"$1\" ]; }",
-        f"printf '%s V 1\\n' \"$B\"",
+        "export LC_ALL=C",
+        'ex() { [ -e "$1" ] || [ -L "$1" ]; }',
+        "printf '%s V 2\\n' \"$B\"",
+        "set --",
     ]
     for pat in query.files:
         lines.append(
-            f"for p in {_glob_words(pat)}; do ex \"$p\" || continue; [ -d \"$p\" ] && continue; "
-            f"printf '%s F %s\\n' \"$B\" \"$(rel \"$p\")\"; "
-            f"head -c {MAX_FILE_BYTES} -- \"$p\" 2>/dev/null; rc=$?; "
-            "printf '\\n%s R %s\\n' \"$B\" \"$rc\"; done"
+            f'for p in {_glob_words(pat)}; do ex "$p" || continue; [ -d "$p" ] && continue; '
+            'set -- "$@" "$p"; done'
         )
+    lines.append(
+        f'[ $# -gt 0 ] && awk -v B="$B" -v R="$R" -v M={MAX_FILE_BYTES} \'{_AWK_READ}\' "$@" '
+        "2>/dev/null"
+    )
+    lines.append("set --")
     for pat in query.links:
-        lines.append(
-            f"for p in {_glob_words(pat)}; do [ -L \"$p\" ] || continue; "
-            "printf '%s L %s\\n%s\\n' \"$B\" \"$(rel \"$p\")\" \"$(readlink \"$p\")\"; done"
-        )
+        lines.append(f'for p in {_glob_words(pat)}; do [ -L "$p" ] && set -- "$@" "$p"; done')
+    lines.append(
+        'if [ $# -gt 0 ]; then printf \'%s LS %s\\n\' "$B" "$R"; ls -ld -- "$@" 2>/dev/null; '
+        "printf '%s R 0\\n' \"$B\"; fi"
+    )
     for pat in query.dirs:
         lines.append(
-            f"for p in {_glob_words(pat)}; do [ -d \"$p\" ] || continue; "
-            "printf '%s D %s\\n' \"$B\" \"$(rel \"$p\")\"; ls -1A -- \"$p\" 2>/dev/null; "
-            "rc=$?; printf '%s R %s\\n' \"$B\" \"$rc\"; done"
+            f'for p in {_glob_words(pat)}; do [ -d "$p" ] || continue; '
+            'printf \'%s D %s\\n\' "$B" "${p#"$R"}"; '
+            'for e in "$p"/* "$p"/.[!.]* "$p"/..?*; do ex "$e" && printf \'%s\\n\' "${e##*/}"; '
+            "done; printf '%s R 0\\n' \"$B\"; done"
         )
     for pat in query.stats:
         lines.append(
-            f"for p in {_glob_words(pat)}; do ex \"$p\" || continue; "
-            "printf '%s S %s\\n' \"$B\" \"$(rel \"$p\")\"; "
+            f'for p in {_glob_words(pat)}; do ex "$p" || continue; '
+            'printf \'%s S %s\\n\' "$B" "${p#"$R"}"; '
             "stat -c '%F|%a|%U|%G|%s' -- \"$p\" 2>/dev/null || echo '?'; done"
         )
     for name, cmd in query.commands:
@@ -98,9 +119,9 @@ def build_script(query: HostQuery, boundary: str) -> str:
             raise ValueError(f"bad command name {name!r}")
         lines.append(
             f"printf '%s C %s\\n' \"$B\" {_shell_quote(name)}; "
-            f"( {cmd} ) </dev/null 2>&1; rc=$?; printf '\\n%s R %s\\n' \"$B\" \"$rc\""
+            f'( {cmd} ) </dev/null 2>&1; rc=$?; printf \'\\n%s R %s\\n\' "$B" "$rc"'
         )
-    lines.append(f"printf '%s END\\n' \"$B\"")
+    lines.append("printf '%s END\\n' \"$B\"")
     return "\n".join(lines) + "\n"
 
 
@@ -205,6 +226,7 @@ def parse_output(output: str, boundary: str) -> HostSnapshot:
     commands: dict[str, CommandResult] = {}
     errors: dict[str, str] = {}
     complete = False
+    version = "2"
     b = boundary + " "
 
     lines = output.split("\n")
@@ -233,23 +255,44 @@ def parse_output(output: str, boundary: str) -> HostSnapshot:
             i += 1
             continue
         kind, _, rest = line[len(b) :].partition(" ")
+        if kind == "V":
+            version = rest.strip()
+            i += 1
+            continue
         if kind == "END":
             complete = True
             i += 1
             continue
         if kind == "F":
             body, rc, i = collect_until_rc(i + 1)
-            # the script adds one newline after the content; joining the lines between
-            # the record and its R line with "\n" gives the content back exactly
-            content = "\n".join(body)
+            if version == "1":
+                # v1 printed the raw bytes, then one newline: the join restores them exactly
+                content = "\n".join(body)
+            else:
+                # v2: awk prints each line with its newline: a non-empty file ends with one
+                content = "\n".join(body) + "\n" if body else ""
             if rc == 0:
                 files[rest] = content
             else:
                 errors[rest] = f"unreadable (exit {rc})"
-        elif kind == "L":
-            # exactly one line follows: the link's target (empty when readlink failed)
+        elif kind == "L":  # v1: one link per record, its target on the next line
             links[rest] = lines[i + 1] if i + 1 < n else ""
             i += 2
+        elif kind == "LS":
+            # `ls -ld` of every link: "... <root><path> -> <target>"
+            root = rest
+            body, _rc, i = collect_until_rc(i + 1)
+            for row in body:
+                left, sep, target = row.partition(" -> ")
+                if not sep:
+                    continue
+                path = (
+                    left[left.find(" " + root + "/") + 1 :] if root else left[left.find(" /") + 1 :]
+                )
+                if root and path.startswith(root):
+                    path = path[len(root) :]
+                if path.startswith("/"):
+                    links[path] = target
         elif kind == "D":
             body, rc, i = collect_until_rc(i + 1)
             if rc == 0:

@@ -49,16 +49,32 @@ class Outcome:
     found: str | None = None
 
 
-def passed(reason: str, **evidence: Any) -> Outcome:
-    return Outcome(Status.PASS, reason, evidence)
+def passed(
+    reason: str, *, expected: str | None = None, found: str | None = None, **evidence: Any
+) -> Outcome:
+    return Outcome(Status.PASS, reason, evidence, None, expected, found)
 
 
-def failed(reason: str, remediation: str | None = None, **evidence: Any) -> Outcome:
-    return Outcome(Status.FAIL, reason, evidence, remediation)
+def failed(
+    reason: str,
+    remediation: str | None = None,
+    *,
+    expected: str | None = None,
+    found: str | None = None,
+    **evidence: Any,
+) -> Outcome:
+    return Outcome(Status.FAIL, reason, evidence, remediation, expected, found)
 
 
-def warned(reason: str, remediation: str | None = None, **evidence: Any) -> Outcome:
-    return Outcome(Status.WARN, reason, evidence, remediation)
+def warned(
+    reason: str,
+    remediation: str | None = None,
+    *,
+    expected: str | None = None,
+    found: str | None = None,
+    **evidence: Any,
+) -> Outcome:
+    return Outcome(Status.WARN, reason, evidence, remediation, expected, found)
 
 
 def skipped(reason: str, **evidence: Any) -> Outcome:

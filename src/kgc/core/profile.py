@@ -76,7 +76,9 @@ class DeviceSelector(Strict):
             raise ValueError("must be a PCI address like '0000:41:00.0'")
         return v
 
-    def matches(self, bdf: str, vendor: str | None, device: str | None, pci_class: str | None) -> bool:
+    def matches(
+        self, bdf: str, vendor: str | None, device: str | None, pci_class: str | None
+    ) -> bool:
         if self.address is not None and bdf != self.address:
             return False
         if self.vendor is not None and vendor != self.vendor:
@@ -86,7 +88,10 @@ class DeviceSelector(Strict):
         if self.class_ is not None and not (pci_class or "").startswith(self.class_):
             return False
         return not (
-            self.address is None and self.vendor is None and self.device is None and self.class_ is None
+            self.address is None
+            and self.vendor is None
+            and self.device is None
+            and self.class_ is None
         )
 
     def describe(self) -> str:
@@ -117,9 +122,12 @@ class PassthroughProfile(Strict):
 
 
 class PersistenceProfile(Strict):
-    accepted_mechanisms: tuple[
-        Literal["modprobe", "cmdline", "driverctl", "udev"], ...
-    ] = ("modprobe", "cmdline", "driverctl", "udev")
+    accepted_mechanisms: tuple[Literal["modprobe", "cmdline", "driverctl", "udev"], ...] = (
+        "modprobe",
+        "cmdline",
+        "driverctl",
+        "udev",
+    )
     # GPU host drivers that compete with vfio-pci for the targets at boot.
     competing_drivers: tuple[str, ...] = ("nvidia", "nouveau", "snd_hda_intel", "amdgpu", "radeon")
 
@@ -231,7 +239,11 @@ def load_profile(name_or_path: str | Path = DEFAULT_PROFILE) -> Profile:
         msgs = []
         for err in exc.errors():
             field = _loc(err["loc"])
-            msg = "unknown field (not in the profile schema)" if err["type"] == "extra_forbidden" else err["msg"]
+            msg = (
+                "unknown field (not in the profile schema)"
+                if err["type"] == "extra_forbidden"
+                else err["msg"]
+            )
             msgs.append(f"{path}: {field}: {msg}")
         raise ProfileError("invalid profile\n  " + "\n  ".join(msgs)) from None
     return prof.model_copy(update={"source": str(path)})

@@ -32,7 +32,8 @@ class TargetError(Exception):
 
 
 class Target(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def collect(self, query: HostQuery) -> HostSnapshot: ...
 
@@ -90,7 +91,8 @@ class LiveTarget:
         snap = parse_output(out, boundary)
         if not snap.complete:
             raise TargetError(
-                f"{self.name}: the collector did not finish (exit {rc}); stderr: {err.strip()[:500]}"
+                f"{self.name}: the collector did not finish (exit {rc}); "
+                f"stderr: {err.strip()[:500]}"
             )
         return snap
 

@@ -1,0 +1,198 @@
+"""Host IOMMU evidence: what the collector asks the node, and the pure parser."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from kgc.core.hostfs import HostQuery, HostSnapshot
+from kgc.layers.pci import PCI_QUERY, PciInventory, parse_pci
+
+KCONFIG_KEYS = (
+    "IOMMU_SUPPORT",
+    "INTEL_IOMMU",
+    "INTEL_IOMMU_DEFAULT_ON",
+    "AMD_IOMMU",
+    "ARM_SMMU",
+    "ARM_SMMU_V3",
+    "IRQ_REMAP",
+    "IOMMU_DEFAULT_PASSTHROUGH",
+    "IOMMU_DEFAULT_DMA_LAZY",
+    "IOMMU_DEFAULT_DMA_STRICT",
+    "VFIO",
+    "VFIO_PCI",
+    "IOMMUFD",
+)
+
+_KCONFIG_RE = "|".join(KCONFIG_KEYS)
+
+QUERY = PCI_QUERY | HostQuery(
+    files=(
+        "/proc/cmdline",
+        "/proc/sys/kernel/osrelease",
+        "/proc/sys/kernel/random/boot_id",
+        "/etc/os-release",
+    ),
+    dirs=("/sys/firmware/acpi/tables", "/sys/class/iommu", "/sys/class/iommu/*/devices"),
+    commands=(
+        (
+            "cpu",
+            "grep -m4 -E '^(vendor_id|flags|Features|CPU implementer)[[:space:]]*:' "
+            '"$R/proc/cpuinfo"',
+        ),
+        (
+            "kconfig",
+            'k=$(cat "$R/proc/sys/kernel/osrelease" 2>/dev/null); f="$R/boot/config-$k"; '
+            f'if [ -r "$f" ]; then grep -E \'^(# )?CONFIG_({_KCONFIG_RE})[= ]\' "$f"; '
+            f'elif [ -z "$R" ] && [ -r /proc/config.gz ]; then zcat /proc/config.gz | '
+            f"grep -E '^(# )?CONFIG_({_KCONFIG_RE})[= ]'; else echo KGC-NO-KCONFIG; exit 3; fi",
+        ),
+        ("irq_remap", "grep -o -m8 -E 'IR-[A-Za-z0-9-]+' \"$R/proc/interrupts\" | sort -u"),
+        (
+            "dmesg",
+            # The kernel ring buffer of the running kernel only; an offline tree has none.
+            'if [ -n "$R" ]; then echo KGC-NO-DMESG; exit 3; fi; '
+            "dmesg 2>/dev/null | grep -i -E 'DMAR|AMD-Vi|IOMMU|SMMU|remapping' | tail -n 200",
+        ),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class CmdlineArgs:
+    """The kernel command line, as the kernel sees it (last value of a key wins)."""
+
+    raw: str
+    params: Mapping[str, str | None] = field(default_factory=dict)
+
+    def get(self, key: str) -> str | None:
+        return self.params.get(key)
+
+    def has(self, key: str) -> bool:
+        return key in self.params
+
+    def values(self, key: str) -> list[str]:
+        """Comma-separated option values, e.g. iommu=pt,nopt -> ['pt', 'nopt']."""
+        v = self.params.get(key)
+        return [] if v is None else [x for x in v.split(",") if x]
+
+
+def parse_cmdline(raw: str | None) -> CmdlineArgs:
+    raw = raw or ""
+    params: dict[str, str | None] = {}
+    for tok in raw.split():
+        if tok == "--":
+            break
+        key, eq, val = tok.partition("=")
+        key = key.replace("-", "_")  # the kernel treats '-' and '_' in names alike
+        params[key] = val.strip('"') if eq else None
+    return CmdlineArgs(raw=raw.strip(), params=params)
+
+
+def parse_kconfig(out: str | None) -> dict[str, str]:
+    """``CONFIG_X=y`` -> {'X': 'y'}; ``# CONFIG_X is not set`` -> {'X': 'n'}."""
+    cfg: dict[str, str] = {}
+    for line in (out or "").splitlines():
+        m = re.match(r"^CONFIG_([A-Z0-9_]+)=(.*)$", line.strip())
+        if m:
+            cfg[m.group(1)] = m.group(2).strip('"')
+            continue
+        m = re.match(r"^# CONFIG_([A-Z0-9_]+) is not set", line.strip())
+        if m:
+            cfg[m.group(1)] = "n"
+    return cfg
+
+
+@dataclass(frozen=True)
+class IommuEvidence:
+    cpu_vendor: str | None  # "intel" | "amd" | "arm" | None
+    cpu_virt: str | None  # "vmx" | "svm" | None
+    hypervisor: bool  # the node is itself a VM
+    acpi_tables: tuple[str, ...] | None  # None: /sys/firmware/acpi/tables unreadable
+    cmdline: CmdlineArgs
+    kernel: str | None
+    kconfig: Mapping[str, str] | None  # None: no kernel config found
+    irq_remap_chips: tuple[str, ...] | None  # None: /proc/interrupts unreadable
+    dmesg: tuple[str, ...] | None  # None: no dmesg (offline tree or not permitted)
+    units: Mapping[str, tuple[str, ...]]  # /sys/class/iommu/<unit>/devices
+    pci: PciInventory
+    distro: str | None
+    errors: Mapping[str, str] = field(default_factory=dict)
+    cmdline_read: bool = True
+
+    @property
+    def groups(self) -> Mapping[str, tuple[str, ...]]:
+        return self.pci.groups
+
+    @property
+    def firmware_table(self) -> str | None:
+        for t in ("DMAR", "IVRS", "IORT"):
+            if self.acpi_tables and any(x == t or x.startswith(t) for x in self.acpi_tables):
+                return t
+        return None
+
+
+def _os_pretty(osrel: str | None) -> str | None:
+    for line in (osrel or "").splitlines():
+        if line.startswith("PRETTY_NAME="):
+            return line.split("=", 1)[1].strip().strip('"')
+    return None
+
+
+def parse(snap: HostSnapshot) -> IommuEvidence:
+    """Pure and total: any snapshot, however malformed, gives an evidence object."""
+    cpu = snap.command("cpu")
+    vendor = virt = None
+    hypervisor = False
+    if cpu is not None:
+        for line in cpu.output.splitlines():
+            key, _, val = line.partition(":")
+            key, val = key.strip(), val.strip()
+            if key == "vendor_id":
+                vendor = {
+                    "GenuineIntel": "intel",
+                    "AuthenticAMD": "amd",
+                    "HygonGenuine": "amd",
+                }.get(val, val.lower() or None)
+            elif key == "flags":
+                flags = set(val.split())
+                virt = "vmx" if "vmx" in flags else "svm" if "svm" in flags else None
+                hypervisor = "hypervisor" in flags
+            elif key == "CPU implementer":
+                vendor = vendor or "arm"
+    tables = snap.listdir("/sys/firmware/acpi/tables")
+    kc = snap.command("kconfig")
+    kconfig = parse_kconfig(kc.output) if kc is not None and kc.rc == 0 else None
+    ir = snap.command("irq_remap")
+    irq = (
+        tuple(sorted({x for x in ir.output.split() if x.startswith("IR-")}))
+        if ir is not None and ir.rc in (0, 1)
+        else None
+    )
+    dm = snap.command("dmesg")
+    dmesg = (
+        tuple(line for line in dm.output.splitlines() if line.strip())
+        if dm is not None and dm.rc == 0
+        else None
+    )
+    units = {
+        u: snap.listdir(f"/sys/class/iommu/{u}/devices") or ()
+        for u in (snap.listdir("/sys/class/iommu") or ())
+    }
+    return IommuEvidence(
+        cpu_vendor=vendor,
+        cpu_virt=virt,
+        hypervisor=hypervisor,
+        acpi_tables=tables,
+        cmdline=parse_cmdline(snap.read("/proc/cmdline")),
+        kernel=snap.text("/proc/sys/kernel/osrelease"),
+        kconfig=kconfig,
+        irq_remap_chips=irq,
+        dmesg=dmesg,
+        units=units,
+        pci=parse_pci(snap),
+        distro=_os_pretty(snap.read("/etc/os-release")),
+        errors=dict(snap.errors),
+        cmdline_read=snap.read("/proc/cmdline") is not None,
+    )

@@ -1,0 +1,186 @@
+"""The suite as users run it: `pytest -m host` in a subprocess, outputs read back."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from systree import intel_good
+
+
+def run_suite(*args: str, report_dir: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-m",
+            "host and not destructive",
+            "-p",
+            "no:randomly",
+            "--report-dir",
+            str(report_dir),
+            *args,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def verdicts(report_dir: Path) -> dict:
+    return json.loads((report_dir / "verdict.json").read_text())
+
+
+def test_this_machine_has_no_iommu_and_the_suite_says_so(tmp_path: Path) -> None:
+    """The CI machine is a VM without an IOMMU: the host layer must fail, with remediation,
+    in every output — never pass."""
+    proc = run_suite("conformance/iommu", report_dir=tmp_path)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    doc = verdicts(tmp_path)
+    assert doc["schema"] == "kgc-verdict/1" and doc["overall"] == "fail"
+    by = {r["check"]: r for r in doc["results"]}
+    for cid in ("iommu.platform", "iommu.enabled"):
+        assert by[cid]["status"] == "fail", by[cid]
+        assert by[cid]["remediation"], cid
+        assert by[cid]["layer"] == "iommu" and by[cid]["target"]
+    assert "/sys/kernel/iommu_groups" in by["iommu.enabled"]["reason"]
+    # JUnit: the same failures
+    suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
+    assert int(suite.get("failures")) == doc["counts"]["fail"] + doc["counts"]["error"]
+    # allure-results: one result per check, labelled by layer/check/severity
+    results = [
+        json.loads(p.read_text()) for p in (tmp_path / "allure-results").glob("*-result.json")
+    ]
+    assert len(results) == len(doc["results"])
+    labels = [{(lab["name"], lab["value"]) for lab in r["labels"]} for r in results]
+    assert all(("epic", "iommu") in ls for ls in labels)
+    assert any(("feature", "iommu.enabled") in ls for ls in labels)
+    assert any(("severity", "blocker") in ls for ls in labels)
+    env = (tmp_path / "allure-results" / "environment.properties").read_text()
+    assert "kernel=" in env and "profile=generic-nvidia-passthrough" in env
+    # the console summary names the failing checks
+    assert "iommu.enabled" in proc.stdout and "overall: FAIL" in proc.stdout
+
+
+def test_a_healthy_node_tree_certifies(tmp_path: Path) -> None:
+    node = intel_good(tmp_path / "node")
+    proc = run_suite("conformance/iommu", "--kgc-root", str(node.root), report_dir=tmp_path / "r")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    doc = verdicts(tmp_path / "r")
+    assert doc["overall"] == "pass"
+    assert doc["counts"]["pass"] == len(doc["results"]) >= 8
+
+
+def test_bundle_replay_gives_the_live_verdicts(tmp_path: Path) -> None:
+    node = intel_good(tmp_path / "node")
+    node.write("proc/interrupts", "0: 1 IO-APIC timer\n")  # one failing check, for contrast
+    bundle = tmp_path / "node.json"
+    snap = subprocess.run(
+        [sys.executable, "-m", "kgc.cli", "snapshot", "--root", str(node.root), "-o", str(bundle)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert "1 round trip" in snap.stdout
+    live = run_suite(
+        "conformance/iommu", "--kgc-root", str(node.root), report_dir=tmp_path / "live"
+    )
+    replay = run_suite(
+        "conformance/iommu", "--snapshot", str(bundle), report_dir=tmp_path / "replay"
+    )
+    assert live.returncode == replay.returncode == 1
+
+    def essence(d: Path) -> dict:
+        return {
+            r["check"]: (r["status"], r["reason"], r["remediation"]) for r in verdicts(d)["results"]
+        }
+
+    assert essence(tmp_path / "live") == essence(tmp_path / "replay")
+    assert essence(tmp_path / "replay")["iommu.interrupt-remapping"][0] == "fail"
+
+
+def test_fleet_of_bundles_with_xdist_gives_one_merged_report(tmp_path: Path) -> None:
+    bundles = []
+    for i in range(3):
+        node = intel_good(tmp_path / f"n{i}")
+        if i == 1:
+            node.write("proc/interrupts", "0: 1 IO-APIC timer\n")  # interrupt remapping off
+        b = tmp_path / f"node{i}.json"
+        subprocess.run(
+            [sys.executable, "-m", "kgc.cli", "snapshot", "--root", str(node.root), "-o", str(b)],
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        doc = json.loads(b.read_text())
+        doc["target"] = f"node{i}"
+        b.write_text(json.dumps(doc))
+        bundles.append(str(b))
+    proc = run_suite(
+        "conformance/iommu",
+        "--snapshot",
+        ",".join(bundles),
+        "-n",
+        "2",
+        "--dist",
+        "loadgroup",
+        report_dir=tmp_path / "fleet",
+    )
+    doc = verdicts(tmp_path / "fleet")
+    targets = {r["target"] for r in doc["results"]}
+    assert targets == {"node0", "node1", "node2"}
+    failing = {(r["target"], r["check"]) for r in doc["results"] if r["status"] == "fail"}
+    assert ("node1", "iommu.interrupt-remapping") in failing
+    assert all(t == "node1" for t, _ in failing)
+    assert proc.returncode == 1 and doc["overall"] == "fail"
+
+
+def test_misspelt_profile_key_is_a_usage_error_naming_the_field(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nhost:\n  iommu:\n    mdoe: passthrough\n")
+    proc = run_suite("conformance/iommu", "--profile", str(bad), report_dir=tmp_path)
+    assert proc.returncode == 4  # pytest's usage error
+    assert f"{bad}: host.iommu.mdoe: unknown field" in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    cli = subprocess.run(
+        [sys.executable, "-m", "kgc.cli", "profile", "check", str(bad)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert cli.returncode == 2 and "host.iommu.mdoe" in cli.stderr and "Traceback" not in cli.stderr
+
+
+@pytest.mark.parametrize("profile", sorted(p.stem for p in (REPO / "profiles").glob("*.yaml")))
+def test_every_shipped_profile_is_valid(profile: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "kgc.cli", "profile", "check", profile],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_unknown_option_is_the_standard_usage_error(tmp_path: Path) -> None:
+    proc = run_suite("--no-such-kgc-option", report_dir=tmp_path)
+    assert proc.returncode == 4
+    assert "unrecognized arguments: --no-such-kgc-option" in proc.stderr
+    cli = subprocess.run(
+        [sys.executable, "-m", "kgc.cli", "--bogus"], capture_output=True, text=True, check=False
+    )
+    assert cli.returncode == 2 and "usage: kgc" in cli.stderr
