@@ -301,7 +301,8 @@ containerStatuses:
       reason: ContainerCreating
 {{ end }}
 hostIP: {{ NodeIPWith .spec.nodeName | Quote }}
-podIP: {{ PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) | Quote }}
+podIP: {{ PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) \
+( or .metadata.name "" ) ( or .metadata.namespace "" ) | Quote }}
 phase: Pending
 """
 
@@ -375,7 +376,8 @@ def kwok_stages(cluster: ClusterProfile) -> list[dict[str, Any]]:
                     {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
                     {"key": ".status.phase", "operator": "In", "values": ["Pending"]},
                     {
-                        "key": '.status.conditions.[] | select( .type == "PodReadyToStartContainers" ) | .status',
+                        "key": ".status.conditions.[]"
+                        ' | select( .type == "PodReadyToStartContainers" ) | .status',
                         "operator": "In",
                         "values": ["True"],
                     },
