@@ -10,7 +10,7 @@
 #      KGC_CLUSTER_TIMINGS=<file> appends "module seconds" lines.
 set -euo pipefail
 
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+REPO="${KGC_REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 CACHE="${KGC_CACHE:-$HOME/.cache/kgc}/cluster"
 BIN="$CACHE/bin"
 GO="${GO:-$(command -v go || echo /usr/local/go/bin/go)}"
@@ -51,7 +51,7 @@ fetch_etcd() {
 declare -A PKGS=(
   [kube]="k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler"
   [kwok]="sigs.k8s.io/kwok/cmd/kwok"
-  [keda]="github.com/kedacore/keda/v2/cmd/operator github.com/kedacore/keda/v2/cmd/adapter"
+  [keda]="github.com/kedacore/keda/v2/cmd/operator ./gen/adapter"
 )
 declare -A OUTS=(
   [kube]="kube-apiserver kube-controller-manager kube-scheduler"
@@ -65,19 +65,20 @@ declare -A LDX=(
 )
 
 # KEDA's metrics adapter binds its /metrics listener to ":<port>" (all interfaces) with no
-# flag for the address; a build-time overlay (go build -overlay, nothing vendored) changes
-# that one format string to 127.0.0.1 so the whole lab stays on loopback.
-keda_overlay() {
-  local dir="$1" modcache src out
+# flag for the address. The build uses a generated, git-ignored copy of that one main
+# package (gen/adapter/, from the module cache) with the format string changed to
+# "127.0.0.1:<port>", so the whole lab stays on loopback. (go build -overlay refuses files
+# beneath GOMODCACHE.)
+keda_adapter_source() {
+  local dir="$1" modcache src
   modcache="$(cd "$dir" && "$GO" env GOMODCACHE)"
-  src="$modcache/github.com/kedacore/keda/v2@$(keda_version "$dir")/cmd/adapter/main.go"
-  out="$CACHE/overlay/keda-adapter-main.go"
-  mkdir -p "$CACHE/overlay"
-  grep -q 'fmt.Sprintf(":%v", metricsAPIServerPort)' "$src" \
+  src="$modcache/github.com/kedacore/keda/v2@$(keda_version "$dir")/cmd/adapter"
+  grep -q 'fmt.Sprintf(":%v", metricsAPIServerPort)' "$src/main.go" \
     || { log "keda: adapter source changed, loopback patch does not apply"; return 1; }
-  sed 's/fmt.Sprintf(":%v", metricsAPIServerPort)/fmt.Sprintf("127.0.0.1:%v", metricsAPIServerPort)/' "$src" > "$out"
-  printf '{"Replace":{"%s":"%s"}}\n' "$src" "$out" > "$CACHE/overlay/keda.json"
-  echo "-overlay=$CACHE/overlay/keda.json"
+  rm -rf "$dir/gen/adapter"
+  mkdir -p "$dir/gen/adapter"
+  sed 's/fmt.Sprintf(":%v", metricsAPIServerPort)/fmt.Sprintf("127.0.0.1:%v", metricsAPIServerPort)/' \
+    "$src/main.go" > "$dir/gen/adapter/main.go"
 }
 
 mod_version() { awk -v m="$2" '$1=="require"{$1=""; $0=$0} $1==m{print $2; exit}' "$1/go.mod"; }
@@ -117,9 +118,8 @@ build_module() {
   t0=$(date +%s)
   (cd "$dir" && "$GO" mod download)
   t1=$(date +%s)
-  local extra=""
-  [[ $m == keda ]] && extra="$(keda_overlay "$dir")"
-  (cd "$dir" && nice -n 10 "$GO" build $extra -ldflags="-s -w ${LDX[$m]}" -o "$BIN/$m/" ${PKGS[$m]}) \
+  [[ $m == keda ]] && keda_adapter_source "$dir"
+  (cd "$dir" && nice -n 10 "$GO" build -ldflags="-s -w ${LDX[$m]}" -o "$BIN/$m/" ${PKGS[$m]}) \
     >"$CACHE/logs/build-$m.log" 2>&1 || { log "$m: build failed, see $CACHE/logs/build-$m.log"; tail -20 "$CACHE/logs/build-$m.log" >&2; return 1; }
   local t2; t2=$(date +%s)
   echo "$stamp" > "$stamp_file"

@@ -19,20 +19,18 @@ from kubernetes.client.rest import ApiException
 from kgc.lab import cluster as labc
 
 
-def _require_binaries(keda: bool = True) -> None:
-    missing = labc.binaries().missing(keda=keda)
+@pytest.fixture(scope="session")
+def lab_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabInfo]:
+    bins = labc.binaries()
+    missing = bins.missing(keda=False)
     if missing:
         pytest.skip(
             "cluster lab binaries not built: " + ", ".join(map(str, missing))
             + " — run scripts/bootstrap.d/30-cluster.sh (builds them from lab/cluster/go/)"
         )
-
-
-@pytest.fixture(scope="session")
-def lab_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabInfo]:
-    _require_binaries()
+    keda_missing = [p for p in bins.missing(keda=True) if p not in missing]
     run_dir = tmp_path_factory.mktemp("cluster-lab")
-    lab = labc.Lab(run_dir)
+    lab = labc.Lab(run_dir, keda=not keda_missing)
     try:
         state = lab.up()
     except labc.LabError as exc:
@@ -47,6 +45,7 @@ def lab_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabInfo]:
             cluster=lab.cluster,
             state=state,
             api=api,
+            keda_missing=tuple(str(p) for p in keda_missing),
         )
     finally:
         report = labc.down(run_dir)

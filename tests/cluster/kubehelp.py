@@ -26,6 +26,7 @@ class LabInfo:
     cluster: ClusterProfile
     state: dict[str, Any]
     api: Any
+    keda_missing: tuple[str, ...] = ()
 
     def set_metric(self, value: float) -> None:
         labc.set_metric(value, self.run_dir)

@@ -709,7 +709,7 @@ class Lab:
         self._wait("kwok /healthz", lambda: self._http_ok(
             f"http://127.0.0.1:{ports['kwok']}/healthz", b"ok"), [kwok])
         node_names = [n["metadata"]["name"] for n in node_manifests(self.cluster)]
-        self._wait(f"nodes Ready ({', '.join(node_names)})",
+        self._wait(f"nodes Ready and untainted ({', '.join(node_names)})",
                    lambda: _nodes_ready(api, node_names), [kwok])
         self._wait("default ServiceAccount", lambda: _has_default_sa(api), [kcm])
 
@@ -815,6 +815,10 @@ def _nodes_ready(api: Any, names: list[str]) -> bool:
         conds = {c.type: c.status for c in (node.status.conditions or [])} if node else {}
         if conds.get("Ready") != "True":
             return False
+        # node.kubernetes.io/not-ready stays until the node lifecycle controller has seen
+        # the Ready condition; the lab sets no taints of its own.
+        if node is not None and node.spec.taints:
+            return False
     return True
 
 
@@ -858,11 +862,12 @@ def down(run_dir: Path | None = None, grace_s: float = 10.0) -> dict[str, Any]:
     if not state:
         return report
     procs = list(reversed(state.get("processes", [])))
+    # One at a time, newest first: the apiserver shuts down gracefully only while etcd is
+    # still there (signalled together, its shutdown stalls for ~10 s).
     for p in procs:
         if pid_alive(p["pid"], p["exe"]):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(p["pid"], signal.SIGTERM)
-    for p in procs:
         if not _gone(p["pid"], p["exe"], grace_s):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(p["pid"], signal.SIGKILL)
