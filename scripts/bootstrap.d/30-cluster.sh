@@ -93,14 +93,16 @@ copy_module_data() {
   (cd "$go_dir/kwok" && "$GO" mod download sigs.k8s.io/kwok)
   local keda="$modcache/github.com/kedacore/keda/v2@$(keda_version "$go_dir/keda")"
   local kwok="$modcache/sigs.k8s.io/kwok@$(kwok_version "$go_dir/kwok")"
-  rm -rf "$CACHE/keda-crds" "$CACHE/kwok-stages"
-  mkdir -p "$CACHE/keda-crds" "$CACHE/kwok-stages"
+  rm -rf "$CACHE/keda-crds" "$CACHE/kwok-stages" "$CACHE/kwok-crds"
+  mkdir -p "$CACHE/keda-crds" "$CACHE/kwok-stages" "$CACHE/kwok-crds"
+  cp "$kwok"/kustomize/crd/bases/kwok.x-k8s.io_logs.yaml \
+     "$kwok"/kustomize/crd/bases/kwok.x-k8s.io_clusterlogs.yaml "$CACHE/kwok-crds/"
   cp "$keda"/config/crd/bases/*.yaml "$CACHE/keda-crds/"
   cp "$kwok/kustomize/stage/node/fast/node-initialize.yaml" \
      "$kwok/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml" \
      "$kwok/kustomize/stage/pod/general/pod-delete.yaml" \
      "$kwok/kustomize/stage/pod/general/pod-complete.yaml" "$CACHE/kwok-stages/"
-  chmod -R u+w "$CACHE/keda-crds" "$CACHE/kwok-stages"
+  chmod -R u+w "$CACHE/keda-crds" "$CACHE/kwok-stages" "$CACHE/kwok-crds"
 }
 
 build_module() {

@@ -119,6 +119,10 @@ def keda_crd_dir() -> Path:
     return cache_dir() / "keda-crds"
 
 
+def kwok_crd_dir() -> Path:
+    return cache_dir() / "kwok-crds"
+
+
 def kwok_stage_dir() -> Path:
     return cache_dir() / "kwok-stages"
 
@@ -633,6 +637,10 @@ class Lab:
             "--requestheader-extra-headers-prefix=X-Remote-Extra-",
             f"--proxy-client-cert-file={pki.front_proxy_client.cert}",
             f"--proxy-client-key-file={pki.front_proxy_client.key}",
+            # Logs/exec go to the node's kubelet endpoint: kwok's server on 127.0.0.1.
+            f"--kubelet-client-certificate={pki.client('kubelet-client').cert}",
+            f"--kubelet-client-key={pki.client('kubelet-client').key}",
+            "--kubelet-preferred-address-types=InternalIP",
             "--endpoint-reconciler-type=none",
             "--allow-privileged=true",
             "--profiling=false",
@@ -648,6 +656,10 @@ class Lab:
         self._say(f"kube-apiserver ready at {server} ({time.monotonic() - t0:.1f} s)")
         self.state["api_ready_s"] = round(time.monotonic() - t0, 2)
         self._save()
+
+        api = _api_client(paths.kubeconfig)
+        # kwok watches its Logs/ClusterLogs CRDs from the start: install them first.
+        self._create_crds(api, kwok_crd_dir(), "kwok CRDs")
 
         common_kube = ["--bind-address=127.0.0.1", "--leader-elect=false", "--v=1"]
         kcm = Proc("kube-controller-manager", [
@@ -682,8 +694,14 @@ class Lab:
             str(bins.kwok), f"--kubeconfig={kcfg['kwok']}", f"--config={stages}",
             "--manage-all-nodes=false",
             f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake",
+            # Nodes report 127.0.0.1:<kwok port> as their kubelet endpoint, so the
+            # apiserver's logs/exec requests reach kwok's server (TLS, lab CA).
             f"--server-address=127.0.0.1:{ports['kwok']}",
-            "--cidr=10.244.0.0/16", "--node-ip=10.0.0.1",
+            "--node-ip=127.0.0.1", f"--node-port={ports['kwok']}",
+            f"--tls-cert-file={pki.kwok_serving.cert}",
+            f"--tls-private-key-file={pki.kwok_serving.key}",
+            "--enable-crds=Logs,ClusterLogs",
+            "--cidr=10.244.0.0/16",
         ], {}, logs / "kwok.log")
         self._start(kwok)
 
@@ -694,7 +712,6 @@ class Lab:
         ], {}, logs / "metric-server.log")
         self._start(metric)
 
-        api = _api_client(paths.kubeconfig)
         self._create_objects(api, ports)
         self._wait("metric endpoint", metric_port_file.exists, [metric], timeout=30)
         ports["metric"] = int(metric_port_file.read_text())
@@ -706,8 +723,8 @@ class Lab:
             f"https://127.0.0.1:{ports['controller_manager']}/healthz"), kc)
         self._wait("kube-scheduler /healthz", lambda: self._https_ok(
             f"https://127.0.0.1:{ports['scheduler']}/healthz"), kc)
-        self._wait("kwok /healthz", lambda: self._http_ok(
-            f"http://127.0.0.1:{ports['kwok']}/healthz", b"ok"), [kwok])
+        self._wait("kwok /healthz", lambda: self._https_ok(
+            f"https://127.0.0.1:{ports['kwok']}/healthz", ca=pki.ca.cert), [kwok])
         node_names = [n["metadata"]["name"] for n in node_manifests(self.cluster)]
         self._wait(f"nodes Ready and untainted ({', '.join(node_names)})",
                    lambda: _nodes_ready(api, node_names), [kwok])
@@ -767,6 +784,20 @@ class Lab:
         docs.extend(kwok_stages(self.cluster))
         path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
 
+    def _create_crds(self, api: Any, crd_dir: Path, what: str) -> None:
+        from kubernetes import client
+
+        ext = client.ApiextensionsV1Api(api)
+        crds = sorted(crd_dir.glob("*.yaml"))
+        if not crds:
+            raise LabError(f"no {what} in {crd_dir} — run scripts/bootstrap.d/30-cluster.sh")
+        names = []
+        for f in crds:
+            doc = yaml.safe_load(f.read_text())
+            ext.create_custom_resource_definition(doc)
+            names.append(doc["metadata"]["name"])
+        self._wait(f"{what} Established", lambda: _crds_established(api, names), [])
+
     def _create_objects(self, api: Any, ports: dict[str, int]) -> None:
         from kubernetes import client
 
@@ -782,17 +813,7 @@ class Lab:
                 core.patch_node_status(node["metadata"]["name"], {"status": node["status"]})
         if not self.keda:
             return
-        ext = client.ApiextensionsV1Api(api)
-        crd_dir = keda_crd_dir()
-        crds = sorted(crd_dir.glob("*.yaml"))
-        if not crds:
-            raise LabError(f"no KEDA CRDs in {crd_dir} — run scripts/bootstrap.d/30-cluster.sh")
-        names = []
-        for f in crds:
-            doc = yaml.safe_load(f.read_text())
-            ext.create_custom_resource_definition(doc)
-            names.append(doc["metadata"]["name"])
-        self._wait("KEDA CRDs Established", lambda: _crds_established(api, names), [])
+        self._create_crds(api, keda_crd_dir(), "KEDA CRDs")
         for m in keda_manifests(ports["keda_adapter"]):
             if m["kind"] == "Service":
                 core.create_namespaced_service(KEDA_NAMESPACE, m)
@@ -957,6 +978,51 @@ def set_metric(value: float, run_dir: Path | None = None) -> dict[str, Any]:
     )
     with urllib.request.urlopen(req, timeout=5) as r:  # noqa: S310
         return json.loads(r.read())
+
+
+def cri_log(text: str, when: float | None = None) -> str:
+    """Text as a CRI container log (what kwok, like the kubelet, serves): one
+    ``<RFC3339Nano> stdout F <line>`` record per line."""
+    import datetime as dt
+
+    ts = dt.datetime.fromtimestamp(when if when is not None else time.time(), dt.UTC)
+    stamp = ts.strftime("%Y-%m-%dT%H:%M:%S.%f") + "000Z"
+    return "".join(f"{stamp} stdout F {line}\n" for line in text.splitlines())
+
+
+def serve_recorded_logs(
+    api: Any,
+    namespace: str,
+    pod: str,
+    logs_file: Path,
+    containers: list[str] | None = None,
+    run_dir: Path | None = None,
+) -> dict[str, Any]:
+    """Make ``kubectl logs`` of a simulated pod return a recorded file (real evidence from
+    ``fixtures/``), through kwok's ``Logs`` resource. The pod itself never ran: suites must
+    treat such output as simulated (the lab profile sets ``cluster.simulated: true``)."""
+    from kubernetes import client
+
+    src = Path(logs_file).resolve()
+    if not src.is_file():
+        raise LabError(f"recorded evidence {src} not found")
+    out_dir = RunPaths(Path(run_dir) if run_dir else default_run_dir()).root / "evidence"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{namespace}_{pod}.log"
+    path.write_text(cri_log(src.read_text(errors="replace"), src.stat().st_mtime))
+    log: dict[str, Any] = {"logsFile": str(path), "follow": False}
+    if containers:
+        log["containers"] = containers
+    body = {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Logs",
+        "metadata": {"name": pod, "namespace": namespace,
+                     "annotations": {"kgc.io/simulated": "recorded evidence"}},
+        "spec": {"logs": [log]},
+    }
+    return client.CustomObjectsApi(api).create_namespaced_custom_object(
+        "kwok.x-k8s.io", "v1alpha1", namespace, "logs", body
+    )
 
 
 def lab_cluster_profile() -> ClusterProfile:

@@ -27,6 +27,7 @@ CLIENTS: dict[str, tuple[str, str | None]] = {
     "scheduler": ("system:kube-scheduler", None),
     "kwok": ("kgc-kwok", "system:masters"),
     "keda": ("kgc-keda", "system:masters"),
+    "kubelet-client": ("kube-apiserver-kubelet-client", "system:masters"),
 }
 
 
@@ -162,6 +163,10 @@ class Pki:
         )
 
     @property
+    def kwok_serving(self) -> KeyPair:
+        return KeyPair(self.directory / "kwok-serving.crt", self.directory / "kwok-serving.key")
+
+    @property
     def sa_key(self) -> Path:
         return self.directory / "sa.key"
 
@@ -190,6 +195,8 @@ def generate(directory: Path, service_ip: str = "10.96.0.1") -> Pki:
         ),
         ips=("127.0.0.1", service_ip),
     )
+    _leaf(directory, "kwok-serving", ca_cert, ca_key, "kwok", server=True,
+          dns=("localhost",), ips=("127.0.0.1",))
     _leaf(directory, "front-proxy-client", fp_cert, fp_key, "front-proxy-client", client=True)
     for stem, (cn, org) in CLIENTS.items():
         _leaf(directory, f"client-{stem}", ca_cert, ca_key, cn, org, client=True)
