@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 import uuid
@@ -358,26 +359,44 @@ def test_serviceaccount_with_narrow_role_is_refused_the_rest(
 # --------------------------------------------------------------------------- lifecycle
 
 
-def test_down_leaves_no_process_or_port(tmp_path: Path) -> None:
+def _kgc(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(  # noqa: S603 - our own CLI
+        [sys.executable, "-m", "kgc.cli", "lab", "cluster", *args],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+
+
+def test_cli_up_status_down_leaves_no_process_or_port(tmp_path: Path) -> None:
+    """`kgc lab cluster up` leaves the lab running after the command exits; `status`
+    prints the kubeconfig; `down` stops every process and frees every port."""
     if labc.binaries().missing(keda=False):
         pytest.skip("cluster lab binaries not built — run scripts/bootstrap.d/30-cluster.sh")
-    lab = labc.Lab(tmp_path / "run", keda=False)
-    state = lab.up()
-    assert labc.status(tmp_path / "run")["up"]
-    procs = list(state["processes"])
-    assert {p["name"] for p in procs} >= {
-        "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok",
-    }
-    listening_before = labc.listening_ports()
-    assert state["ports"]["apiserver"] in listening_before
-    rep = labc.down(tmp_path / "run")
-    assert not rep["left"] and not rep["listening"], rep
+    run = tmp_path / "run"
+    try:
+        up = _kgc("up", "--no-keda", "--run-dir", str(run))
+        assert up.returncode == 0, up.stderr
+        st = _kgc("status", "--run-dir", str(run))
+        assert st.returncode == 0, st.stdout + st.stderr
+        assert f"kubeconfig: {run / 'kubeconfig'}" in st.stdout
+        state = labc.read_state(labc.RunPaths(run))
+        assert state is not None
+        procs = list(state["processes"])
+        assert {p["name"] for p in procs} >= {
+            "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok",
+            "metric-server",
+        }
+        assert all(labc.pid_alive(p["pid"], p["exe"]) for p in procs)
+        assert state["ports"]["apiserver"] in labc.listening_ports()
+    finally:
+        down = _kgc("down", "--run-dir", str(run))
+    assert down.returncode == 0, down.stdout + down.stderr
     for p in procs:
         assert not labc.pid_alive(p["pid"], p["exe"]), p
     after = labc.listening_ports()
-    for key in ("etcd", "etcd_peer", "apiserver", "controller_manager", "scheduler", "kwok"):
+    for key in ("etcd", "etcd_peer", "apiserver", "controller_manager", "scheduler", "kwok",
+                "metric"):
         assert state["ports"][key] not in after, (key, state["ports"][key])
-    assert not labc.status(tmp_path / "run")["up"]
+    assert _kgc("status", "--run-dir", str(run)).returncode == 3  # not up
 
 
 def test_failed_up_cleans_up_after_itself(tmp_path: Path) -> None:
