@@ -14,6 +14,10 @@ REPO="${KGC_REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 CACHE="${KGC_CACHE:-$HOME/.cache/kgc}/cluster"
 BIN="$CACHE/bin"
 GO="${GO:-$(command -v go || echo /usr/local/go/bin/go)}"
+# Go toolchain used when no go >= 1.26 is installed: the official toolchain module, fetched
+# through the Go module proxy (the same download GOTOOLCHAIN=auto does), pinned by SHA256.
+GO_TOOLCHAIN_VERSION="v0.0.1-go1.26.8.linux-amd64"
+GO_TOOLCHAIN_SHA256="30c2b1bf7dcc88d3eb0a1364e47ddd9128edb3110a30e8a0ef61cd5856b31de7"
 MODULES="${KGC_CLUSTER_MODULES-kube kwok keda}"
 mkdir -p "$BIN" "$CACHE/logs"
 
@@ -24,6 +28,30 @@ export CGO_ENABLED=0
 export GOTOOLCHAIN=local
 
 log() { printf '30-cluster: %s\n' "$*" >&2; }
+
+go_ok() {
+  local v
+  v="$("$1" env GOVERSION 2>/dev/null)" || return 1
+  v="${v#go}"
+  [[ "${v%%.*}" -gt 1 || ( "${v%%.*}" -eq 1 && "$(cut -d. -f2 <<<"$v")" -ge 26 ) ]]
+}
+
+ensure_go() {
+  go_ok "$GO" && return 0
+  local dir="$CACHE/go-toolchain"
+  if ! go_ok "$dir/bin/go"; then
+    log "no go >= 1.26 at $GO; fetching golang.org/toolchain@$GO_TOOLCHAIN_VERSION via the module proxy"
+    local tmp; tmp="$(mktemp -d)"
+    curl -fsSL "${GOPROXY_URL:-https://proxy.golang.org}/golang.org/toolchain/@v/$GO_TOOLCHAIN_VERSION.zip" -o "$tmp/go.zip"
+    echo "$GO_TOOLCHAIN_SHA256  $tmp/go.zip" | sha256sum -c --quiet
+    (cd "$tmp" && unzip -q go.zip)
+    rm -rf "$dir"
+    mv "$tmp/golang.org/toolchain@$GO_TOOLCHAIN_VERSION" "$dir"
+    chmod +x "$dir"/bin/* "$dir"/pkg/tool/*/*
+    rm -rf "$tmp"
+  fi
+  GO="$dir/bin/go"
+}
 
 # ---- etcd from Debian trixie (SHA256 checked against the archive's Packages index) ----
 fetch_etcd() {
@@ -130,6 +158,20 @@ build_module() {
   return 0
 }
 
+need_tools() {
+  local missing=()
+  command -v curl >/dev/null || missing+=(curl ca-certificates)
+  command -v xz >/dev/null || missing+=(xz-utils)
+  command -v unzip >/dev/null || missing+=(unzip)
+  command -v dpkg-deb >/dev/null || missing+=(dpkg)
+  if ((${#missing[@]})); then
+    log "installing ${missing[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+
+need_tools
+ensure_go
 fetch_etcd
 copy_module_data
 rc=0
