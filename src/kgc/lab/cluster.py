@@ -787,7 +787,7 @@ class Lab:
     def _create_crds(self, api: Any, crd_dir: Path, what: str) -> None:
         from kubernetes import client
 
-        ext = client.ApiextensionsV1Api(api)
+        ext: Any = client.ApiextensionsV1Api(api)
         crds = sorted(crd_dir.glob("*.yaml"))
         if not crds:
             raise LabError(f"no {what} in {crd_dir} — run scripts/bootstrap.d/30-cluster.sh")
@@ -801,10 +801,10 @@ class Lab:
     def _create_objects(self, api: Any, ports: dict[str, int]) -> None:
         from kubernetes import client
 
-        core = client.CoreV1Api(api)
+        core: Any = client.CoreV1Api(api)
         core.create_namespace({"apiVersion": "v1", "kind": "Namespace",
                                "metadata": {"name": KEDA_NAMESPACE}})
-        node_api = client.NodeV1Api(api)
+        node_api: Any = client.NodeV1Api(api)
         for rc in runtime_class_manifests(self.cluster):
             node_api.create_runtime_class(rc)
         for node in node_manifests(self.cluster):
@@ -818,7 +818,8 @@ class Lab:
             if m["kind"] == "Service":
                 core.create_namespaced_service(KEDA_NAMESPACE, m)
             else:
-                client.ApiregistrationV1Api(api).create_api_service(m)
+                api_reg: Any = client.ApiregistrationV1Api(api)
+                api_reg.create_api_service(m)
 
 
 def _api_client(kubeconfig: Path) -> Any:
@@ -830,7 +831,8 @@ def _api_client(kubeconfig: Path) -> Any:
 def _nodes_ready(api: Any, names: list[str]) -> bool:
     from kubernetes import client
 
-    nodes = {n.metadata.name: n for n in client.CoreV1Api(api).list_node().items}
+    core: Any = client.CoreV1Api(api)
+    nodes = {n.metadata.name: n for n in core.list_node().items}
     for name in names:
         node = nodes.get(name)
         conds = {c.type: c.status for c in (node.status.conditions or [])} if node else {}
@@ -846,14 +848,15 @@ def _nodes_ready(api: Any, names: list[str]) -> bool:
 def _has_default_sa(api: Any) -> bool:
     from kubernetes import client
 
-    sas = client.CoreV1Api(api).list_namespaced_service_account("default").items
+    core: Any = client.CoreV1Api(api)
+    sas = core.list_namespaced_service_account("default").items
     return any(sa.metadata.name == "default" for sa in sas)
 
 
 def _crds_established(api: Any, names: list[str]) -> bool:
     from kubernetes import client
 
-    ext = client.ApiextensionsV1Api(api)
+    ext: Any = client.ApiextensionsV1Api(api)
     for name in names:
         crd = ext.read_custom_resource_definition(name)
         conds = {c.type: c.status for c in (crd.status.conditions or [])}
@@ -865,7 +868,8 @@ def _crds_established(api: Any, names: list[str]) -> bool:
 def _apiservice_available(api: Any, name: str) -> bool:
     from kubernetes import client
 
-    svc = client.ApiregistrationV1Api(api).read_api_service(name)
+    reg: Any = client.ApiregistrationV1Api(api)
+    svc = reg.read_api_service(name)
     conds = {c.type: c.status for c in (svc.status.conditions or [])}
     return conds.get("Available") == "True"
 
@@ -1020,7 +1024,8 @@ def serve_recorded_logs(
                      "annotations": {"kgc.io/simulated": "recorded evidence"}},
         "spec": {"logs": [log]},
     }
-    return client.CustomObjectsApi(api).create_namespaced_custom_object(
+    custom: Any = client.CustomObjectsApi(api)
+    return custom.create_namespaced_custom_object(
         "kwok.x-k8s.io", "v1alpha1", namespace, "logs", body
     )
 
