@@ -236,7 +236,7 @@ def test_keda_scales_zero_to_n_and_kata_pods_ready_later_than_runc(
     core: client.CoreV1Api,
     namespace: str,
     pod_watcher: Any,
-    record_property: Any,
+    request: pytest.FixtureRequest,
 ) -> None:
     if lab_cluster.keda_missing:
         pytest.skip("KEDA binaries not built (" + ", ".join(lab_cluster.keda_missing)
@@ -284,7 +284,7 @@ def test_keda_scales_zero_to_n_and_kata_pods_ready_later_than_runc(
     )
     watcher.stop()
     assert watcher.error is None, watcher.error
-    record_property("keda_zero_to_n_s", round(elapsed, 2))
+    request.node.user_properties.append(("keda_zero_to_n_s", round(elapsed, 2)))
 
     sandbox: dict[str, list[float]] = {cl.runtime_class: [], cl.baseline_runtime_class: []}
     ready: dict[str, list[float]] = {cl.runtime_class: [], cl.baseline_runtime_class: []}
@@ -298,8 +298,12 @@ def test_keda_scales_zero_to_n_and_kata_pods_ready_later_than_runc(
         ready[tl.runtime_class or ""].append(tl.ready - tl.scheduled)
     kata_lat, runc_lat = sandbox[cl.runtime_class], sandbox[cl.baseline_runtime_class]
     assert len(kata_lat) >= n and len(runc_lat) >= n, sandbox
-    record_property("sandbox_latency_kata_s", [round(x, 3) for x in sorted(kata_lat)])
-    record_property("sandbox_latency_runc_s", [round(x, 3) for x in sorted(runc_lat)])
+    request.node.user_properties.append(
+        ("sandbox_latency_kata_s", [round(x, 3) for x in sorted(kata_lat)])
+    )
+    request.node.user_properties.append(
+        ("sandbox_latency_runc_s", [round(x, 3) for x in sorted(runc_lat)])
+    )
     # Ordering: every Kata sandbox, and every Kata pod's Ready, came later (relative to its
     # scheduling) than every runc one.
     assert min(kata_lat) > max(runc_lat), (kata_lat, runc_lat)

@@ -758,6 +758,7 @@ class Lab:
                 f"--authentication-kubeconfig={kcfg['keda']}",
                 f"--authorization-kubeconfig={kcfg['keda']}",
                 f"--kubeconfig={kcfg['keda']}",
+                f"--lister-kubeconfig={kcfg['keda']}",
                 "--port=0",
             ], keda_env, logs / "keda-adapter.log")
             self._start(operator)
