@@ -108,13 +108,19 @@ def cmd_snapshot(a: argparse.Namespace) -> int:
         ssh_config=a.ssh_config,
         ssh_identity_file=a.ssh_identity_file,
     )
-    ctx = Context(target=target, profile=profile, layers=layers)
+    options = {"nri_socket": a.nri_socket, "cri_socket": a.cri_socket}
+    ctx = Context(target=target, profile=profile, layers=layers, options=options)
     try:
         snap = ctx.host()
     except TargetError as exc:
         print(f"kgc snapshot: {exc}", file=sys.stderr)
         return 1
-    out = write_bundle(Path(a.output), target.name, snap)
+    extra: dict[str, Any] = {}
+    if a.with_nri:
+        # the live probe: registers on the node's NRI socket and starts one labelled probe
+        # pod through CRI, removed afterwards; its evidence replays offline like the rest
+        extra["nri"] = ctx.evidence("nri").to_dict()
+    out = write_bundle(Path(a.output), target.name, snap, extra)
     print(
         f"{out}: {len(snap.files)} files, {len(snap.links)} links, {len(snap.dirs)} dirs, "
         f"{len(snap.commands)} commands from {target.name} in {target.round_trips} round trip(s)"
@@ -196,6 +202,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
     p.add_argument("--sudo", action="store_true")
     p.add_argument("--ssh-config", default=None)
     p.add_argument("--ssh-identity-file", default=None)
+    p.add_argument("--with-nri", action="store_true",
+                   help="also run the live NRI probe and record what it observed")
+    p.add_argument("--nri-socket", default=None)
+    p.add_argument("--cri-socket", default=None)
     p.set_defaults(func=cmd_snapshot)
 
     p = sub.add_parser("evaluate", help="judge evidence bundles offline")

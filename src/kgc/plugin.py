@@ -53,6 +53,8 @@ class KgcState:
             "allow_reboot": bool(opt.kgc_allow_reboot),
             "reboot_timeout_s": float(opt.kgc_reboot_timeout),
             "kubeconfig": opt.kgc_kubeconfig,
+            "nri_socket": opt.kgc_nri_socket,
+            "cri_socket": opt.kgc_cri_socket,
         }
 
     def context(self, spec: str) -> Context:
@@ -132,6 +134,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=600,
         type=float,
         help="seconds to wait for a rebooted node to come back (default 600)",
+    )
+    g.addoption(
+        "--nri-socket",
+        dest="kgc_nri_socket",
+        default=None,
+        metavar="PATH",
+        help="NRI socket to probe (default: from the node's containerd config); for a remote "
+        "node, a local path forwarded with `ssh -L`",
+    )
+    g.addoption(
+        "--cri-socket",
+        dest="kgc_cri_socket",
+        default=None,
+        metavar="PATH",
+        help="CRI socket the NRI probe uses to start its probe pod",
     )
     g.addoption(
         "--kubeconfig",

@@ -38,7 +38,8 @@ class Layer:
     name: str
     checks: Registry
     gather: Callable[[Context], Any]
-    query: HostQuery | None = None
+    # what the layer reads from a node: fixed, or derived from the profile (paths it moves)
+    query: HostQuery | Callable[[Profile], HostQuery] | None = None
     host: bool = True  # part of `pytest -m host`
 
     def __post_init__(self) -> None:
@@ -67,11 +68,13 @@ def catalogue(layers: Mapping[str, Layer] | None = None) -> Registry:
     return reg.merge(*(lay.checks for lay in layers.values()))
 
 
-def host_query(layers: Mapping[str, Layer]) -> HostQuery:
+def host_query(layers: Mapping[str, Layer], profile: Profile) -> HostQuery:
+    """The union of every host layer's query for this profile: one script, one round trip."""
     q = HostQuery()
     for lay in layers.values():
-        if lay.query is not None:
-            q = q | lay.query
+        if lay.query is None:
+            continue
+        q = q | (lay.query(profile) if callable(lay.query) else lay.query)
     return q
 
 
@@ -99,7 +102,7 @@ class Context:
             if self._host_error is not None:
                 raise TargetError(self._host_error)
             try:
-                self._host = self.target.collect(host_query(self.layers))
+                self._host = self.target.collect(host_query(self.layers, self.profile))
             except TargetError as exc:
                 self._host_error = str(exc)
                 raise

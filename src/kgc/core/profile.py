@@ -151,6 +151,10 @@ class RuntimeProfile(Strict):
         "/opt/kata/share/defaults/kata-containers/configuration.toml",
         "/usr/share/defaults/kata-containers/configuration.toml",
     )
+    # containerd binary used for `--version` / `config dump` on the node (PATH lookup).
+    containerd_bin: str = "containerd"
+    # directories searched for the Kata shim (besides `command -v` on the node's PATH)
+    shim_dirs: tuple[str, ...] = ("/usr/local/bin", "/usr/bin", "/opt/kata/bin", "/usr/sbin")
 
 
 class NriProfile(Strict):
@@ -160,6 +164,17 @@ class NriProfile(Strict):
     plugin_name: str = "kgc-probe"
     event_timeout_s: float = 10.0
     allow_adjustment: bool = True
+    # how the probe gets events: "cri" runs its own host-network probe pod through the
+    # CRI socket; "passive" only waits for events from pods the cluster creates.
+    trigger: Literal["cri", "passive"] = "cri"
+    cri_socket: str = "/run/containerd/containerd.sock"
+    # pause image for the probe pod (None: the runtime's configured sandbox image)
+    sandbox_image: str | None = None
+    # image for the probe container (needs /bin/sh and `env`); None: sandbox only, the
+    # adjustment check is then skipped with that reason
+    probe_image: str | None = None
+    # warn when connect -> Synchronize answered takes longer (the runtime's limit is 2 s)
+    handshake_budget_ms: float = 100.0
 
 
 class ClusterLabProfile(Strict):

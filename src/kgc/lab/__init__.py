@@ -6,4 +6,4 @@ may expose ``SCENARIOS: dict[str, Callable[[argparse.Namespace], int]]`` for
 ``kgc lab run --scenario NAME``.
 """
 
-LAB_MODULES = ("kgc.lab.node", "kgc.lab.containerd", "kgc.lab.cluster")
+LAB_MODULES = ("kgc.lab.node", "kgc.lab.containerd", "kgc.lab.cluster", "kgc.lab.certify")

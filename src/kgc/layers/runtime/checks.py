@@ -1,0 +1,474 @@
+"""Layer ``runtime``: containerd's NRI truth, the Kata handler, and Kata's VFIO config.
+
+Every evaluator is pure: :class:`RuntimeEvidence` + :class:`Profile` in, an Outcome out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kgc.core.model import Outcome, Registry, Severity, failed, passed, skipped, warned
+from kgc.core.profile import Profile
+from kgc.layers.runtime.collect import KATA_RUNTIME_TYPE, KATA_SHIM, NRI_PLUGIN, RuntimeEvidence
+from kgc.layers.runtime.semantics import (
+    NRI_SECTION,
+    VFIO_PORTS,
+    handler_snippet,
+    handlers,
+    hypervisors,
+    ignored_keys,
+    kata_config,
+    nri_enable_snippet,
+    nri_state,
+    sizing_evidence,
+)
+
+CHECKS = Registry()
+
+
+@CHECKS.check(
+    "runtime.containerd-version",
+    title="containerd is 1.7 or newer (NRI plugin socket protocol)",
+    remediation="Install containerd >= 1.7 (2.x recommended: NRI is on by default there).",
+    severity=Severity.CRITICAL,
+)
+def containerd_version(ev: RuntimeEvidence, profile: Profile) -> Outcome:
+    v = ev.version
+    if not v.known:
+        if ev.offline:
+            return skipped(
+                "offline tree: no containerd binary to ask for its version",
+                config_version=ev.config_version,
+            )
+        return failed(
+            f"cannot tell the containerd version: {ev.version_error}",
+            f"Make `{profile.runtime.containerd_bin} --version` work on the node (containerd on "
+            "PATH, or set runtime.containerd_bin in the profile).",
+            version_output=v.raw,
+        )
+    if not v.at_least(1, 7):
+        return failed(
+            f"containerd {v} has only NRI v0.1 (enabled by /etc/nri/conf.json, no plugin socket); "
+            "NRI device plugins need containerd >= 1.7",
+            version=str(v),
+            version_output=v.raw,
+        )
+    return passed(f"containerd {v}", version=str(v), version_output=v.raw)
+
+
+@CHECKS.check(
+    "runtime.config",
+    title="containerd config is readable, valid TOML, and of a version this containerd reads",
+    remediation="Fix the containerd config file (`containerd config default` prints a valid one).",
+    severity=Severity.CRITICAL,
+)
+def config(ev: RuntimeEvidence, profile: Profile) -> Outcome:
+    evidence: dict[str, Any] = {
+        "config_path": ev.config_path,
+        "imports": [f.path for f in ev.imports],
+        "effective_source": ev.effective_source,
+        "config_version": ev.config_version,
+    }
+    for f in (ev.main, *ev.imports):
+        if f.error:
+            return failed(f.error, f"Fix the TOML syntax in {f.path}.", **evidence)
+    if ev.main.text is None and ev.dump is None:
+        return failed(
+            f"{ev.config_path} does not exist and no effective config could be read "
+            f"({ev.dump_error})",
+            f"Create {ev.config_path} (`containerd config default > {ev.config_path}`) or set "
+            "runtime.containerd_config in the profile to the file the node uses.",
+            **evidence,
+        )
+    if ev.dump is not None and ev.dump.error:
+        return failed(f"`containerd config dump` output is not TOML: {ev.dump.error}", **evidence)
+    v = ev.version
+    if v.known and v.major is not None and v.major < 2 and ev.config_version >= 3:
+        return failed(
+            f"{ev.config_path} is config version {ev.config_version}, which containerd {v} "
+            "cannot read",
+            f"Use `version = 2` in {ev.config_path} (or upgrade to containerd 2.x).",
+            **evidence,
+        )
+    if ev.missing_imports:
+        return warned(
+            "imports matched no collected file: " + ", ".join(ev.missing_imports),
+            "Check the `imports` list of the containerd config; kgc collects imports under "
+            "the config's directory (conf.d/, config.d/).",
+            **evidence,
+        )
+    if ev.dump is None and not ev.offline:
+        return warned(
+            f"judging the file only; the effective config could not be read: {ev.dump_error}",
+            f"Make `{profile.runtime.containerd_bin} config dump` work on the node.",
+            **evidence,
+        )
+    return passed(
+        f"config version {ev.config_version}, judged from {ev.effective_source}", **evidence
+    )
+
+
+def _ignored_files(ev: RuntimeEvidence) -> list:
+    return [ev.main, *ev.imports]
+
+
+@CHECKS.check(
+    "runtime.nri-enabled",
+    title="NRI is enabled in containerd by its real semantics (not by keys it ignores)",
+    remediation=f"Add to the containerd config and restart containerd:\n{nri_enable_snippet()}",
+    severity=Severity.BLOCKER,
+)
+def nri_enabled(ev: RuntimeEvidence, profile: Profile) -> Outcome:
+    st = nri_state(ev)
+    ign = ignored_keys(_ignored_files(ev))
+    evidence: dict[str, Any] = dict(st.evidence)
+    evidence["ignored_keys"] = [f"{k.file}: {k.section} {k.key}" for k in ign]
+    remedy = (
+        f"Add to {ev.config_path} and restart containerd (`systemctl restart containerd`):\n"
+        f"{nri_enable_snippet(profile.runtime.nri_socket)}"
+    )
+    if st.enabled:
+        return passed(f"NRI is enabled: {st.why}", **evidence)
+    if not profile.runtime.require_nri:
+        return skipped(
+            f"the profile does not require NRI (runtime.require_nri: false); {st.why}", **evidence
+        )
+    reason = f"NRI is {'off' if st.enabled is False else 'not certainly on'}: {st.why}"
+    nri_ign = [k for k in ign if "nri" in k.key.lower() or k.section == NRI_SECTION]
+    if nri_ign:
+        k = nri_ign[0]
+        reason += (
+            f". `{k.key}` under {k.section} in {k.file} is ignored by containerd (it is CRI-O's "
+            f"key); what really enables NRI is `disable = false` in {NRI_SECTION}"
+        )
+    return failed(reason, remedy, **evidence)
+
+
+@CHECKS.check(
+    "runtime.nri-ignored-keys",
+    title="No NRI keys that containerd silently ignores (e.g. enable_nri under the CRI plugin)",
+    remediation="Delete the ignored keys; enable NRI with `disable = false` in "
+    f'[plugins."{NRI_PLUGIN}"].',
+    severity=Severity.MINOR,
+)
+def nri_ignored_keys(ev: RuntimeEvidence, profile: Profile) -> Outcome:
+    ign = ignored_keys(_ignored_files(ev))
+    if not ign:
+        return passed("no ignored NRI keys in the containerd config files")
+    lines = [f"{k.file}: {k.section} {k.key} — {k.why}" for k in ign]
+    first = ign[0]
+    return warned(
+        f"containerd ignores `{first.key}` under {first.section} in {first.file}"
+        + (f" (and {len(ign) - 1} more)" if len(ign) > 1 else "")
+        + f"; it does not enable NRI — `disable = false` in {NRI_SECTION} does",
+        f"Remove `{first.key}` from {first.section} in {first.file} (it is CRI-O's "
+        "`[crio.nri]` key); "
+        f"keep or add:\n{nri_enable_snippet(profile.runtime.nri_socket)}",
+        ignored=lines,
+    )
+
+
+@CHECKS.check(
+    "runtime.nri-socket",
+    title="The NRI socket exists, is a socket, owned by root and not writable by others",
+    remediation="Enable NRI with connections allowed and restart containerd.",
+    severity=Severity.CRITICAL,
+)
+def nri_socket(ev: RuntimeEvidence, profile: Profile) -> Outcome:
+    st = nri_state(ev)
+    path = st.socket_path
+    evidence: dict[str, Any] = {
+        "socket_path": path,
+        "profile_socket": profile.runtime.nri_socket,
+        **st.evidence,
+    }
+    if not st.enabled:
+        if not profile.runtime.require_nri:
+            return skipped("NRI is not enabled and the profile does not require it", **evidence)
+        return failed(
+            f"no NRI socket: NRI is not enabled ({st.why})",
+            "Enable NRI (see runtime.nri-enabled):\n"
+            + nri_enable_snippet(profile.runtime.nri_socket),
+            **evidence,
+        )
+    if st.connections is False:
+        return failed(
+            f"{NRI_SECTION} sets disable_connections = true: containerd opens no socket, so "
+            "external NRI plugins (device plugins, the kgc probe) cannot connect",
+            f"Set `disable_connections = false` (or delete the key) in {NRI_SECTION} of "
+            f"{ev.config_path} and restart containerd.",
+            **evidence,
+        )
+    s = ev.stats.get(path)
+    if s is None:
+        return failed(
+            f"NRI is enabled but {path} does not exist (containerd not running, or not restarted "
+            "since the config changed)",
+            "Restart containerd (`systemctl restart containerd`) and check its log for "
+            '"nri" errors (`journalctl -u containerd | grep -i nri`).',
+            **evidence,
+        )
+    evidence.update(kind=s.kind, mode=s.mode, owner=s.owner, group=s.group)
+    if s.kind != "socket":
+        return failed(
+            f"{path} is a {s.kind}, not a socket",
+            f"Remove {path} and restart containerd.",
+            **evidence,
+        )
+    try:
+        mode = int(s.mode, 8)
+    except ValueError:
+        mode = 0o777
+    if s.owner != "root" or mode & 0o002:
+        return failed(
+            f"{path} is owned by {s.owner}:{s.group} mode {s.mode}: any local user who can write "
+            "to it can register an NRI plugin and change every container",
+            f"chown root:root {path} && chmod 0600 {path} (containerd creates it that way).",
+            **evidence,
+        )
+    if path != profile.runtime.nri_socket:
+        return warned(
+            f"NRI socket is {path}, but the profile expects {profile.runtime.nri_socket} "
+            "(plugins using the default path will not find it)",
+            f'Set socket_path = "{profile.runtime.nri_socket}" in {NRI_SECTION}, or set '
+            f"runtime.nri_socket: {path} in the profile.",
+            **evidence,
+        )
+    return passed(f"{path}: socket, {s.owner}:{s.group} mode {s.mode}", **evidence)
+
+
+def _kata_handler(ev: RuntimeEvidence, profile: Profile):  # type: ignore[no-untyped-def]
+    found, misplaced = handlers(ev.effective, ev.config_version)
+    return found.get(profile.runtime.kata_handler), found, misplaced
+
+
+@CHECKS.check(
+    "runtime.kata-handler",
+    title="The Kata runtime handler is wired in containerd under the right section",
+    remediation="Add the Kata runtime handler to the containerd config and restart containerd.",
+    severity=Severity.BLOCKER,
+)
+def kata_handler(ev: RuntimeEvidence, profile: Profile) -> Outcome:
+    name = profile.runtime.kata_handler
+    h, found, misplaced = _kata_handler(ev, profile)
+    cv = ev.config_version
+    evidence: dict[str, Any] = {
+        "handler": name,
+        "config_version": cv,
+        "handlers": {k: v.runtime_type for k, v in found.items()},
+        "config_source": ev.effective_source,
+    }
+    snippet = handler_snippet(cv, name)
+    if h is None:
+        if name in misplaced:
+            return failed(
+                f"handler {name!r} is under {misplaced[name]}, which config version {cv} does not "
+                "read",
+                f"Move it (config version {cv}) to:\n{snippet}",
+                **evidence,
+            )
+        katas = [k for k, v in found.items() if v.runtime_type == KATA_RUNTIME_TYPE]
+        reason = f"no runtime handler {name!r} in {ev.effective_source}"
+        remedy = f"Add to {ev.config_path} and restart containerd:\n{snippet}"
+        if katas:
+            reason += f"; Kata handlers present: {', '.join(katas)}"
+            remedy += (
+                f"\n— or, if the RuntimeClass uses {katas[0]!r}, set runtime.kata_handler: "
+                f"{katas[0]} in the profile."
+            )
+        return failed(reason, remedy, **evidence)
+    evidence["section"] = h.section
+    evidence["options"] = dict(h.options)
+    if h.runtime_type != KATA_RUNTIME_TYPE:
+        return failed(
+            f"handler {name!r} has runtime_type {h.runtime_type!r}, not {KATA_RUNTIME_TYPE!r}",
+            f'Set runtime_type = "{KATA_RUNTIME_TYPE}" in {h.section}.',
+            **evidence,
+        )
+    return passed(
+        f"handler {name!r} (the profile's RuntimeClass handler) in {h.section} with runtime_type "
+        f"{KATA_RUNTIME_TYPE}",
+        **evidence,
+    )
+
+
+@CHECKS.check(
+    "runtime.kata-shim",
+    title=f"The Kata shim ({KATA_SHIM}) is on the node",
+    remediation=f"Install Kata Containers (kata-deploy or packages) so that {KATA_SHIM} is on "
+    "containerd's PATH (e.g. /usr/local/bin).",
+    severity=Severity.CRITICAL,
+)
+def kata_shim(ev: RuntimeEvidence, profile: Profile) -> Outcome:
+    h, _, _ = _kata_handler(ev, profile)
+    evidence: dict[str, Any] = {
+        "found": list(ev.shim_found),
+        "searched": list(profile.runtime.shim_dirs),
+    }
+    if h is not None and h.runtime_path:
+        s = ev.stats.get(h.runtime_path)
+        evidence["runtime_path"] = h.runtime_path
+        if h.runtime_path in ev.shim_found or s is not None:
+            return passed(f"runtime_path {h.runtime_path} of handler {h.name!r} exists", **evidence)
+    if ev.shim_found:
+        return passed(f"{KATA_SHIM} at {ev.shim_found[0]}", **evidence)
+    return failed(
+        f"{KATA_SHIM} is not on PATH nor in {', '.join(profile.runtime.shim_dirs)}",
+        f"Install Kata and link the shim: "
+        f"ln -s /opt/kata/bin/{KATA_SHIM} /usr/local/bin/{KATA_SHIM}",
+        **evidence,
+    )
+
+
+def _kata(ev: RuntimeEvidence, profile: Profile):  # type: ignore[no-untyped-def]
+    h, _, _ = _kata_handler(ev, profile)
+    return kata_config(ev, h, profile.runtime.kata_config_paths)
+
+
+@CHECKS.check(
+    "runtime.kata-config",
+    title="Kata's configuration file is found and parses (sizing keys captured)",
+    remediation="Install Kata's configuration (kata-deploy writes /opt/kata/share/defaults/"
+    "kata-containers/...) or point the handler's ConfigPath option at it.",
+    severity=Severity.CRITICAL,
+)
+def kata_cfg(ev: RuntimeEvidence, profile: Profile) -> Outcome:
+    kc = _kata(ev, profile)
+    evidence: dict[str, Any] = {
+        "path": kc.path,
+        "chosen_because": kc.chosen_because,
+        "searched": list(kc.searched),
+        "dropins": list(kc.dropins),
+    }
+    if kc.error:
+        return failed(kc.error, f"Fix the TOML syntax of {kc.path}.", **evidence)
+    if kc.path is None:
+        return failed(
+            f"no Kata configuration: {kc.chosen_because}; searched {', '.join(kc.searched)}",
+            **evidence,
+        )
+    hvs = hypervisors(kc.data)
+    annotations = {n: hv.get("enable_annotations", []) for n, hv in hvs.items()}
+    evidence.update(
+        hypervisors=sorted(hvs), enable_annotations=annotations, sizing=sizing_evidence(kc.data)
+    )
+    if not hvs:
+        return failed(f"{kc.path} has no [hypervisor.*] section", **evidence)
+    return passed(
+        f"{kc.path} ({kc.chosen_because}); hypervisor {', '.join(sorted(hvs))}", **evidence
+    )
+
+
+@CHECKS.check(
+    "runtime.kata-vfio",
+    title="Kata plugs VFIO devices on a PCIe root port (cold_plug_vfio / hot_plug_vfio)",
+    remediation='In the Kata config [hypervisor.qemu]: cold_plug_vfio = "root-port" and '
+    "pcie_root_port = 8 (one port per GPU at least).",
+    severity=Severity.CRITICAL,
+)
+def kata_vfio(ev: RuntimeEvidence, profile: Profile) -> Outcome:
+    kc = _kata(ev, profile)
+    if kc.path is None or kc.error:
+        return failed(
+            f"no usable Kata configuration ({kc.error or kc.chosen_because})",
+            "Fix runtime.kata-config first.",
+            path=kc.path,
+        )
+    results = {}
+    for name, hv in hypervisors(kc.data).items():
+        cold = hv.get("cold_plug_vfio")
+        hot = hv.get("hot_plug_vfio")
+        ports = hv.get("pcie_root_port", 0)
+        results[name] = {
+            "cold_plug_vfio": cold,
+            "hot_plug_vfio": hot,
+            "pcie_root_port": ports,
+            "pcie_switch_port": hv.get("pcie_switch_port"),
+        }
+    evidence: dict[str, Any] = {"path": kc.path, "hypervisors": results}
+    remedy = (
+        f'In {kc.path} under [hypervisor.<name>]: cold_plug_vfio = "root-port" and '
+        "pcie_root_port = 8 (at least one port per passed-through GPU)."
+    )
+    for name, r in results.items():
+        for key in ("cold_plug_vfio", "hot_plug_vfio"):
+            val = r[key]
+            if val is not None and val not in VFIO_PORTS:
+                return failed(
+                    f"{kc.path}: [hypervisor.{name}] {key} = {val!r} is not one of "
+                    f"{', '.join(VFIO_PORTS)}",
+                    remedy,
+                    **evidence,
+                )
+        plug = [
+            (k, r[k]) for k in ("cold_plug_vfio", "hot_plug_vfio") if r[k] not in (None, "no-port")
+        ]
+        if not plug:
+            return failed(
+                f"{kc.path}: [hypervisor.{name}] sets neither cold_plug_vfio nor hot_plug_vfio "
+                "to a port: a VFIO GPU would not be plugged into the VM",
+                remedy,
+                **evidence,
+            )
+        for k, v in plug:
+            if v == "root-port" and not (
+                isinstance(r["pcie_root_port"], int) and r["pcie_root_port"] > 0
+            ):
+                return failed(
+                    f'{kc.path}: [hypervisor.{name}] {k} = "root-port" but pcie_root_port = '
+                    f"{r['pcie_root_port']}: no root port to plug the GPU into",
+                    remedy,
+                    **evidence,
+                )
+            if v == "bridge-port":
+                return warned(
+                    f'{kc.path}: [hypervisor.{name}] {k} = "bridge-port": GPUs with large '
+                    "BARs need a PCIe root port",
+                    remedy,
+                    **evidence,
+                )
+    desc = "; ".join(
+        f"{n}: "
+        + ", ".join(
+            f"{k}={r[k]}"
+            for k in ("cold_plug_vfio", "hot_plug_vfio", "pcie_root_port")
+            if r[k] is not None
+        )
+        for n, r in results.items()
+    )
+    return passed(desc, **evidence)
+
+
+STALE_KEYS = {
+    "hotplug_vfio_on_root_bus": (
+        'removed in Kata 3.18; use hot_plug_vfio / cold_plug_vfio = "root-port"'
+    ),
+}
+
+
+@CHECKS.check(
+    "runtime.kata-stale-keys",
+    title="The Kata config carries no stale keys (e.g. hotplug_vfio_on_root_bus)",
+    remediation="Delete stale keys from the Kata configuration.",
+    severity=Severity.MINOR,
+)
+def kata_stale(ev: RuntimeEvidence, profile: Profile) -> Outcome:
+    kc = _kata(ev, profile)
+    if kc.path is None or kc.error:
+        return skipped(
+            f"no usable Kata configuration ({kc.error or kc.chosen_because})", path=kc.path
+        )
+    stale = []
+    for name, hv in hypervisors(kc.data).items():
+        for k, why in STALE_KEYS.items():
+            if k in hv:
+                stale.append(f"[hypervisor.{name}] {k} = {hv[k]!r}: {why}")
+    if stale:
+        return warned(
+            f"{kc.path}: " + "; ".join(stale),
+            f"Remove {', '.join(STALE_KEYS)} from {kc.path}; set "
+            'cold_plug_vfio = "root-port" and pcie_root_port = 8 instead.',
+            path=kc.path,
+            stale=stale,
+        )
+    return passed(f"{kc.path}: no stale keys", path=kc.path)
