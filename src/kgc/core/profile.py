@@ -177,6 +177,23 @@ class NriProfile(Strict):
     handshake_budget_ms: float = 100.0
 
 
+class ClusterLabProfile(Strict):
+    """Shape of the simulated cluster that ``kgc lab cluster up`` starts (lab only)."""
+
+    gpu_nodes: int = Field(default=2, ge=0)
+    gpus_per_node: int = Field(default=4, ge=1)
+    cpu_nodes: int = Field(default=1, ge=0)
+    node_cpu: str = "32"
+    node_memory: str = "256Gi"
+    node_pods: str = "110"
+    kata_overhead_cpu: str = "250m"
+    kata_overhead_memory: str = "320Mi"
+    kata_sandbox_delay_ms: int = Field(default=3000, ge=0)
+    runc_sandbox_delay_ms: int = Field(default=300, ge=0)
+    container_start_delay_ms: int = Field(default=200, ge=0)
+    hpa_sync_period_s: int = Field(default=5, ge=1)
+
+
 class ClusterProfile(Strict):
     """Cluster layers (gpu, sizing, keda): resource names, expectations, budgets."""
 
@@ -188,6 +205,7 @@ class ClusterProfile(Strict):
     memtotal_tolerance_mib: int = 128
     scale_up_budget_s: float = 60.0
     simulated: bool = False
+    lab: ClusterLabProfile = ClusterLabProfile()
 
 
 class Profile(Strict):
@@ -212,7 +230,7 @@ def _loc(loc: Sequence[int | str]) -> str:
 
 def resolve(name_or_path: str | Path) -> Path:
     p = Path(name_or_path)
-    if p.suffix in (".yaml", ".yml") or p.exists():
+    if p.suffix in (".yaml", ".yml") or p.is_file():
         return p
     return PROFILES_DIR / f"{name_or_path}.yaml"
 
