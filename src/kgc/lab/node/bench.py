@@ -33,7 +33,7 @@ def host_run(vm: NodeVM) -> tuple[int, float, int]:
 
 
 def fleet_ssh_config(vms: list[NodeVM]) -> Path:
-    p = run_dir() / "fleet_ssh_config"
+    p = run_dir() / f"fleet_ssh_config-{os.getpid()}"
     p.write_text("".join(vm.ssh_config.read_text() for vm in vms))
     return p
 
@@ -62,7 +62,7 @@ def main(out_json: Path, repeats: int = 3) -> dict[str, Any]:
     img = build_variant(VARIANTS["good"])
     specs = {"n4": Hardware(), "n64": Hardware(extra_accels=60), "f2": Hardware(),
              "f3": Hardware()}
-    vms = {k: NodeVM(f"bench-{k}", img, hw) for k, hw in specs.items()}
+    vms = {k: NodeVM(f"bench-{k}-{os.getpid()}", img, hw) for k, hw in specs.items()}
     res: dict[str, Any] = {"machine": {"cpus": os.cpu_count(),
                                        "load_at_start": os.getloadavg()[0]}}
     try:
