@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from kubehelp import LabInfo, PodWatcher, wait_until
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
+from cluster.kubehelp import LabInfo, PodWatcher, wait_until
 from kgc.lab import cluster as labc
 
 

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubehelp import LabInfo, PodWatcher, wait_until
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
+from cluster.kubehelp import LabInfo, PodWatcher, wait_until
 from kgc.core.profile import ClusterLabProfile, ClusterProfile
 from kgc.lab import cluster as labc
 

@@ -230,7 +230,7 @@ def _loc(loc: Sequence[int | str]) -> str:
 
 def resolve(name_or_path: str | Path) -> Path:
     p = Path(name_or_path)
-    if p.suffix in (".yaml", ".yml") or p.exists():
+    if p.suffix in (".yaml", ".yml") or p.is_file():
         return p
     return PROFILES_DIR / f"{name_or_path}.yaml"
 

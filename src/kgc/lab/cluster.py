@@ -1049,6 +1049,35 @@ def running(run_dir: Path | None = None, **kw: Any) -> Iterator[Lab]:
         down(lab.paths.root)
 
 
+@contextlib.contextmanager
+def certify_stage(work: Path) -> Iterator[list[str]]:
+    """Stage for ``kgc lab certify``: bring the lab up under ``work``, yield the pytest
+    arguments that point the cluster suites at it (lab profile, its kubeconfig), take it
+    down afterwards. The suites find the run directory (metric endpoint, recorded logs)
+    through ``KGC_CLUSTER_RUN_DIR``."""
+    run_dir = Path(work) / "cluster-lab"
+    lab = Lab(run_dir)
+    state = lab.up(say=lambda m: print(f"[certify] cluster lab: {m}", flush=True))
+    old = os.environ.get("KGC_CLUSTER_RUN_DIR")
+    os.environ["KGC_CLUSTER_RUN_DIR"] = str(run_dir)
+    try:
+        suites = [
+            str(p) for p in (PROFILES_DIR.parent / "conformance").glob("*")
+            if p.name in ("gpu", "sizing", "keda", "cluster") and p.is_dir()
+        ]
+        yield [
+            "-m", "cluster", *(sorted(suites) or [str(PROFILES_DIR.parent / "conformance")]),
+            "--profile", str(PROFILES_DIR / f"{LAB_PROFILE}.yaml"),
+            "--kubeconfig", state["kubeconfig"],
+        ]
+    finally:
+        if old is None:
+            os.environ.pop("KGC_CLUSTER_RUN_DIR", None)
+        else:
+            os.environ["KGC_CLUSTER_RUN_DIR"] = old
+        down(run_dir)
+
+
 # --------------------------------------------------------------------------- CLI
 
 
