@@ -447,6 +447,14 @@ class Proc:
     popen: subprocess.Popen[bytes] | None = None
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM me when the parent dies (Linux prctl)."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+
+
 def _log_tail(path: Path, lines: int = 25) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -464,12 +472,17 @@ class Lab:
         bins: Binaries | None = None,
         keda: bool = True,
         timeout_s: float = 120.0,
+        die_with_parent: bool = False,
     ) -> None:
         self.paths = RunPaths(Path(run_dir) if run_dir else default_run_dir())
         self.cluster = cluster or lab_cluster_profile()
         self.bins = bins or binaries()
         self.keda = keda
         self.timeout_s = timeout_s
+        # Test fixtures set this: the kernel then stops the lab's processes when the test
+        # process dies without running its teardown (SIGKILL, OOM). The CLI does not: its
+        # processes must outlive `kgc lab cluster up`.
+        self.die_with_parent = die_with_parent
         self.state: dict[str, Any] = {}
         self._say: Callable[[str], None] = lambda _m: None
 
@@ -489,6 +502,7 @@ class Lab:
                 env=env,
                 start_new_session=True,
                 cwd=self.paths.root,
+                preexec_fn=_die_with_parent if self.die_with_parent else None,  # noqa: PLW1509
             )
         proc.popen = p
         self.state["processes"].append(
@@ -579,13 +593,28 @@ class Lab:
             "ports": {},
         }
         self._save()
-        try:
-            self._up(t0)
-        except BaseException:
-            self.state["phase"] = "failed"
-            self._save()
-            down(root)
-            raise
+        for attempt in (1, 2):
+            try:
+                self._up(t0)
+                break
+            except LabError as exc:
+                self.state["phase"] = "failed"
+                self._save()
+                down(root)
+                # A free port can be taken by another process between choosing and
+                # binding it: choose new ports once.
+                if attempt == 2 or "address already in use" not in str(exc):
+                    raise
+                self._say("a chosen port was taken meanwhile; retrying with new ports")
+                shutil.rmtree(self.paths.etcd_data, ignore_errors=True)
+                shutil.rmtree(self.paths.pki, ignore_errors=True)
+                self.state.update(phase="starting", processes=[], ports={})
+                self._save()
+            except BaseException:
+                self.state["phase"] = "failed"
+                self._save()
+                down(root)
+                raise
         return self.state
 
     def _up(self, t0: float) -> None:
