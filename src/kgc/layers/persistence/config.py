@@ -1,0 +1,419 @@
+"""Boot-time binding configuration of a node: what the collector reads and pure parsers.
+
+Shared by the ``vfio`` layer (which host driver may claim a device first) and the
+``persistence`` layer (which mechanism binds each device at the next boot).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from kgc.core.hostfs import HostQuery, HostSnapshot
+
+MODPROBE_DIRS = ("/etc/modprobe.d", "/run/modprobe.d", "/usr/lib/modprobe.d", "/lib/modprobe.d")
+MODULES_LOAD_DIRS = (
+    "/etc/modules-load.d",
+    "/run/modules-load.d",
+    "/usr/lib/modules-load.d",
+    "/lib/modules-load.d",
+)
+UDEV_DIRS = ("/etc/udev/rules.d", "/run/udev/rules.d", "/usr/lib/udev/rules.d", "/lib/udev/rules.d")
+BOOT_CONFIGS = (
+    "/etc/default/grub",
+    "/etc/default/grub.d/*.cfg",
+    "/boot/grub/grub.cfg",
+    "/boot/grub2/grub.cfg",
+    "/etc/kernel/cmdline",
+    "/boot/loader/entries/*.conf",
+    "/efi/loader/entries/*.conf",
+    "/boot/efi/loader/entries/*.conf",
+)
+DRIVERCTL_DIR = "/etc/driverctl.d"
+VFIO_DRIVERS = ("vfio_pci", "vfio-pci")
+
+# For every PCI device its modalias ("D bdf alias"), and once per distinct modalias the
+# kernel modules whose aliases match it ("A alias modules...": what udev would load).
+# Read-only; one modprobe per distinct device model, not per device.
+MODALIAS_CMD = (
+    "seen=' '; for d in \"$R\"/sys/bus/pci/devices/*; do [ -r \"$d/modalias\" ] || continue; "
+    'IFS= read -r a < "$d/modalias" || continue; printf \'D %s %s\\n\' "${d##*/}" "$a"; '
+    'case "$seen" in *" $a "*) continue;; esac; seen="$seen$a "; '
+    'printf \'A %s %s\\n\' "$a" "$(modprobe -qR "$a" 2>/dev/null | tr \'\\n\' \' \')"; done'
+)
+# The initramfs the running kernel boots with: its module and modprobe config entries.
+INITRAMFS_CMD = (
+    'k=$(uname -r); n=0; for f in "$R/boot/initrd.img-$k" "$R/boot/initramfs-$k.img"; do '
+    '[ -r "$f" ] || continue; n=1; echo "# image ${f#"$R"}"; '
+    'if command -v lsinitramfs >/dev/null 2>&1; then lsinitramfs "$f"; '
+    'elif command -v lsinitrd >/dev/null 2>&1; then lsinitrd "$f"; '
+    'else echo "KGC-NO-LSINITRAMFS"; exit 4; fi | '
+    "grep -E '[.]ko([.](xz|zst|gz))?$|modprobe[.]d/|modules-load[.]d/|conf/modules$|driverctl'; "
+    'done; [ "$n" = 1 ] || { echo KGC-NO-INITRAMFS; exit 3; }'
+)
+
+CONFIG_QUERY = HostQuery(
+    files=(
+        *(f"{d}/*.conf" for d in MODPROBE_DIRS),
+        *(f"{d}/*.conf" for d in MODULES_LOAD_DIRS),
+        "/etc/modules",
+        "/etc/initramfs-tools/modules",
+        "/etc/dracut.conf",
+        "/etc/dracut.conf.d/*.conf",
+        *(f"{d}/*.rules" for d in UDEV_DIRS),
+        *BOOT_CONFIGS,
+        f"{DRIVERCTL_DIR}/*",
+        "/proc/cmdline",
+        "/sys/bus/pci/devices/*/modalias",
+    ),
+    dirs=("/sys/module", "/dev/vfio", "/dev/vfio/devices", "/sys/bus/pci/devices/*/vfio-dev",
+          DRIVERCTL_DIR, "/sys/class/iommu"),
+    commands=(("pci_modalias_drivers", MODALIAS_CMD), ("initramfs_list", INITRAMFS_CMD)),
+)
+
+
+def mod(name: str) -> str:
+    """Module names are the same with '-' and '_' (vfio-pci == vfio_pci)."""
+    return name.strip().replace("-", "_")
+
+
+@dataclass(frozen=True)
+class IdRule:
+    """``vendor:device[:subvendor:subdevice]`` as in ``vfio-pci ids=`` (omitted = any)."""
+
+    vendor: str
+    device: str
+    subvendor: str | None = None
+    subdevice: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> IdRule | None:
+        parts = [p.strip().lower().removeprefix("0x") for p in text.split(":")]
+        if len(parts) < 2 or not all(re.fullmatch(r"[0-9a-f]{1,8}", p) for p in parts[:4]):
+            return None
+
+        def norm(p: str) -> str | None:
+            return None if p in ("ffffffff", "") else p.rjust(4, "0")[-4:]
+
+        v, d = norm(parts[0]), norm(parts[1])
+        if v is None or d is None:
+            return None
+        sv = norm(parts[2]) if len(parts) > 2 else None
+        sd = norm(parts[3]) if len(parts) > 3 else None
+        return cls(v, d, sv, sd)
+
+    def matches(self, vendor: str | None, device: str | None, subvendor: str | None = None,
+                subdevice: str | None = None) -> bool:
+        if vendor != self.vendor or device != self.device:
+            return False
+        if self.subvendor is not None and subvendor != self.subvendor:
+            return False
+        return not (self.subdevice is not None and subdevice != self.subdevice)
+
+    def __str__(self) -> str:
+        s = f"{self.vendor}:{self.device}"
+        if self.subvendor:
+            s += f":{self.subvendor}"
+        if self.subdevice:
+            s += f":{self.subdevice}"
+        return s
+
+
+def parse_ids(value: str) -> tuple[IdRule, ...]:
+    out = []
+    for item in value.split(","):
+        r = IdRule.parse(item)
+        if r is not None:
+            out.append(r)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class ModprobeConfig:
+    """modprobe.d as modprobe reads it: /etc overrides same-named files in /run, /lib."""
+
+    files: tuple[str, ...] = ()
+    # module -> list of (file, options string)
+    options: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    # module -> (file, pre-modules)
+    softdeps_pre: Mapping[str, tuple[tuple[str, tuple[str, ...]], ...]] = field(
+        default_factory=dict)
+    blacklist: Mapping[str, str] = field(default_factory=dict)  # module -> file
+    install_disabled: Mapping[str, str] = field(default_factory=dict)  # install x /bin/false
+
+    def vfio_ids(self) -> tuple[tuple[str, IdRule], ...]:
+        out: list[tuple[str, IdRule]] = []
+        for path, opts in self.options.get("vfio_pci", ()):
+            for k, v in _kv(opts).items():
+                if k == "ids" and v:
+                    out += [(path, r) for r in parse_ids(v)]
+        return tuple(out)
+
+    def pre_of(self, module: str) -> set[str]:
+        return {mod(p) for _f, pres in self.softdeps_pre.get(mod(module), ()) for p in pres}
+
+    def vfio_first(self, module: str) -> str | None:
+        """How vfio-pci wins over ``module`` at load time (None: nothing makes it win)."""
+        m = mod(module)
+        if "vfio_pci" in self.pre_of(m):
+            files = [f for f, pres in self.softdeps_pre.get(m, ()) if "vfio_pci" in map(mod, pres)]
+            return f"softdep {m} pre: vfio-pci ({files[0]})"
+        if m in self.blacklist:
+            return f"blacklist {m} ({self.blacklist[m]})"
+        if m in self.install_disabled:
+            return f"install {m} disabled ({self.install_disabled[m]})"
+        return None
+
+
+def _kv(opts: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    try:
+        words = shlex.split(opts)
+    except ValueError:
+        words = opts.split()
+    for w in words:
+        k, _, v = w.partition("=")
+        out[k] = v
+    return out
+
+
+def _effective(snap: HostSnapshot, dirs: Iterable[str], suffix: str) -> list[str]:
+    """systemd/kmod precedence: a basename in an earlier dir hides later ones."""
+    seen: dict[str, str] = {}
+    for d in dirs:
+        for p in snap.glob(f"{d}/*{suffix}"):
+            base = p.rsplit("/", 1)[1]
+            seen.setdefault(base, p)
+    return [seen[b] for b in sorted(seen)]
+
+
+def _logical_lines(text: str) -> list[str]:
+    out: list[str] = []
+    buf = ""
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        if line.endswith("\\"):
+            buf += line[:-1] + " "
+            continue
+        line = (buf + line).strip()
+        buf = ""
+        if line and not line.startswith("#"):
+            out.append(line)
+    return out
+
+
+def parse_modprobe(snap: HostSnapshot) -> ModprobeConfig:
+    files = _effective(snap, MODPROBE_DIRS, ".conf")
+    options: dict[str, list[tuple[str, str]]] = {}
+    softdeps: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+    blacklist: dict[str, str] = {}
+    disabled: dict[str, str] = {}
+    for path in files:
+        for line in _logical_lines(snap.read(path) or ""):
+            words = line.split()
+            if len(words) < 2:
+                continue
+            cmd, m = words[0], mod(words[1])
+            if cmd == "options":
+                options.setdefault(m, []).append((path, " ".join(words[2:])))
+            elif cmd == "softdep":
+                pres: list[str] = []
+                mode = None
+                for w in words[2:]:
+                    if w in ("pre:", "post:"):
+                        mode = w
+                    elif mode == "pre:":
+                        pres.append(mod(w))
+                softdeps.setdefault(m, []).append((path, tuple(pres)))
+            elif cmd == "blacklist":
+                blacklist.setdefault(m, path)
+            elif cmd == "install" and len(words) >= 3 and words[2] in ("/bin/false", "/bin/true",
+                                                                       "/usr/bin/false",
+                                                                       "/usr/bin/true"):
+                disabled.setdefault(m, path)
+    return ModprobeConfig(
+        files=tuple(files),
+        options={k: tuple(v) for k, v in options.items()},
+        softdeps_pre={k: tuple(v) for k, v in softdeps.items()},
+        blacklist=blacklist,
+        install_disabled=disabled,
+    )
+
+
+def parse_modules_load(snap: HostSnapshot) -> dict[str, str]:
+    """module -> file that loads it at boot (modules-load.d and /etc/modules)."""
+    out: dict[str, str] = {}
+    paths = _effective(snap, MODULES_LOAD_DIRS, ".conf")
+    if snap.read("/etc/modules") is not None:
+        paths.append("/etc/modules")
+    for p in paths:
+        for line in _logical_lines(snap.read(p) or ""):
+            if line.startswith(";"):
+                continue
+            out.setdefault(mod(line.split()[0]), p)
+    return out
+
+
+def parse_modalias_drivers(snap: HostSnapshot) -> dict[str, tuple[str, ...]] | None:
+    """bdf -> modules whose aliases match the device (None when not collected)."""
+    res = snap.command("pci_modalias_drivers")
+    if res is None or res.rc != 0:
+        return None
+    dev: dict[str, str] = {}
+    mods: dict[str, tuple[str, ...]] = {}
+    for line in res.output.splitlines():
+        kind, _, rest = line.strip().partition(" ")
+        key, _, val = rest.partition(" ")
+        if kind == "D" and key:
+            dev[key] = val.strip()
+        elif kind == "A" and key:
+            mods[key] = tuple(dict.fromkeys(mod(x) for x in val.split() if x))
+    return {b: mods.get(a, ()) for b, a in dev.items()}
+
+
+# -- kernel command line: running and configured ------------------------------------------
+_GRUB_VAR = re.compile(r'^\s*(GRUB_CMDLINE_LINUX(?:_DEFAULT)?)\s*=\s*(.*)$')
+
+
+def cmdline_words(text: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return text.split()
+
+
+def vfio_ids_in(words: Iterable[str]) -> tuple[IdRule, ...]:
+    out: list[IdRule] = []
+    for w in words:
+        k, _, v = w.partition("=")
+        if k in ("vfio-pci.ids", "vfio_pci.ids"):
+            out += parse_ids(v)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class BootConfig:
+    """Kernel command lines the boot loader will use (per source file)."""
+
+    sources: Mapping[str, str] = field(default_factory=dict)  # file -> command line text
+
+    def ids(self) -> tuple[tuple[str, IdRule], ...]:
+        return tuple((f, r) for f, line in self.sources.items() for r in vfio_ids_in(
+            cmdline_words(line)))
+
+
+def parse_boot_config(snap: HostSnapshot) -> BootConfig:
+    sources: dict[str, str] = {}
+    grub_default: list[str] = []
+    for p in ["/etc/default/grub", *snap.glob("/etc/default/grub.d/*.cfg")]:
+        for line in (snap.read(p) or "").splitlines():
+            m = _GRUB_VAR.match(line)
+            if m:
+                grub_default.append(" ".join(cmdline_words(m.group(2))))
+        if grub_default:
+            sources[p] = " ".join(grub_default)
+            grub_default = []
+    for p in ("/boot/grub/grub.cfg", "/boot/grub2/grub.cfg"):
+        text = snap.read(p)
+        if text is None:
+            continue
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("linux")]
+        if lines:
+            # the first menu entry is the default on almost every generated grub.cfg
+            sources[p] = " ".join(lines[0].split()[2:])
+    if snap.read("/etc/kernel/cmdline") is not None:
+        sources["/etc/kernel/cmdline"] = (snap.read("/etc/kernel/cmdline") or "").strip()
+    for pat in BOOT_CONFIGS:
+        if "loader/entries" not in pat:
+            continue
+        for p in snap.glob(pat):
+            opts = [ln.strip()[len("options"):].strip() for ln in (snap.read(p) or "").splitlines()
+                    if ln.strip().startswith("options")]
+            if opts:
+                sources[p] = " ".join(opts)
+    return BootConfig(sources)
+
+
+# -- per-device overrides --------------------------------------------------------------------
+def parse_driverctl(snap: HostSnapshot) -> dict[str, tuple[str, str]]:
+    """bdf -> (driver, file) from /etc/driverctl.d/pci-<bdf>."""
+    out: dict[str, tuple[str, str]] = {}
+    for p in snap.glob(f"{DRIVERCTL_DIR}/pci-*"):
+        bdf = p.rsplit("/", 1)[1][len("pci-"):]
+        drv = (snap.text(p) or "").split()
+        if drv:
+            out[bdf] = (drv[0], p)
+    return out
+
+
+@dataclass(frozen=True)
+class UdevOverride:
+    file: str
+    driver: str
+    kernel: str | None = None  # KERNEL=="<bdf>" (glob)
+    vendor: str | None = None
+    device: str | None = None
+
+
+_UDEV_KEY = re.compile(r'([A-Z_]+)(?:\{([^}]*)\})?\s*(==|!=|=|\+=|:=)\s*"([^"]*)"')
+
+
+def parse_udev_overrides(snap: HostSnapshot) -> list[UdevOverride]:
+    out: list[UdevOverride] = []
+    paths = _effective(snap, UDEV_DIRS, ".rules")
+    for p in paths:
+        for line in _logical_lines(snap.read(p) or ""):
+            keys = _UDEV_KEY.findall(line)
+            drv = next((v for k, a, op, v in keys if k == "ATTR" and a == "driver_override"
+                        and op in ("=", ":=")), None)
+            if drv is None:
+                continue
+            kernel = vendor = device = None
+            for k, a, op, v in keys:
+                if op != "==":
+                    continue
+                if k in ("KERNEL", "KERNELS"):
+                    kernel = v.lower()
+                elif k in ("ATTR", "ATTRS") and a == "vendor":
+                    vendor = v.lower().removeprefix("0x")
+                elif k in ("ATTR", "ATTRS") and a == "device":
+                    device = v.lower().removeprefix("0x")
+            out.append(UdevOverride(p, drv.strip(), kernel, vendor, device))
+    return out
+
+
+@dataclass(frozen=True)
+class InitramfsListing:
+    image: str | None
+    entries: tuple[str, ...]
+    error: str | None = None
+
+    def modules(self) -> set[str]:
+        out = set()
+        for e in self.entries:
+            m = re.search(r"/([^/]+)\.ko(\.(xz|zst|gz))?$", e)
+            if m:
+                out.add(mod(m.group(1)))
+        return out
+
+    def config_files(self) -> set[str]:
+        return {"/" + e.lstrip("./").lstrip("/") for e in self.entries
+                if "modprobe.d/" in e or "modules-load.d/" in e or e.endswith("conf/modules")}
+
+
+def parse_initramfs(snap: HostSnapshot) -> InitramfsListing:
+    res = snap.command("initramfs_list")
+    if res is None:
+        return InitramfsListing(None, (), "the initramfs listing was not collected")
+    lines = res.output.splitlines()
+    if "KGC-NO-INITRAMFS" in res.output:
+        return InitramfsListing(None, (), "no initramfs image for the running kernel in /boot")
+    if "KGC-NO-LSINITRAMFS" in res.output:
+        return InitramfsListing(None, (), "neither lsinitramfs nor lsinitrd is installed")
+    image = next((ln[len("# image "):] for ln in lines if ln.startswith("# image ")), None)
+    entries = tuple(ln.strip() for ln in lines if ln.strip() and not ln.startswith("# image "))
+    if res.rc != 0 and not entries:
+        return InitramfsListing(image, (), f"listing the initramfs failed (exit {res.rc})")
+    return InitramfsListing(image, entries)

@@ -1,0 +1,52 @@
+"""VFIO binding evidence: parsed from the node's one batched snapshot (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from kgc.core.hostfs import HostSnapshot
+from kgc.layers.pci import PCI_QUERY, PciInventory, parse_pci
+from kgc.layers.persistence.config import (
+    CONFIG_QUERY,
+    ModprobeConfig,
+    parse_modalias_drivers,
+    parse_modprobe,
+)
+
+QUERY = PCI_QUERY | CONFIG_QUERY
+
+
+@dataclass(frozen=True)
+class VfioEvidence:
+    pci: PciInventory
+    vfio_nodes: tuple[str, ...] | None  # /dev/vfio entries (None: directory absent)
+    iommufd_nodes: tuple[str, ...] | None  # /dev/vfio/devices entries
+    vfio_dev: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # bdf -> vfioN
+    loaded_modules: frozenset[str] | None = None
+    candidates: Mapping[str, tuple[str, ...]] | None = None  # bdf -> modalias modules
+    modprobe: ModprobeConfig = ModprobeConfig()
+    iommu_units: tuple[str, ...] = ()
+
+    @property
+    def iommu_on(self) -> bool:
+        return bool(self.pci.groups)
+
+
+def parse(snap: HostSnapshot) -> VfioEvidence:
+    pci = parse_pci(snap)
+    vfio_dev = {}
+    for p in snap.glob("/sys/bus/pci/devices/*/vfio-dev"):
+        bdf = p.split("/")[-2]
+        vfio_dev[bdf] = snap.listdir(p) or ()
+    mods = snap.listdir("/sys/module")
+    return VfioEvidence(
+        pci=pci,
+        vfio_nodes=snap.listdir("/dev/vfio"),
+        iommufd_nodes=snap.listdir("/dev/vfio/devices"),
+        vfio_dev=vfio_dev,
+        loaded_modules=None if mods is None else frozenset(mods),
+        candidates=parse_modalias_drivers(snap),
+        modprobe=parse_modprobe(snap),
+        iommu_units=snap.listdir("/sys/class/iommu") or (),
+    )

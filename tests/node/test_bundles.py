@@ -1,0 +1,38 @@
+"""Regression data: the evidence bundles captured live from each node-lab scenario
+(fixtures/bundles/<scenario>.json) replay offline to exactly the verdicts the live run gave.
+
+Refresh them with a lab run: KGC_LAB_BUNDLE_DIR=fixtures/bundles pytest -m lab tests/node
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kgc.lab.node.runner import replay, verdict_key
+from kgc.lab.node.scenarios import SCENARIO_SPECS
+
+BUNDLES = Path(__file__).resolve().parents[2] / "fixtures" / "bundles"
+
+
+@pytest.mark.parametrize("name", list(SCENARIO_SPECS))
+def test_recorded_bundle_replays_to_the_live_verdicts(name: str) -> None:
+    path = BUNDLES / f"{name}.json"
+    if not path.exists():
+        pytest.fail(f"{path} missing: capture it with a lab run "
+                    "(KGC_LAB_BUNDLE_DIR=fixtures/bundles pytest -m lab tests/node)")
+    doc = json.loads(path.read_text())
+    live = [tuple(x) for x in doc["live_verdicts"]]
+    assert sorted(verdict_key(v) for v in replay(path)) == sorted(live)
+
+
+@pytest.mark.parametrize("name", list(SCENARIO_SPECS))
+def test_recorded_bundle_matches_the_documented_verdicts(name: str) -> None:
+    path = BUNDLES / f"{name}.json"
+    if not path.exists():
+        pytest.fail(f"{path} missing")
+    got = {v["check"]: v["status"] for v in replay(path)}
+    exp = dict(SCENARIO_SPECS[name].expect)
+    assert {c: got.get(c) for c in exp} == exp
