@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from kubehelp import LabInfo, PodWatcher, wait_until
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
+from cluster.kubehelp import LabInfo, PodWatcher, wait_until
 from kgc.lab import cluster as labc
 
 
@@ -30,7 +30,7 @@ def lab_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabInfo]:
         )
     keda_missing = [p for p in bins.missing(keda=True) if p not in missing]
     run_dir = tmp_path_factory.mktemp("cluster-lab")
-    lab = labc.Lab(run_dir, keda=not keda_missing)
+    lab = labc.Lab(run_dir, keda=not keda_missing, die_with_parent=True)
     try:
         state = lab.up()
     except labc.LabError as exc:

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubehelp import LabInfo, PodWatcher, wait_until
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
+from cluster.kubehelp import LabInfo, PodWatcher, wait_until
 from kgc.core.profile import ClusterLabProfile, ClusterProfile
 from kgc.lab import cluster as labc
 
@@ -120,6 +120,34 @@ def test_runtimeclass_overhead_counts_against_resourcequota(
     )
 
 
+def test_limitrange_defaults_are_admitted_into_the_pod(
+    lab_cluster: LabInfo, core: client.CoreV1Api, namespace: str
+) -> None:
+    """LimitRanger admission fills in container defaults from the namespace's LimitRange —
+    the numbers Kata sizes the VM from."""
+    core.create_namespaced_limit_range(namespace, {
+        "metadata": {"name": "defaults"},
+        "spec": {"limits": [{
+            "type": "Container",
+            "default": {"cpu": "2", "memory": "2Gi"},
+            "defaultRequest": {"cpu": "500m", "memory": "512Mi"},
+        }]},
+    })
+    pod = core.create_namespaced_pod(namespace, {
+        "metadata": {"name": "no-resources"},
+        "spec": {
+            "runtimeClassName": lab_cluster.cluster.runtime_class,
+            "containers": [{"name": "c", "image": "registry.invalid/kgc/app:lab"}],
+        },
+    })
+    res = pod.spec.containers[0].resources
+    assert res.limits == {"cpu": "2", "memory": "2Gi"}, res
+    assert res.requests == {"cpu": "500m", "memory": "512Mi"}, res
+    assert "LimitRanger plugin set" in (pod.metadata.annotations or {}).get(
+        "kubernetes.io/limit-ranger", ""
+    ), pod.metadata.annotations
+
+
 @pytest.fixture(scope="module")
 def gpuless_lab(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A second lab whose nodes carry no GPU capacity (no KEDA)."""
@@ -130,7 +158,7 @@ def gpuless_lab(tmp_path_factory: pytest.TempPathFactory) -> Any:
         update={"lab": base.lab.model_copy(update={"gpu_nodes": 0, "cpu_nodes": 2})}
     )
     run_dir = tmp_path_factory.mktemp("cluster-lab-nogpu")
-    lab = labc.Lab(run_dir, cluster=cluster, keda=False)
+    lab = labc.Lab(run_dir, cluster=cluster, keda=False, die_with_parent=True)
     try:
         state = lab.up()
     except labc.LabError as exc:
@@ -411,7 +439,7 @@ def test_failed_up_cleans_up_after_itself(tmp_path: Path) -> None:
     bad = ClusterProfile(lab=ClusterLabProfile(node_memory="lots-of-memory"))
     run = tmp_path / "run"
     with pytest.raises(ApiException) as err:
-        labc.Lab(run, cluster=bad, keda=False).up()
+        labc.Lab(run, cluster=bad, keda=False, die_with_parent=True).up()
     # The API refuses the unparsable quantity (400 from decoding, 422 from validation).
     assert err.value.status in (400, 422), err.value
     assert "quantities must match" in (err.value.body or ""), err.value.body
