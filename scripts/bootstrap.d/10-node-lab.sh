@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Node-image lab (issue 3): QEMU TCG, debootstrap, initramfs tooling, SSH client.
+# Node-image lab (kgc.lab.node, issue 3): QEMU (TCG), qemu-img, debootstrap, mkfs.ext4 -d,
+# SSH client. The node image itself (kernel, initramfs, driverctl, libvirt-clients for the
+# virt-host-validate comparison) is built from Debian's archive by `kgc lab node build` into
+# ${KGC_CACHE:-~/.cache/kgc}/node/ (needs root; ~2.5 min once, then cached).
 set -euo pipefail
-pkgs=(qemu-system-x86 qemu-utils debootstrap cpio openssh-client e2fsprogs initramfs-tools-core zstd fakeroot)
+pkgs=(qemu-system-x86 qemu-utils debootstrap cpio openssh-client e2fsprogs)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -10,8 +13,4 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
-# virt-host-validate (benchmark comparison only; optional)
-if ! command -v virt-host-validate >/dev/null 2>&1; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libvirt-clients >/dev/null || true
 fi

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -139,7 +140,8 @@ def _run_group(group: list[Scenario], out_dir: Path, bundle_dir: Path | None,
                flat: bool = False) -> dict[str, ScenarioResult]:
     first = group[0]
     img = build_variant(VARIANTS[first.variant])
-    vm_name = "sc-" + (first.share or first.name)
+    # unique per process: several runs (agents, CI jobs) may share one cache directory
+    vm_name = f"sc-{first.share or first.name}-{os.getpid()}"
     vm = NodeVM(vm_name, img, first.hardware)
     results: dict[str, ScenarioResult] = {}
     try:
@@ -202,7 +204,7 @@ def digest(verdicts: Iterable[dict[str, Any]]) -> str:
 def certify_stage(work: Path) -> Iterator[list[str]]:
     """``kgc lab certify`` stage: one lab node (image variant ``good``), the host suites and
     the live reboot test run against it over SSH by pytest, exactly as a user would."""
-    vm = NodeVM("certify", build_variant(VARIANTS["good"]))
+    vm = NodeVM(f"certify-{os.getpid()}", build_variant(VARIANTS["good"]))
     vm.start()
     try:
         yield ["-m", "host or reboot", "conformance/iommu", "conformance/vfio",

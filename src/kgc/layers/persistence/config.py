@@ -54,6 +54,13 @@ INITRAMFS_CMD = (
     'done; [ "$n" = 1 ] || { echo KGC-NO-INITRAMFS; exit 3; }'
 )
 
+# Only the udev rule lines that set driver_override (the full rule set is ~100 KB of noise);
+# file names without the root prefix. Exit 0 also when nothing matches.
+UDEV_CMD = (
+    "grep -sH driver_override " + " ".join(f'"$R"{d}/*.rules' for d in UDEV_DIRS)
+    + ' | sed "s|^$R||"; true'
+)
+
 CONFIG_QUERY = HostQuery(
     files=(
         *(f"{d}/*.conf" for d in MODPROBE_DIRS),
@@ -62,7 +69,6 @@ CONFIG_QUERY = HostQuery(
         "/etc/initramfs-tools/modules",
         "/etc/dracut.conf",
         "/etc/dracut.conf.d/*.conf",
-        *(f"{d}/*.rules" for d in UDEV_DIRS),
         *BOOT_CONFIGS,
         f"{DRIVERCTL_DIR}/*",
         "/proc/cmdline",
@@ -70,7 +76,11 @@ CONFIG_QUERY = HostQuery(
     ),
     dirs=("/sys/module", "/dev/vfio", "/dev/vfio/devices", "/sys/bus/pci/devices/*/vfio-dev",
           DRIVERCTL_DIR, "/sys/class/iommu"),
-    commands=(("pci_modalias_drivers", MODALIAS_CMD), ("initramfs_list", INITRAMFS_CMD)),
+    commands=(
+        ("pci_modalias_drivers", MODALIAS_CMD),
+        ("initramfs_list", INITRAMFS_CMD),
+        ("udev_driver_override", UDEV_CMD),
+    ),
 )
 
 
@@ -361,10 +371,22 @@ _UDEV_KEY = re.compile(r'([A-Z_]+)(?:\{([^}]*)\})?\s*(==|!=|=|\+=|:=)\s*"([^"]*)
 
 
 def parse_udev_overrides(snap: HostSnapshot) -> list[UdevOverride]:
+    res = snap.command("udev_driver_override")
+    by_file: dict[str, list[str]] = {}
+    for line in (res.output if res else "").splitlines():
+        path, sep, text = line.partition(":")
+        if sep and path.endswith(".rules"):
+            by_file.setdefault(path, []).append(text)
+    # udev precedence: a basename in an earlier directory hides the same name in later ones
+    chosen: dict[str, str] = {}
+    for d in UDEV_DIRS:
+        for path in sorted(by_file):
+            if path.rsplit("/", 1)[0] == d:
+                chosen.setdefault(path.rsplit("/", 1)[1], path)
     out: list[UdevOverride] = []
-    paths = _effective(snap, UDEV_DIRS, ".rules")
-    for p in paths:
-        for line in _logical_lines(snap.read(p) or ""):
+    for base in sorted(chosen):
+        p = chosen[base]
+        for line in _logical_lines("\n".join(by_file[p])):
             keys = _UDEV_KEY.findall(line)
             drv = next((v for k, a, op, v in keys if k == "ATTR" and a == "driver_override"
                         and op in ("=", ":=")), None)
