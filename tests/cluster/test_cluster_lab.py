@@ -291,6 +291,7 @@ def test_keda_scales_zero_to_n_and_kata_pods_ready_later_than_runc(
             .read_namespaced_horizontal_pod_autoscaler(f"keda-hpa-{name}", namespace),
             30,
             f"HPA keda-hpa-{name}",
+            retry_on=(ApiException,),
         )
     assert _ready_replicas(apps, namespace, kata) == 0
     assert _ready_replicas(apps, namespace, runc) == 0
@@ -371,7 +372,8 @@ def test_serviceaccount_with_narrow_role_is_refused_the_rest(
     sa_core = client.CoreV1Api(client.ApiClient(cfg))
 
     # Allowed by the Role (RBAC may take a moment to see the new binding).
-    wait_until(lambda: sa_core.list_namespaced_pod(namespace) is not None, 30, "pod list allowed")
+    wait_until(lambda: sa_core.list_namespaced_pod(namespace) is not None, 30,
+               "pod list allowed", retry_on=(ApiException,))
     user = f"system:serviceaccount:{namespace}:narrow"
     refused = {
         "create configmap": lambda: sa_core.create_namespaced_config_map(
@@ -507,6 +509,7 @@ def test_simulated_gpu_pod_serves_recorded_evidence_as_its_log(
         lambda: core.read_namespaced_pod_log("gpu-evidence", namespace, container="cuda"),
         60,
         "pod log served",
+        retry_on=(ApiException,),
     )
     assert log == fixture.read_text(), "served log differs from the recorded fixture"
     assert "NVIDIA-SMI" in log and "Driver Version:" in log and "CUDA Version:" in log
