@@ -426,6 +426,7 @@ def test_cli_up_status_down_leaves_no_process_or_port(tmp_path: Path) -> None:
     assert down.returncode == 0, down.stdout + down.stderr
     for p in procs:
         assert not labc.pid_alive(p["pid"], p["exe"]), p
+    assert not labc.group_members({p["pid"] for p in procs})
     after = labc.listening_ports()
     for key in ("etcd", "etcd_peer", "apiserver", "controller_manager", "scheduler", "kwok",
                 "metric"):
@@ -451,6 +452,7 @@ def test_failed_up_cleans_up_after_itself(tmp_path: Path) -> None:
     assert {"etcd", "kube-apiserver", "kwok", "metric-server"} <= started, started
     for p in state["processes"]:
         assert not labc.pid_alive(p["pid"], p["exe"]), p
+    assert not labc.group_members({p["pid"] for p in state["processes"]})
     after = labc.listening_ports()
     for key in ("etcd", "etcd_peer", "apiserver", "controller_manager", "scheduler", "kwok"):
         assert state["ports"][key] not in after, (key, state["ports"][key])

@@ -930,6 +930,14 @@ def down(run_dir: Path | None = None, grace_s: float = 10.0) -> dict[str, Any]:
     for p in procs:
         if not _gone(p["pid"], p["exe"], 5.0):
             report["left"].append({"name": p["name"], "pid": p["pid"]})
+    # Anything a component spawned stays in its process group (each was started in a new
+    # session): kill and report stragglers there too.
+    groups = {p["pid"] for p in procs}
+    for pid in group_members(groups):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+        if not _gone(pid, None, 5.0):
+            report["left"].append({"name": "group member", "pid": pid})
     ports = set((state.get("ports") or {}).values())
     listening = listening_ports()
     report["listening"] = sorted(p for p in ports if p in listening and _owned_by(p, procs))
@@ -940,7 +948,23 @@ def down(run_dir: Path | None = None, grace_s: float = 10.0) -> dict[str, Any]:
     return report
 
 
-def _gone(pid: int, exe: str, timeout: float) -> bool:
+def group_members(pgids: set[int]) -> list[int]:
+    """Live processes whose process group is one of ``pgids``."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # fields after the command: state, ppid, pgrp, ...
+        if fields[0] != "Z" and int(fields[2]) in pgids:
+            out.append(int(d.name))
+    return out
+
+
+def _gone(pid: int, exe: str | None, timeout: float) -> bool:
     """Wait (bounded) until ``pid`` has exited; reap it if it is our child."""
 
     def alive() -> bool:
