@@ -367,7 +367,8 @@ class NodeVM:
             "  StrictHostKeyChecking yes\n  GlobalKnownHostsFile /dev/null\n"
             "  BatchMode yes\n  LogLevel ERROR\n"
             "  ServerAliveInterval 5\n  ServerAliveCountMax 3\n"
-            f"  ControlPath {self.dir / 'ctl-%C'}\n"
+            # short: a unix socket path must stay under 108 bytes (%C: hash of host/port/user)
+            "  ControlPath /tmp/kgc-ssh-%C\n"
         )
 
     def start(self) -> float:
@@ -498,10 +499,8 @@ class NodeVM:
             time.sleep(0.2)  # process exit has no watchable handle (not our child: daemonized)
         if self.alive():
             os.kill(pid, signal.SIGTERM)
-        for ctl in self.dir.glob("ctl-*"):
-            subprocess.run(["ssh", "-F", str(self.ssh_config), "-O", "exit",
-                            f"kgc-{self.name}"], capture_output=True, check=False)
-            ctl.unlink(missing_ok=True)
+        subprocess.run(["ssh", "-F", str(self.ssh_config), "-O", "exit", f"kgc-{self.name}"],
+                       capture_output=True, check=False)
 
     @classmethod
     def load(cls, name: str) -> NodeVM:
