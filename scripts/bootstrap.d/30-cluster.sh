@@ -42,7 +42,12 @@ ensure_go() {
   if ! go_ok "$dir/bin/go"; then
     log "no go >= 1.26 at $GO; fetching golang.org/toolchain@$GO_TOOLCHAIN_VERSION via the module proxy"
     local tmp; tmp="$(mktemp -d)"
-    curl -fsSL "${GOPROXY_URL:-https://proxy.golang.org}/golang.org/toolchain/@v/$GO_TOOLCHAIN_VERSION.zip" -o "$tmp/go.zip"
+    # the module proxy this machine's Go is set up with (first entry of GOPROXY)
+    local proxy="${GOPROXY:-$(command -v go >/dev/null && go env GOPROXY)}"
+    proxy="${proxy%%,*}"; proxy="${proxy%%|*}"
+    [[ -n "$proxy" && "$proxy" != direct && "$proxy" != off ]] || {
+      log "no Go module proxy configured (set GOPROXY)"; return 1; }
+    curl -fsSL "$proxy/golang.org/toolchain/@v/$GO_TOOLCHAIN_VERSION.zip" -o "$tmp/go.zip"
     echo "$GO_TOOLCHAIN_SHA256  $tmp/go.zip" | sha256sum -c --quiet
     (cd "$tmp" && unzip -q go.zip)
     rm -rf "$dir"
@@ -54,21 +59,18 @@ ensure_go() {
 }
 
 # ---- etcd from Debian trixie (SHA256 checked against the archive's Packages index) ----
+. "$(dirname "$0")/../lib/debian-suite.sh"
+
 fetch_etcd() {
   [[ -x "$BIN/etcd" ]] && return 0
   local tmp; tmp="$(mktemp -d)"
   local suite="${KGC_ETCD_SUITE:-trixie}"
-  local mirror="${KGC_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
-  curl -fsSL "$mirror/dists/$suite/main/binary-amd64/Packages.xz" -o "$tmp/Packages.xz"
-  xz -d "$tmp/Packages.xz"
-  local meta; meta="$(awk '/^Package: etcd-server$/{p=1} p&&/^(Filename|SHA256|Version):/{print $2} p&&/^$/{exit}' "$tmp/Packages")"
-  local version file sha
-  version="$(sed -n 1p <<<"$meta")"; file="$(sed -n 2p <<<"$meta")"; sha="$(sed -n 3p <<<"$meta")"
-  [[ -n "$file" && -n "$sha" ]] || { log "etcd-server not found in $suite"; return 1; }
-  curl -fsSL "$mirror/$file" -o "$tmp/etcd.deb"
-  echo "$sha  $tmp/etcd.deb" | sha256sum -c --quiet
+  # apt-get download (signature-checked by apt) through a private state dir: nothing installed
+  suite_download "$suite" "$tmp" etcd-server
+  local deb; deb="$(ls "$tmp"/etcd-server_*.deb)"
+  local version; version="$(dpkg-deb -f "$deb" Version)"
   mkdir -p "$CACHE/etcd"
-  dpkg-deb -x "$tmp/etcd.deb" "$CACHE/etcd/root"
+  dpkg-deb -x "$deb" "$CACHE/etcd/root"
   install -m 0755 "$CACHE/etcd/root/usr/bin/etcd" "$BIN/etcd"
   echo "etcd-server $version ($suite)" > "$CACHE/etcd/VERSION"
   rm -rf "$tmp"

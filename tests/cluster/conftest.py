@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from kubehelp import LabInfo, PodWatcher, wait_until
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
+from cluster.kubehelp import LabInfo, PodWatcher, wait_until
 from kgc.lab import cluster as labc
 
 
@@ -24,13 +24,13 @@ def lab_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabInfo]:
     bins = labc.binaries()
     missing = bins.missing(keda=False)
     if missing:
-        pytest.skip(
+        pytest.fail(
             "cluster lab binaries not built: " + ", ".join(map(str, missing))
             + " — run scripts/bootstrap.d/30-cluster.sh (builds them from lab/cluster/go/)"
         )
     keda_missing = [p for p in bins.missing(keda=True) if p not in missing]
     run_dir = tmp_path_factory.mktemp("cluster-lab")
-    lab = labc.Lab(run_dir, keda=not keda_missing)
+    lab = labc.Lab(run_dir, keda=not keda_missing, die_with_parent=True)
     try:
         state = lab.up()
     except labc.LabError as exc:

@@ -36,11 +36,21 @@ class _NotYet(Exception):
     pass
 
 
-def wait_until(pred: Callable[[], Any], timeout: float, what: str, every: float = 0.25) -> Any:
-    """Bounded wait (tenacity) until ``pred()`` returns something truthy; returns it."""
+def wait_until(
+    pred: Callable[[], Any],
+    timeout: float,
+    what: str,
+    every: float = 0.25,
+    retry_on: tuple[type[BaseException], ...] = (),
+) -> Any:
+    """Bounded wait (tenacity) until ``pred()`` returns something truthy; returns it.
+    Exceptions of the ``retry_on`` types count as "not yet" (the last one is reported)."""
 
     def attempt() -> Any:
-        value = pred()
+        try:
+            value = pred()
+        except retry_on as exc:
+            raise _NotYet(f"{what}: {type(exc).__name__}: {exc}") from exc
         if not value:
             raise _NotYet(what)
         return value
@@ -53,8 +63,9 @@ def wait_until(pred: Callable[[], Any], timeout: float, what: str, every: float 
         ):
             with att:
                 return attempt()
-    except RetryError:
-        raise AssertionError(f"timed out after {timeout} s waiting for {what}") from None
+    except RetryError as exc:
+        last = exc.last_attempt.exception()
+        raise AssertionError(f"timed out after {timeout} s waiting for {what} ({last})") from None
     raise AssertionError(f"no attempt made waiting for {what}")
 
 

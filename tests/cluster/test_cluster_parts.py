@@ -12,8 +12,8 @@ from pathlib import Path
 
 from cryptography import x509
 from cryptography.x509.oid import NameOID
-from kubehelp import wait_until
 
+from cluster.kubehelp import wait_until
 from kgc.core.profile import ClusterLabProfile, ClusterProfile
 from kgc.lab import cluster as labc
 from kgc.lab import cluster_pki

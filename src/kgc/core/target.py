@@ -82,7 +82,7 @@ class LiveTarget:
         try:
             res = self.host.run(cmd)
         except Exception as exc:  # noqa: BLE001 - transport failures become TargetError
-            raise TargetError(f"{self.name}: could not run the collector: {exc}") from exc
+            raise TargetError(f"{self.name}: could not run the collector: {_brief(exc)}") from exc
         return res.rc, res.stdout, res.stderr
 
     def collect(self, query: HostQuery) -> HostSnapshot:
@@ -95,6 +95,19 @@ class LiveTarget:
                 f"stderr: {err.strip()[:500]}"
             )
         return snap
+
+
+def _brief(exc: Exception) -> str:
+    """A transport error without the (long) collector script in it."""
+    arg = exc.args[0] if exc.args else None
+    rc = getattr(arg, "exit_status", None) if arg is not None else None
+    if rc is not None:
+        err = getattr(arg, "stderr", "") or ""
+        if isinstance(err, bytes):
+            err = err.decode(errors="replace")
+        return f"exit {rc}: {err.strip()[-500:] or '(no stderr)'}"
+    text = str(exc)
+    return text if len(text) <= 600 else text[:300] + " … " + text[-300:]
 
 
 def _q(s: str) -> str:

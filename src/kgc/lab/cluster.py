@@ -447,6 +447,14 @@ class Proc:
     popen: subprocess.Popen[bytes] | None = None
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM me when the parent dies (Linux prctl)."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+
+
 def _log_tail(path: Path, lines: int = 25) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -464,12 +472,17 @@ class Lab:
         bins: Binaries | None = None,
         keda: bool = True,
         timeout_s: float = 120.0,
+        die_with_parent: bool = False,
     ) -> None:
         self.paths = RunPaths(Path(run_dir) if run_dir else default_run_dir())
         self.cluster = cluster or lab_cluster_profile()
         self.bins = bins or binaries()
         self.keda = keda
         self.timeout_s = timeout_s
+        # Test fixtures set this: the kernel then stops the lab's processes when the test
+        # process dies without running its teardown (SIGKILL, OOM). The CLI does not: its
+        # processes must outlive `kgc lab cluster up`.
+        self.die_with_parent = die_with_parent
         self.state: dict[str, Any] = {}
         self._say: Callable[[str], None] = lambda _m: None
 
@@ -489,6 +502,7 @@ class Lab:
                 env=env,
                 start_new_session=True,
                 cwd=self.paths.root,
+                preexec_fn=_die_with_parent if self.die_with_parent else None,  # noqa: PLW1509
             )
         proc.popen = p
         self.state["processes"].append(
@@ -579,13 +593,28 @@ class Lab:
             "ports": {},
         }
         self._save()
-        try:
-            self._up(t0)
-        except BaseException:
-            self.state["phase"] = "failed"
-            self._save()
-            down(root)
-            raise
+        for attempt in (1, 2):
+            try:
+                self._up(t0)
+                break
+            except LabError as exc:
+                self.state["phase"] = "failed"
+                self._save()
+                down(root)
+                # A free port can be taken by another process between choosing and
+                # binding it: choose new ports once.
+                if attempt == 2 or "address already in use" not in str(exc):
+                    raise
+                self._say("a chosen port was taken meanwhile; retrying with new ports")
+                shutil.rmtree(self.paths.etcd_data, ignore_errors=True)
+                shutil.rmtree(self.paths.pki, ignore_errors=True)
+                self.state.update(phase="starting", processes=[], ports={})
+                self._save()
+            except BaseException:
+                self.state["phase"] = "failed"
+                self._save()
+                down(root)
+                raise
         return self.state
 
     def _up(self, t0: float) -> None:
@@ -901,6 +930,14 @@ def down(run_dir: Path | None = None, grace_s: float = 10.0) -> dict[str, Any]:
     for p in procs:
         if not _gone(p["pid"], p["exe"], 5.0):
             report["left"].append({"name": p["name"], "pid": p["pid"]})
+    # Anything a component spawned stays in its process group (each was started in a new
+    # session): kill and report stragglers there too.
+    groups = {p["pid"] for p in procs}
+    for pid in group_members(groups):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+        if not _gone(pid, None, 5.0):
+            report["left"].append({"name": "group member", "pid": pid})
     ports = set((state.get("ports") or {}).values())
     listening = listening_ports()
     report["listening"] = sorted(p for p in ports if p in listening and _owned_by(p, procs))
@@ -911,7 +948,23 @@ def down(run_dir: Path | None = None, grace_s: float = 10.0) -> dict[str, Any]:
     return report
 
 
-def _gone(pid: int, exe: str, timeout: float) -> bool:
+def group_members(pgids: set[int]) -> list[int]:
+    """Live processes whose process group is one of ``pgids``."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # fields after the command: state, ppid, pgrp, ...
+        if fields[0] != "Z" and int(fields[2]) in pgids:
+            out.append(int(d.name))
+    return out
+
+
+def _gone(pid: int, exe: str | None, timeout: float) -> bool:
     """Wait (bounded) until ``pid`` has exited; reap it if it is our child."""
 
     def alive() -> bool:
@@ -1047,6 +1100,35 @@ def running(run_dir: Path | None = None, **kw: Any) -> Iterator[Lab]:
         yield lab
     finally:
         down(lab.paths.root)
+
+
+@contextlib.contextmanager
+def certify_stage(work: Path) -> Iterator[list[str]]:
+    """Stage for ``kgc lab certify``: bring the lab up under ``work``, yield the pytest
+    arguments that point the cluster suites at it (lab profile, its kubeconfig), take it
+    down afterwards. The suites find the run directory (metric endpoint, recorded logs)
+    through ``KGC_CLUSTER_RUN_DIR``."""
+    run_dir = Path(work) / "cluster-lab"
+    lab = Lab(run_dir)
+    state = lab.up(say=lambda m: print(f"[certify] cluster lab: {m}", flush=True))
+    old = os.environ.get("KGC_CLUSTER_RUN_DIR")
+    os.environ["KGC_CLUSTER_RUN_DIR"] = str(run_dir)
+    try:
+        suites = [
+            str(p) for p in (PROFILES_DIR.parent / "conformance").glob("*")
+            if p.name in ("gpu", "sizing", "keda", "cluster") and p.is_dir()
+        ]
+        yield [
+            "-m", "cluster", *(sorted(suites) or [str(PROFILES_DIR.parent / "conformance")]),
+            "--profile", str(PROFILES_DIR / f"{LAB_PROFILE}.yaml"),
+            "--kubeconfig", state["kubeconfig"],
+        ]
+    finally:
+        if old is None:
+            os.environ.pop("KGC_CLUSTER_RUN_DIR", None)
+        else:
+            os.environ["KGC_CLUSTER_RUN_DIR"] = old
+        down(run_dir)
 
 
 # --------------------------------------------------------------------------- CLI
