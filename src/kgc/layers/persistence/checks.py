@@ -10,7 +10,7 @@ from typing import Any
 from kgc.core.hostfs import HostSnapshot
 from kgc.core.model import Outcome, Registry, Severity, failed, passed, skipped, warned
 from kgc.core.profile import Profile
-from kgc.layers.pci import PCI_QUERY, PciDevice, PciInventory, parse_pci
+from kgc.layers.pci import PCI_QUERY, PciDevice, PciInventory, no_targets, parse_pci
 from kgc.layers.persistence.config import (
     CONFIG_QUERY,
     BootConfig,
@@ -108,10 +108,6 @@ def _targets(ev: PersistenceEvidence, profile: Profile) -> list[PciDevice]:
     return sorted(ev.pci.targets(profile), key=lambda d: d.bdf)
 
 
-def _no_targets(profile: Profile) -> Outcome:
-    sels = ", ".join(s.describe() for s in profile.host.passthrough.targets) or "(none)"
-    return skipped(f"no PCI device on this node matches the profile's targets ({sels})")
-
 
 @CHECKS.check(
     "persistence.coverage",
@@ -123,7 +119,7 @@ def coverage(ev: PersistenceEvidence, profile: Profile) -> Outcome:
     """A device bound now but covered by nothing loses its binding at the next boot."""
     targets = _targets(ev, profile)
     if not targets:
-        return _no_targets(profile)
+        return no_targets(profile)
     allowed = _allowed(profile)
     table: dict[str, list[str]] = {}
     uncovered: list[str] = []
@@ -162,7 +158,7 @@ def coverage(ev: PersistenceEvidence, profile: Profile) -> Outcome:
 def load_order(ev: PersistenceEvidence, profile: Profile) -> Outcome:
     targets = _targets(ev, profile)
     if not targets:
-        return _no_targets(profile)
+        return no_targets(profile)
     id_only = []
     for d in targets:
         kinds = {m for m, _ in mechanisms(ev, d, profile)}
@@ -217,7 +213,7 @@ def load_order(ev: PersistenceEvidence, profile: Profile) -> Outcome:
 def initramfs(ev: PersistenceEvidence, profile: Profile) -> Outcome:
     targets = _targets(ev, profile)
     if not targets:
-        return _no_targets(profile)
+        return no_targets(profile)
     if ev.initramfs.error is not None:
         return skipped(f"initramfs contents unknown: {ev.initramfs.error}")
     mods = ev.initramfs.modules()

@@ -6,7 +6,7 @@ from typing import Any
 
 from kgc.core.model import Outcome, Registry, Severity, failed, passed, skipped
 from kgc.core.profile import Profile
-from kgc.layers.pci import PciDevice
+from kgc.layers.pci import PciDevice, no_targets
 from kgc.layers.persistence.config import mod
 from kgc.layers.vfio.evidence import VfioEvidence
 
@@ -42,11 +42,6 @@ def _bind_fix(bdfs: list[str]) -> str:
     )
 
 
-def _no_targets(profile: Profile) -> Outcome:
-    sels = ", ".join(s.describe() for s in profile.host.passthrough.targets) or "(none)"
-    return skipped(f"no PCI device on this node matches the profile's targets ({sels}); "
-                   "see iommu.targets-present")
-
 
 @CHECKS.check(
     "vfio.driver",
@@ -57,7 +52,7 @@ def _no_targets(profile: Profile) -> Outcome:
 def driver(ev: VfioEvidence, profile: Profile) -> Outcome:
     targets = _targets(ev, profile)
     if not targets:
-        return _no_targets(profile)
+        return no_targets(profile)
     allowed = _allowed(profile)
     bad = [d for d in targets if d.driver not in allowed]
     rows = {d.bdf: d.driver or "(none)" for d in targets}
@@ -85,7 +80,7 @@ def driver(ev: VfioEvidence, profile: Profile) -> Outcome:
 def device_node(ev: VfioEvidence, profile: Profile) -> Outcome:
     targets = _targets(ev, profile)
     if not targets:
-        return _no_targets(profile)
+        return no_targets(profile)
     if not ev.iommu_on:
         return failed(f"no VFIO device node can exist: {IOMMU_OFF}", IOMMU_FIX,
                       dev_vfio=list(ev.vfio_nodes or ()))
@@ -128,7 +123,7 @@ def _viable_member(d: PciDevice, allowed: tuple[str, ...]) -> bool:
 def group_viable(ev: VfioEvidence, profile: Profile) -> Outcome:
     targets = _targets(ev, profile)
     if not targets:
-        return _no_targets(profile)
+        return no_targets(profile)
     if not ev.iommu_on:
         return skipped(f"group viability cannot be judged: {IOMMU_OFF}",
                        iommu_units=list(ev.iommu_units))
@@ -171,7 +166,7 @@ def group_viable(ev: VfioEvidence, profile: Profile) -> Outcome:
 def competing_driver(ev: VfioEvidence, profile: Profile) -> Outcome:
     targets = _targets(ev, profile)
     if not targets:
-        return _no_targets(profile)
+        return no_targets(profile)
     if ev.candidates is None:
         return skipped("the drivers matching each device's modalias could not be resolved "
                        "(`modprobe -R` failed or is missing on the node)")
