@@ -46,25 +46,32 @@ def test_html_report_renders_the_failed_checks_in_chromium(tmp_path: Path) -> No
     assert out.returncode == 0, out.stderr
     index = rdir / "html" / "index.html"
     assert index.exists()
-    dom = subprocess.run(
-        [
-            chromium(),
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--virtual-time-budget=20000",
-            "--dump-dom",
-            index.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    ).stdout
+    # the page renders asynchronously: dump the DOM until the rendered test tree shows up
+    # (bounded: three attempts with a growing virtual-time budget)
+    title = re.compile(r">iommu\.enabled — The kernel has enabled the IOMMU[^<]*<")
+    dom = ""
+    for budget in (20000, 40000, 80000):
+        dom = subprocess.run(
+            [
+                chromium(),
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                f"--virtual-time-budget={budget}",
+                "--dump-dom",
+                index.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        ).stdout
+        if title.search(dom):
+            break
     # the rendered test tree holds an element whose text is the failed check's title
-    assert re.search(r">iommu\.enabled — The kernel has enabled the IOMMU[^<]*<", dom), dom[-2000:]
+    assert title.search(dom), dom[-2000:]
     assert re.search(r">Failed<", dom) or "Failed" in dom
 
 
