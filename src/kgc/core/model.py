@@ -113,7 +113,8 @@ class Check:
         if not isinstance(out, Outcome):
             out = Outcome(Status.ERROR, f"evaluator returned {type(out).__name__}, not Outcome")
         remediation = out.remediation if out.remediation is not None else self.remediation
-        if out.status is Status.PASS:
+        if out.status is Status.PASS or (out.status is Status.SKIP and out.remediation is None):
+            # nothing to fix: a pass, or a check that did not apply here
             remediation = ""
         return Verdict(
             check=self.id,

@@ -202,6 +202,10 @@ def own_pods_only(ev: NriEvidence, profile: Profile) -> Outcome:
     gate = _gate(ev)
     if gate:
         return gate
+    if not ev.events:
+        # nothing was observed, so nothing can show what the probe did or did not touch
+        why, _fix = _why_no_events(ev, profile)
+        return skipped(f"no NRI event was observed, so there is nothing to judge ({why})")
     adjusted = [e for e in ev.events if e.get("adjusted")]
     foreign = [
         e
