@@ -152,9 +152,15 @@ def nri_enabled(ev: RuntimeEvidence, profile: Profile) -> Outcome:
     severity=Severity.MINOR,
 )
 def nri_ignored_keys(ev: RuntimeEvidence, profile: Profile) -> Outcome:
+    files = [f for f in _ignored_files(ev) if f.text is not None]
+    if not files:
+        return skipped(f"no containerd config file to inspect ({ev.main.path} does not exist)")
     ign = ignored_keys(_ignored_files(ev))
     if not ign:
-        return passed("no ignored NRI keys in the containerd config files")
+        return passed(
+            "no ignored NRI keys in the containerd config files: "
+            + ", ".join(f.path for f in files)
+        )
     lines = [f"{k.file}: {k.section} {k.key} — {k.why}" for k in ign]
     first = ign[0]
     return warned(
