@@ -216,7 +216,8 @@ def competing_driver(ev: VfioEvidence, profile: Profile) -> Outcome:
 def host_kept(ev: VfioEvidence, profile: Profile) -> Outcome:
     kept = sorted(ev.pci.host_kept(profile), key=lambda d: d.bdf)
     if not profile.host.passthrough.host_keeps:
-        return passed("the profile keeps no devices for the host")
+        return skipped("the profile names no host-kept devices (host.passthrough.host_keeps), "
+                       "so there is nothing to protect from capture")
     allowed = {mod(a) for a in _allowed(profile)} | {"pci_stub"}
     captured = []
     for d in kept:
