@@ -252,6 +252,9 @@ def host_kept(ev: RebootEvidence, profile: Profile) -> Outcome:
     rows = {b: f"{(ev.before.get(b) or {}).get('driver') or 'none'} -> "
                f"{ev.after[b].get('driver') or 'none'}" for b in kept}
     captured = [b for b in kept if ev.after[b].get("driver") in vfio]
+    if not kept:
+        return skipped("no host-kept device on this node (host.passthrough.host_keeps matches "
+                       "nothing), so there is nothing to protect from capture")
     if captured:
         return failed("host-kept device(s) captured by vfio after the reboot: "
                       + "; ".join(f"{b}: {rows[b]}" for b in captured), devices=rows)
