@@ -494,9 +494,13 @@ class NodeVM:
             return
         with contextlib.suppress(OSError):
             self.monitor("quit")
-        deadline = time.monotonic() + timeout_s
-        while self.alive() and time.monotonic() < deadline:
-            time.sleep(0.2)  # process exit has no watchable handle (not our child: daemonized)
+        # a daemonized QEMU is not our child: no handle to wait on, so poll its liveness
+        with contextlib.suppress(RetryError):
+            Retrying(
+                retry=retry_if_result(bool),
+                wait=wait_fixed(0.2),
+                stop=stop_after_delay(timeout_s),
+            )(self.alive)
         if self.alive():
             os.kill(pid, signal.SIGTERM)
         subprocess.run(["ssh", "-F", str(self.ssh_config), "-O", "exit", f"kgc-{self.name}"],
