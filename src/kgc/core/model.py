@@ -26,6 +26,12 @@ class Status(enum.StrEnum):
         return self in (Status.FAIL, Status.ERROR)
 
 
+class EvidenceError(ValueError):
+    """Recorded or collected evidence is malformed (a bundle part of the wrong shape, a
+    field of the wrong type). The engine turns it into an ``error`` verdict for every check
+    of the layer, naming what was wrong; it is never a pass and never a crash."""
+
+
 class Severity(enum.StrEnum):
     BLOCKER = "blocker"
     CRITICAL = "critical"
