@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from kgc.core.hostfs import HostQuery, HostSnapshot, build_script, new_boundary, parse_output
 from kgc.core.target import LiveTarget
-from kgc.layers.pci import PCI_QUERY, parse_pci
+from kgc.evidence.pci import PCI_QUERY, parse_pci
 from systree import SysTree
 
 Q = HostQuery(

@@ -13,9 +13,9 @@ from kgc.core.hostfs import CommandResult, HostSnapshot, StatResult
 from kgc.core.model import Status
 from kgc.core.profile import load_profile
 from kgc.core.target import LiveTarget
+from kgc.evidence.containerd import parse_version, strip_log_lines
 from kgc.layers.runtime import QUERY, parse
 from kgc.layers.runtime.checks import CHECKS
-from kgc.layers.runtime.collect import parse_version, strip_log_lines
 
 SEED = """version = 2
 

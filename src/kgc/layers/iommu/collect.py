@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kgc.core.hostfs import HostQuery, HostSnapshot
-from kgc.layers.pci import PCI_QUERY, PciInventory, parse_pci
+from kgc.evidence.pci import PCI_QUERY, PciInventory, parse_pci
 
 KCONFIG_KEYS = (
     "IOMMU_SUPPORT",

@@ -27,7 +27,7 @@ def _runtime_facts(ctx: Context) -> dict[str, Any]:
     """NRI state and sandbox image as the runtime layer sees them (when it is loaded)."""
     if "runtime" not in ctx.layers:
         return {}
-    from kgc.layers.runtime.semantics import _get, nri_state
+    from kgc.evidence.containerd import get_path, nri_state
 
     try:
         rev = ctx.evidence("runtime")
@@ -35,7 +35,7 @@ def _runtime_facts(ctx: Context) -> dict[str, Any]:
         return {}
     st = nri_state(rev)
     cfg = rev.effective
-    sandbox = _get(cfg, "plugins", "io.containerd.grpc.v1.cri", "sandbox_image") or _get(
+    sandbox = get_path(cfg, "plugins", "io.containerd.grpc.v1.cri", "sandbox_image") or get_path(
         cfg, "plugins", "io.containerd.cri.v1.images", "pinned_images", "sandbox"
     )
     return {

@@ -3,7 +3,8 @@ next boot (modprobe.d, kernel command line from the boot loader config, initramf
 driverctl, udev), without rebooting."""
 
 from kgc.core.engine import Context, Layer
-from kgc.layers.persistence.checks import CHECKS, QUERY, PersistenceEvidence, parse
+from kgc.layers.persistence.checks import CHECKS
+from kgc.layers.persistence.collect import QUERY, PersistenceEvidence, parse
 
 
 def gather(ctx: Context) -> PersistenceEvidence:

@@ -3,7 +3,7 @@ IOMMU group viable, no host driver able to claim it first, host-kept devices lef
 
 from kgc.core.engine import Context, Layer
 from kgc.layers.vfio.checks import CHECKS
-from kgc.layers.vfio.evidence import QUERY, VfioEvidence, parse
+from kgc.layers.vfio.collect import QUERY, VfioEvidence, parse
 
 
 def gather(ctx: Context) -> VfioEvidence:

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kgc.core.hostfs import HostSnapshot
-from kgc.layers.pci import PCI_QUERY, PciInventory, parse_pci
-from kgc.layers.persistence.config import (
+from kgc.evidence.pci import PCI_QUERY, PciInventory, parse_pci
+from kgc.evidence.vfio_config import (
     CONFIG_QUERY,
     ModprobeConfig,
     parse_modalias_drivers,
