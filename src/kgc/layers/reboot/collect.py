@@ -21,7 +21,7 @@ from tenacity import (
 
 from kgc.core.engine import Context
 from kgc.core.hostfs import HostQuery, HostSnapshot
-from kgc.core.target import LiveTarget, TargetError
+from kgc.core.target import NodeTarget, TargetError
 from kgc.evidence.pci import PCI_QUERY, parse_pci
 
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
@@ -76,16 +76,21 @@ def bindings(snap: HostSnapshot) -> dict[str, dict[str, Any]]:
     }
 
 
-def _refusal(ctx: Context) -> str | None:
+def _refusal(ctx: Context, snap: HostSnapshot) -> str | None:
     t = ctx.target
-    if not isinstance(t, LiveTarget):
+    if not isinstance(t, NodeTarget):
         return f"target {t.name} is not a live node"
-    spec = t.spec
-    if spec in ("", "local", "local://") or spec.startswith("local://"):
-        return ("refusing to reboot the machine that runs kgc (local:// target); run the "
-                "reboot test against a remote node: --hosts ssh://root@NODE --allow-reboot")
-    if spec.startswith(("chroot://", "docker://", "podman://", "lxc://")) or t.root:
-        return f"refusing to reboot {spec}: not a whole machine (container, chroot or KGC_ROOT)"
+    why = t.reboot_refusal()
+    if why:
+        return why
+    # an alias or a forwarded port can still lead back here: compare boot ids
+    try:
+        mine = Path(BOOT_ID).read_text().strip()
+    except OSError:
+        mine = ""
+    if mine and snap.text(BOOT_ID) == mine:
+        return (f"refusing to reboot {t.name}: it has the boot_id of the machine running kgc "
+                "(it is this machine)")
     return None
 
 
@@ -101,21 +106,14 @@ def _console_tail(ctx: Context, n: int = 80) -> str | None:
 
 
 def gather(ctx: Context) -> RebootEvidence:
-    if ctx.offline:
-        rec = ctx.bundle_extra("reboot")
-        if not rec:
-            return RebootEvidence("not-recorded", "the evidence bundle holds no reboot record "
-                                  "(it was captured without --allow-reboot)")
-        return RebootEvidence.from_dict(rec)
-    if not ctx.options.get("allow_reboot"):
-        return RebootEvidence("not-allowed", "the reboot test is destructive and runs only "
-                              "with --allow-reboot")
-    why = _refusal(ctx)
+    """Live only, and only with --allow-reboot (the engine's gate): a bundle replays its
+    record, a run without the flag skips."""
+    snap = ctx.host()  # the pre-reboot snapshot every host layer judges (collected once)
+    why = _refusal(ctx, snap)
     if why:
         return RebootEvidence("refused", why)
-    target: LiveTarget = ctx.target  # type: ignore[assignment]
+    target: NodeTarget = ctx.target  # type: ignore[assignment]
     timeout = float(ctx.options.get("reboot_timeout_s") or 600)
-    snap = ctx.host()  # the pre-reboot snapshot every host layer judges (collected once)
     before, old = bindings(snap), snap.text(BOOT_ID)
     if not old:
         return RebootEvidence("failed-to-start", f"{BOOT_ID} unreadable before the reboot",
