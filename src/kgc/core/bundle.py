@@ -35,7 +35,7 @@ from kgc import __version__
 from kgc.core.hostfs import HostSnapshot
 from kgc.core.layer import Layer, Scope
 from kgc.core.model import EvidenceError
-from kgc.core.target import redact_url
+from kgc.core.target import Address, TargetError, redact_url
 
 FORMAT = "kgc-bundle/2"
 FORMATS = ("kgc-bundle/1", FORMAT)
@@ -145,7 +145,19 @@ def load_bundle(path: str | Path, layers: Mapping[str, Layer]) -> Bundle:
             raise _fail(p, f"layer {name}: malformed record ({type(exc).__name__}: "
                            f"{str(exc)[:120]})") from None
         parts[name] = part
-    return Bundle(p, scope, redact_url(target), collected, host, parts)
+    return Bundle(p, scope, _node_name(target), collected, host, parts)
+
+
+def _node_name(recorded: str) -> str:
+    """Earlier bundles recorded the target spec (``ssh://root@gpu-a``): name it the way every
+    other output does (``gpu-a``), never with credentials."""
+    if "://" not in recorded:
+        return redact_url(recorded)
+    try:
+        addr = Address.parse(recorded)
+    except TargetError:
+        return redact_url(recorded)
+    return redact_url(recorded) if addr.kind == "local" else addr.name
 
 
 def write_bundle(

@@ -77,13 +77,9 @@ def bindings(snap: HostSnapshot) -> dict[str, dict[str, Any]]:
 
 
 def _refusal(ctx: Context, snap: HostSnapshot) -> str | None:
+    """After the target's own refusal (checked before any connection): an alias or a
+    forwarded port can still lead back to this machine — compare boot ids."""
     t = ctx.target
-    if not isinstance(t, NodeTarget):
-        return f"target {t.name} is not a live node"
-    why = t.reboot_refusal()
-    if why:
-        return why
-    # an alias or a forwarded port can still lead back here: compare boot ids
     try:
         mine = Path(BOOT_ID).read_text().strip()
     except OSError:
@@ -108,6 +104,10 @@ def _console_tail(ctx: Context, n: int = 80) -> str | None:
 def gather(ctx: Context) -> RebootEvidence:
     """Live only, and only with --allow-reboot (the engine's gate): a bundle replays its
     record, a run without the flag skips."""
+    t = ctx.target
+    why = t.reboot_refusal() if isinstance(t, NodeTarget) else f"{t.name} is not a live node"
+    if why:
+        return RebootEvidence("refused", why)
     snap = ctx.host()  # the pre-reboot snapshot every host layer judges (collected once)
     why = _refusal(ctx, snap)
     if why:
