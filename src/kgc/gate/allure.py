@@ -19,7 +19,8 @@ finished (``incomplete``), ``run.layers_judged`` — only ``kgc gate`` judges.
 
 The config is data with JavaScript in it: values of type :class:`Js` are code. Render the
 whole thing with :func:`to_js` into an ``allurerc.mjs`` (``allurerc_text`` writes a minimal
-one).
+one), and put :data:`NODE20_PRELUDE` at the top of that file: Allure 3.18's quality gate
+needs Node >= 22 without it.
 """
 
 from __future__ import annotations
@@ -176,7 +177,8 @@ LAYERS_JUDGED_RULE = Js("""{
       if (!s) { missing.push(`${layer} (not in this build of kgc)`); continue; }
       if (mine.length === 0) { missing.push(`${layer} (no ${s} target)`); continue; }
       for (const t of mine) {
-        if (!seen.some(([l, tt, j]) => l === layer && tt === t && j)) missing.push(`${layer} on ${t}`);
+        const judged = seen.some(([l, tt, j]) => l === layer && tt === t && j);
+        if (!judged) missing.push(`${layer} on ${t}`);
       }
     }
     return { success: missing.length === 0, actual: missing, testResults: [] };
@@ -208,10 +210,25 @@ def quality_gate_config(policy: Policy, layers: Mapping[str, str] | None = None,
     }
 
 
+# Allure 3.18's quality gate calls Iterator.prototype.toArray() (iterator helpers: Node >= 22;
+# the package does not declare that). On Node 20 `allure quality-gate` dies with "toArray is
+# not a function". An allurerc that carries a quality gate starts with this (inert on 22+).
+NODE20_PRELUDE = """// kgc: Iterator.prototype.toArray for Node 20 (Allure's quality gate needs it)
+{
+  const proto = Object.getPrototypeOf(Object.getPrototypeOf([][Symbol.iterator]()));
+  if (typeof proto.toArray !== "function") {
+    Object.defineProperty(proto, "toArray", {
+      value: function toArray() { return Array.from(this); }, writable: true, configurable: true,
+    });
+  }
+}
+"""
+
+
 def allurerc_text(policy: Policy, *, name: str = "kata-gpu-conformance",
                   layers: Mapping[str, str] | None = None, image: bool = False) -> str:
     """A minimal allurerc.mjs holding only the quality gate (for `allure quality-gate`)."""
     cfg = {"name": name, "plugins": {}, "qualityGate": quality_gate_config(
         policy, layers, image=image)}
-    return "// written by kgc (kgc.gate.allure): the release policy as quality gates\n" \
-        f"export default {to_js(cfg)};\n"
+    return ("// written by kgc (kgc.gate.allure): the release policy as quality gates\n"
+            + NODE20_PRELUDE + f"export default {to_js(cfg)};\n")

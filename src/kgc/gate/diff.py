@@ -9,8 +9,8 @@ tonight), per target, and whether NEW regressed under the policy.
 - regressed: NEW has a blocking finding under the policy that OLD did not have (a new
   blocking failure, a required layer no longer judged, ...). Exit 1 then, else 0.
 
-Targets are paired by name; when each side has exactly one target left unpaired (two images
-with different file names) those two are compared, and the output says so.
+Targets are paired by name; two verdicts of one target each with different names (image
+N vs N+1, named after their files) are compared with each other, and the output says so.
 """
 
 from __future__ import annotations
@@ -172,7 +172,7 @@ def pair_targets(old: list[str], new: list[str]) -> tuple[dict[str, str], list[s
     pair = {t: t for t in old if t in new}
     lo = [t for t in old if t not in pair]
     ln = [t for t in new if t not in pair.values()]
-    if len(lo) == 1 and len(ln) == 1:
+    if len(old) == 1 and len(new) == 1 and lo and ln:
         pair[lo[0]] = ln[0]
         lo, ln = [], []
     return pair, lo, ln
@@ -259,8 +259,16 @@ def render(d: DiffResult, width: int = 100) -> str:
                 lines.append(f"  {title} ({len(items)}):")
                 lines += [row(c) for c in items]
         if t.figures:
-            lines.append(f"  changed figures ({len(t.figures)}):")
-            lines += [f"    {f.text()}" for f in t.figures[:30]]
+            # one line per change; the same change in several checks' evidence is one line
+            groups: dict[tuple[str, float, float], list[str]] = {}
+            for f in t.figures:
+                groups.setdefault((f.field, f.old, f.new), []).append(f.check)
+            lines.append(f"  changed figures ({len(groups)}):")
+            for (fld, a, b), cks in list(groups.items())[:30]:
+                f0 = Figure(cks[0], fld, a, b).text()
+                more = f" (also {', '.join(cks[1:4])}{' …' if len(cks) > 4 else ''})" \
+                    if len(cks) > 1 else ""
+                lines.append(f"    {f0}{more}")
         if not (t.new_failures or t.fixed or t.changed or t.figures):
             lines.append("  no change" + (f" ({t.still_failing} still failing)"
                                           if t.still_failing else ""))

@@ -535,9 +535,10 @@ def console(res: ImageRun, out: Any = None) -> None:
     out = out or sys.stdout
     f = res.facts
     w = out.write
-    w(f"image {f.path}: {f.format}, {f.size} bytes, {f.scheme} layout, root "
-      f"{'the whole disk' if not f.root.get('partition') else 'partition ' + str(f.root['partition'])}"
-      f" (ext, {f.root.get('label') or 'no label'}); {f.os or 'unknown OS'}\n")
+    part = f.root.get("partition")
+    where = f"partition {part}" if part else "the whole disk"
+    w(f"image {f.path}: {f.format}, {f.size} bytes, {f.scheme} layout, root {where} "
+      f"(ext, {f.root.get('label') or 'no label'}); {f.os or 'unknown OS'}\n")
     if f.boot:
         w(f"boots {f.boot.get('linux')} (kernel {f.boot.get('kernel') or '?'}) from "
           f"{f.boot.get('source')}; initramfs {f.initramfs.get('path', '-')} "
