@@ -47,6 +47,8 @@ def populate(root: Path, files: dict[str, str | bytes | Link | Special | None]) 
             p.write_bytes(content)
         else:
             p.write_text(content)
+        if "/bin/" in path and not isinstance(content, Link | Special) and content is not None:
+            p.chmod(0o755)
 
 
 def mkfs_ext4(out: Path, files: dict[str, str | bytes | Link | Special | None],
@@ -157,3 +159,26 @@ def to_qcow2(raw: Path, out: Path) -> Path:
     subprocess.run(["qemu-img", "convert", "-q", "-f", "raw", "-O", "qcow2", str(raw),
                     str(out)], check=True)
     return out
+
+
+def cpio_newc(files: dict[str, bytes | None]) -> bytes:
+    """A newc cpio archive (what initramfs-tools writes); None -> a directory."""
+    out = bytearray()
+    ino = 1
+
+    def add(name: str, data: bytes, mode: int) -> None:
+        nonlocal ino
+        nb = name.encode() + b"\0"
+        hdr = "070701" + "".join(f"{v:08x}" for v in (
+            ino, mode, 0, 0, 1, 0, len(data), 0, 0, 0, 0, len(nb), 0))
+        out.extend(hdr.encode() + nb)
+        out.extend(b"\0" * (-len(out) % 4))
+        out.extend(data)
+        out.extend(b"\0" * (-len(out) % 4))
+        ino += 1
+
+    for name, data in files.items():
+        add(name, data or b"", 0o040755 if data is None else 0o100644)
+    add("TRAILER!!!", b"", 0)
+    out.extend(b"\0" * (-len(out) % 512))
+    return bytes(out)

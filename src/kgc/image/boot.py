@@ -135,7 +135,8 @@ def grub_default(path: str, text: str) -> BootEntry | None:
     if not top:
         return None
     body = top[default] if default < len(top) else top[0]
-    linux, initrd, opts = "", (), ""
+    linux, opts = "", ""
+    initrd: tuple[str, ...] = ()
     for line in body:
         try:
             words = shlex.split(line, comments=True)

@@ -474,7 +474,9 @@ def check_image(image: str | Path, profile: Profile, *, report_dir: Path,
         t_open = time.monotonic()
         query = host_query({n: all_layers[n] for n in chosen}, profile)
         tb = TreeBuilder(vfs, tree, scratch)
-        tb.build(query, EXTRA_FILES)
+        # what the commands kgc.image answers itself would read is not copied into the tree
+        tb.build(dataclasses.replace(query, commands=tuple(
+            (n, c) for n, c in query.commands if n not in ANSWERED)), EXTRA_FILES)
         answers = image_answers(vfs, scratch, hw, facts)
         t_extract = time.monotonic()
         name = f"image:{Path(image).name}"

@@ -303,6 +303,19 @@ class ImageFile:
                              "flatten it first (qemu-img convert -O qcow2 IN OUT)")
         if data.get("corrupt"):
             raise ImageError(f"{self.path}: qemu-img marks this qcow2 image corrupt")
+        # metadata check (milliseconds): a truncated file has clusters beyond its end
+        try:
+            chk = subprocess.run(["qemu-img", "check", "--output=json", "-f", "qcow2",
+                                  str(self.path)], capture_output=True, text=True,
+                                 timeout=QEMU_TIMEOUT_S, check=False)
+            report = json.loads(chk.stdout) if chk.stdout.strip() else {}
+        except (subprocess.TimeoutExpired, ValueError):
+            report = {}
+        bad = int(report.get("corruptions") or 0) + int(report.get("check-errors") or 0)
+        if bad or (chk.returncode not in (0, 3) and not report):
+            first = next((ln for ln in chk.stderr.splitlines() if ln.strip()), "")
+            raise ImageError(f"{self.path}: qemu-img check finds {bad or 'errors'} "
+                             f"corruption(s): truncated or damaged qcow2 ({first[:160]})")
         return size
 
     def read_at(self, offset: int, length: int) -> bytes:
@@ -315,19 +328,27 @@ class ImageFile:
                 data = os.pread(fh.fileno(), length, offset)
             self.bytes_read += len(data)
             return data
-        bs = SECTOR
-        skip, end = offset // bs, -(-(offset + length) // bs)
-        fd, tmp = tempfile.mkstemp(dir=self.scratch, suffix=".dd")
+        # a slice of the virtual disk through qemu's raw driver (offset/size) on top of the
+        # qcow2 one: `qemu-img dd skip=` refuses offsets beyond `count` blocks
+        start = offset // SECTOR * SECTOR
+        end = min(self.size, -(-(offset + length) // SECTOR) * SECTOR)
+        fd, tmp = tempfile.mkstemp(dir=self.scratch, suffix=".slice")
         os.close(fd)
         try:
-            self._qemu(["dd", "-f", "qcow2", "-O", "raw", f"bs={bs}", f"skip={skip}",
-                        f"count={end - skip}", f"if={self.path}", f"of={tmp}"])
+            self._qemu(["convert", "--image-opts", self._slice_opts(start, end - start),
+                        "-O", "raw", tmp])
             data = Path(tmp).read_bytes()
         finally:
             Path(tmp).unlink(missing_ok=True)
         self.bytes_read += len(data)
-        cut = offset - skip * bs
-        return data[cut:cut + length]
+        return data[offset - start:offset - start + length]
+
+    def _slice_opts(self, offset: int, size: int) -> str:
+        if any(c in str(self.path) for c in ",:\n"):
+            raise ImageError(f"{self.path}: a qcow2 path with ',' or ':' cannot be handed to "
+                             "qemu-img --image-opts: rename or copy the file")
+        return (f"driver=raw,offset={offset},size={size},file.driver=qcow2,"
+                f"file.file.driver=file,file.file.filename={self.path}")
 
     def raw_view(self, part: Partition) -> tuple[Path, int]:
         """(a raw file, the byte offset of the partition in it) for the filesystem reader:
@@ -336,11 +357,7 @@ class ImageFile:
         if self.format == "raw":
             return self.path, part.start
         out = self.scratch / f"part{part.number}.raw"
-        opts = (f"driver=raw,offset={part.start},size={part.size},file.driver=qcow2,"
-                f"file.file.driver=file,file.file.filename={self.path}")
-        if "," in str(self.path) or ":" in str(self.path):
-            raise ImageError(f"{self.path}: a qcow2 path with ',' or ':' cannot be handed to "
-                             "qemu-img --image-opts: rename or copy the file")
-        self._qemu(["convert", "--image-opts", opts, "-O", "raw", "-S", "4k", str(out)])
+        self._qemu(["convert", "--image-opts", self._slice_opts(part.start, part.size),
+                    "-O", "raw", "-S", "4k", str(out)])
         self.converted_bytes += os.stat(out).st_blocks * 512
         return out, 0
