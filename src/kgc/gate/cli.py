@@ -25,6 +25,15 @@ class _BadInput(Exception):
     pass
 
 
+def _emit(text: str) -> None:
+    """Print; a reader that went away (`kgc gate v.json | head`) is not an error."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
 def _guarded(name: str, fn: Callable[[argparse.Namespace], int]) -> Callable[..., int]:
     def run(a: argparse.Namespace) -> int:
         try:
@@ -60,10 +69,7 @@ def cmd_gate(a: argparse.Namespace) -> int:
     prof = profile_for(doc, a.profile)
     scopes, checks = layer_catalogue()
     res = evaluate(doc, prof.policy, prof.name, scopes, checks)
-    if a.json:
-        print(json.dumps(res.to_dict(), indent=2, default=str))
-    else:
-        print(render(res))
+    _emit(json.dumps(res.to_dict(), indent=2, default=str) if a.json else render(res))
     return 0 if res.green else 1
 
 
@@ -73,10 +79,7 @@ def cmd_diff(a: argparse.Namespace) -> int:
     prof = profile_for(new, a.profile)
     scopes, checks = layer_catalogue()
     d = gdiff.diff(old, new, prof.policy, prof.name, scopes, checks)
-    if a.json:
-        print(json.dumps(d.to_dict(), indent=2, default=str))
-    else:
-        print(gdiff.render(d))
+    _emit(json.dumps(d.to_dict(), indent=2, default=str) if a.json else gdiff.render(d))
     return 1 if d.regressed else 0
 
 
@@ -88,7 +91,10 @@ def cmd_image(a: argparse.Namespace) -> int:
     if a.boot:
         from kgc.image.bootcheck import boot_check
 
-        return boot_check(a)
+        try:
+            return boot_check(a)
+        except ImageError as exc:
+            raise _BadInput(str(exc)) from None
     prof = load_profile(a.profile)
     try:
         return main_check(a.image, prof, a.report_dir, a.hardware, a.layers, a.keep_tree,
@@ -132,6 +138,15 @@ def register(sub: Any) -> None:
                    help="keep the extracted tree (its path is in verdict.json)")
     c.add_argument("--json", action="store_true")
     c.add_argument("--boot", action="store_true",
-                   help="boot the image in QEMU through its own boot loader (see "
-                   "docs/release-gating.md)")
+                   help="boot the image in QEMU (q35, emulated IOMMU, the lab's stand-in "
+                   "devices) through its own boot loader, run the host layers and the real "
+                   "reboot test over SSH, power off (needs the `lab` extra)")
+    c.add_argument("--ssh-key", default=None, metavar="FILE",
+                   help="--boot: a private key the image already trusts (default: inject an "
+                   "ephemeral one with a cloud-init NoCloud seed)")
+    c.add_argument("--boot-host-key", default=None, metavar="FILE.pub",
+                   help="--boot with --ssh-key: the image's SSH host public key (pinned)")
+    c.add_argument("--ssh-user", default="root")
+    c.add_argument("--boot-timeout", type=float, default=900, metavar="S")
+    c.add_argument("--reboot-timeout", type=float, default=900, metavar="S")
     c.set_defaults(func=_guarded("image", cmd_image))

@@ -42,8 +42,10 @@ class VerdictDoc:
 
     @property
     def image(self) -> bool:
-        """Written by ``kgc image check`` (judged from a node image's files)."""
-        return isinstance(self.run.get("image"), Mapping)
+        """Written by ``kgc image check`` from the image's files (``--boot`` verdicts are
+        node runs: they are gated like one)."""
+        img = self.run.get("image")
+        return isinstance(img, Mapping) and img.get("mode") != "boot"
 
     @property
     def layers_judged(self) -> tuple[str, ...]:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 # the same entries the collector's INITRAMFS_CMD keeps (kgc.evidence.vfio_config)
 INITRAMFS_KEEP = re.compile(r"[.]ko([.](xz|zst|gz))?$|modprobe[.]d/|modules-load[.]d/|"
                             r"conf/modules$|driverctl")
-MAX_DECOMPRESSED = 2 * 1024**3
+MAX_DECOMPRESSED = 1024**3
 MAX_ENTRIES = 500_000
 
 

@@ -24,6 +24,7 @@ import json
 import os
 import platform
 import posixpath
+import re
 import shutil
 import sys
 import tempfile
@@ -65,7 +66,9 @@ EXTRA_FILES = ("/etc/fstab", "/etc/os-release", "/usr/lib/os-release",
 BOOT_ENTRY_DIRS = ("/boot/loader/entries", "/efi/loader/entries", "/boot/efi/loader/entries")
 GRUB_CFGS = ("/boot/grub/grub.cfg", "/boot/grub2/grub.cfg")
 MAX_INITRD = 512 * 1024 * 1024
+READ_MOUNTS = ("/boot", "/efi", "/usr", "/opt", "/etc", "/var", "/lib")
 HW_FILES = ("/sys/bus/pci/devices/", "/sys/kernel/iommu_groups/")
+_DEVNAME = re.compile(r"^/dev/(?:[svx]d[a-z]|xvd[a-z]|nvme\d+n\d+p|mmcblk\d+p)(\d+)$")
 RUNNING_NODE = ("needs a running node: an image file has no running kernel, /proc, /sys, "
                 "services or sockets ({what}); certify a node booted from this image "
                 "(pytest -m host --hosts ...)")
@@ -252,8 +255,8 @@ class ImageReader:
             point = posixpath.normpath(point)
             if point in ("/", "none", "swap") or not point.startswith("/"):
                 continue
-            if not (point in ("/boot", "/efi", "/boot/efi", "/usr") or
-                    point.startswith(("/boot/", "/opt", "/etc", "/var/lib"))):
+            # only filesystems that hold what the node layers read (not /home, /srv ...)
+            if not any(point == m or point.startswith(m + "/") for m in READ_MOUNTS):
                 continue
             part = self._match(spec, parts)
             if part is None:
@@ -271,6 +274,14 @@ class ImageReader:
         self.facts.unread_mounts = dict(vfs.unread_mounts)
 
     def _match(self, spec: str, parts: Sequence[Partition]) -> Partition | None:
+        dev = _DEVNAME.match(spec)
+        if dev:  # /dev/vda1, /dev/sda1, /dev/nvme0n1p1: partition N of the (only) disk
+            return next((p for p in parts if p.number == int(dev.group(1))), None)
+        for prefix, key_ in (("/dev/disk/by-uuid/", "UUID"), ("/dev/disk/by-label/", "LABEL"),
+                             ("/dev/disk/by-partuuid/", "PARTUUID"),
+                             ("/dev/disk/by-partlabel/", "PARTLABEL")):
+            if spec.startswith(prefix):
+                spec = f"{key_}={spec[len(prefix):]}"
         key, _, val = spec.partition("=")
         val = val.strip('"').lower()
         for p in parts:
