@@ -151,9 +151,14 @@ def watch_until(
     def relist() -> str:
         listed = list_fn(*args, **list_kwargs)
         objects.clear()
-        for item in listed.items or []:
+        if isinstance(listed, dict):  # custom objects come as plain dicts
+            items, rv = listed.get("items") or [], (listed.get("metadata") or {}).get(
+                "resourceVersion", "")
+        else:
+            items, rv = listed.items or [], listed.metadata.resource_version
+        for item in items:
             objects[_key(item)] = item
-        return str(listed.metadata.resource_version)
+        return str(rv)
 
     rv = relist()
     done = check()

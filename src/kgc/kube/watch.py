@@ -197,7 +197,7 @@ class _Follower:
                                                            self.resource_version)
                             continue
                         obj = ev["object"]
-                        self.resource_version = obj.metadata.resource_version
+                        self.resource_version = str(obj.metadata.resource_version)
                         self._handle(kind, obj, stamp)
                         self._on_change()
                         if self._stop.is_set():
