@@ -184,31 +184,35 @@ def test_pod_watcher_counts_relists(tmp_path: Path) -> None:
 
 
 def test_event_watcher_reads_both_event_apis() -> None:
-    w = EventWatcher.__new__(EventWatcher)
-    EventWatcher.__init__(w, kube.Kube.from_api_client(client.ApiClient()), "ns")
-    t = dt.datetime(2025, 1, 1, 0, 0, 2, 500000, tzinfo=dt.UTC)
-    core = client.CoreV1Event(
-        metadata=client.V1ObjectMeta(uid="e1", resource_version="5"),
-        involved_object=client.V1ObjectReference(kind="Pod", name="gpu", namespace="ns"),
-        reason="SandboxReady", message="sandbox ready", type="Normal", count=1,
-        last_timestamp=t, source=client.V1EventSource(component="kwok"))
-    new = client.EventsV1Event(
-        metadata=client.V1ObjectMeta(uid="e2", resource_version="6"),
-        regarding=client.V1ObjectReference(kind="ScaledObject", name="app", namespace="ns"),
-        reason="KEDAScaleTargetActivated", note="Scaled apps/v1.Deployment ns/app from 0 to 4",
-        type="Normal", event_time=t, reporting_controller="keda-operator",
-        reporting_instance="keda-operator")
+    w = EventWatcher(kube.Kube.from_api_client(client.ApiClient()), "ns")
+    t = "2025-01-01T00:00:02.500000Z"
+    core = {"metadata": {"uid": "e1", "resourceVersion": "5"},
+            "involvedObject": {"kind": "Pod", "name": "gpu", "namespace": "ns"},
+            "reason": "SandboxReady", "message": "sandbox ready", "type": "Normal", "count": 1,
+            "lastTimestamp": "2025-01-01T00:00:02Z", "eventTime": None,
+            "source": {"component": "kwok"}}
+    new = {"metadata": {"uid": "e2", "resourceVersion": "6"},
+           "regarding": {"kind": "ScaledObject", "name": "app", "namespace": "ns"},
+           "reason": "KEDAScaleTargetActivated",
+           "note": "Scaled apps/v1.Deployment ns/app from 0 to 4", "type": "Normal",
+           "eventTime": t, "reportingController": "keda-operator"}
+    odd = {"metadata": {"uid": "e3", "resourceVersion": "7"}, "count": "many",
+           "involvedObject": None, "eventTime": 17}
     s = Stamp.now()
     w._observe("core/v1", "ADDED", core, s)
     w._observe("core/v1", "MODIFIED", core, s)  # same resourceVersion: recorded once
     w._observe("events.k8s.io/v1", "ADDED", new, s)
+    w._observe("core/v1", "ADDED", odd, s)  # malformed fields never stop the watcher
     evs = w.events
     assert [(e.source, e.reason, e.kind, e.name, e.reporter) for e in evs] == [
         ("core/v1", "SandboxReady", "Pod", "gpu", "kwok"),
         ("events.k8s.io/v1", "KEDAScaleTargetActivated", "ScaledObject", "app",
-         "keda-operator")]
-    assert evs[1].api_time == t.timestamp()  # microsecond eventTime kept
-    assert evs[1].to_dict()["received"]["mono"] == s.mono
+         "keda-operator"),
+        ("core/v1", "", "", "", "")]
+    assert evs[0].api_time == dt.datetime(2025, 1, 1, 0, 0, 2, tzinfo=dt.UTC).timestamp()
+    assert evs[1].api_time == dt.datetime(2025, 1, 1, 0, 0, 2, 500000,
+                                          tzinfo=dt.UTC).timestamp()  # microseconds kept
+    assert evs[1].to_dict()["received"]["mono"] == s.mono and evs[2].count == 1
 
 
 @pytest.mark.parametrize(("ts", "want"), [

@@ -82,10 +82,10 @@ def create_object(kube: Kube, manifest: Mapping[str, Any],
         raise ValueError("a manifest needs apiVersion and kind")
     scoped = kind not in _CLUSTER_SCOPED
     ns = namespace or (manifest.get("metadata") or {}).get("namespace")
-    if scoped and not ns:
+    api_cls = _TYPED.get(api_version)
+    if api_cls is not None and scoped and not ns:
         raise ValueError(f"{kind} {manifest.get('metadata', {}).get('name')!r} is namespaced: "
                          "give a namespace")
-    api_cls = _TYPED.get(api_version)
     resource = _snake(kind)
     if api_cls is not None:
         api = api_cls(kube.api)
@@ -97,8 +97,11 @@ def create_object(kube: Kube, manifest: Mapping[str, Any],
             created = kube.call("create", f"{resource}s", fn, manifest)
         return dict(kube.api.sanitize_for_serialization(created))
     group, _, version = api_version.rpartition("/")
-    plural = PLURALS.get(kind, kind.lower() + "s")
+    plural, scoped = _custom_resource(kube, group, version, kind, scoped)
     if scoped:
+        if not ns:
+            raise ValueError(f"{kind} {manifest.get('metadata', {}).get('name')!r} is "
+                             "namespaced: give a namespace")
         made: Any = kube.call("create", f"{plural}.{group}",
                               kube.custom.create_namespaced_custom_object,
                               group, version, ns, plural, manifest)
@@ -106,6 +109,28 @@ def create_object(kube: Kube, manifest: Mapping[str, Any],
         made = kube.call("create", f"{plural}.{group}", kube.custom.create_cluster_custom_object,
                          group, version, plural, manifest)
     return dict(made)
+
+
+_DISCOVERED: dict[tuple[str, str, str], dict[str, tuple[str, bool]]] = {}
+
+
+def _custom_resource(kube: Kube, group: str, version: str, kind: str,
+                     default_scoped: bool) -> tuple[str, bool]:
+    """(plural, namespaced) of a custom resource kind, from the API's discovery document
+    (cached per server); the well-known ``PLURALS`` when discovery does not answer."""
+    key = (kube.server, group, version)
+    if kind not in _DISCOVERED.get(key, {}):  # new kinds appear as CRDs are installed
+        try:
+            found: Any = kube.call("get", f"/apis/{group}/{version}",
+                                   kube.custom.get_api_resources, group, version)
+            _DISCOVERED[key] = {r.kind: (r.name, bool(r.namespaced))
+                                for r in found.resources or [] if "/" not in r.name}
+        except ApiException:
+            pass  # not served (yet): the create below will say so
+    hit = _DISCOVERED.get(key, {}).get(kind)
+    if hit is not None:
+        return hit
+    return PLURALS.get(kind, kind.lower() + "s"), default_scoped
 
 
 def with_labels(manifest: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, Any]:

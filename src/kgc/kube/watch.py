@@ -18,7 +18,8 @@ deleted              the DELETED event                             metadata.dele
 ===================  ============================================  =========================
 
 Receipt times are ``time.monotonic()`` (for durations) and ``time.time()`` (to line them up
-with the API's wall-clock stamps), taken when the client has decoded the event. After a
+with the API's wall-clock stamps), taken as soon as the event's JSON line is parsed (objects
+stay plain dicts: no model validation delays an event or drops one it does not like). After a
 ``410 Gone`` the watcher lists again and counts it in ``relists``: observations made by that
 list may be late, and a reader can tell.
 
@@ -31,6 +32,7 @@ They observe; they never judge.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -165,11 +167,12 @@ class _Follower:
 
     def list_now(self) -> None:
         """List (and hand over) what exists now; the watch continues from here."""
-        listed = self._list_fn(*self._args, **self._kwargs)
+        resp = self._list_fn(*self._args, _preload_content=False, **self._kwargs)
         now = Stamp.now()
-        for item in listed.items or []:
+        listed = json.loads(resp.data)
+        for item in listed.get("items") or []:
             self._handle("LISTED", item, now)
-        self.resource_version = str(listed.metadata.resource_version)
+        self.resource_version = str((listed.get("metadata") or {}).get("resourceVersion", ""))
         self._on_change()
 
     def start(self) -> None:
@@ -182,7 +185,10 @@ class _Follower:
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
-                self._watch = watch.Watch()
+                # objects as plain dicts: no model validation can make the watcher drop
+                # an event (kwok's core Events have no eventTime, which the typed
+                # events.k8s.io model refuses), and receipt is stamped before any decoding
+                self._watch = watch.Watch(return_type="object")
                 self.started.set()
                 try:
                     for ev in self._watch.stream(
@@ -197,7 +203,9 @@ class _Follower:
                                                            self.resource_version)
                             continue
                         obj = ev["object"]
-                        self.resource_version = str(obj.metadata.resource_version)
+                        self.resource_version = str(
+                            (obj.get("metadata") or {}).get("resourceVersion",
+                                                            self.resource_version))
                         self._handle(kind, obj, stamp)
                         self._on_change()
                         if self._stop.is_set():
@@ -308,33 +316,43 @@ class PodWatcher(_Watcher):
         and return its value; ``WaitTimeout`` naming ``what`` otherwise."""
         return self._wait(what, lambda: self._timelines, predicate, timeout_s)
 
-    def _observe(self, kind: str, pod: Any, stamp: Stamp) -> None:
+    def _observe(self, kind: str, pod: dict[str, Any], stamp: Stamp) -> None:
+        md, spec, st = _d(pod.get("metadata")), _d(pod.get("spec")), _d(pod.get("status"))
+        name = str(md.get("name", ""))
         with self._lock:
-            md, spec, st = pod.metadata, pod.spec, pod.status
-            tl = self._timelines.get(md.name)
-            if tl is None or (md.uid and tl.uid and tl.uid != md.uid):
-                tl = self._timelines[md.name] = PodTimeline(md.name, md.namespace or "")
-            tl.uid = md.uid or tl.uid
-            tl.runtime_class = spec.runtime_class_name if spec else tl.runtime_class
-            _first(tl, CREATED, stamp, epoch(md.creation_timestamp))
-            if spec and spec.node_name:
-                tl.node = spec.node_name
-                sched = next((c for c in (st.conditions or []) if c.type == "PodScheduled"),
-                             None) if st else None
-                _first(tl, SCHEDULED, stamp,
-                       epoch(sched.last_transition_time) if sched else None)
-            for c in (st.conditions or []) if st else []:
-                phase = _CONDITION_PHASES.get(c.type)
-                if phase and phase != SCHEDULED and c.status == "True":
-                    _first(tl, phase, stamp, epoch(c.last_transition_time))
-            for cs in (st.container_statuses or []) if st else []:
-                running = cs.state.running if cs.state else None
-                if running is not None:
-                    _first(tl, RUNNING_PREFIX + cs.name, stamp, epoch(running.started_at))
-            if st and st.start_time is not None:
-                tl.api.setdefault("start_time", epoch(st.start_time) or 0.0)
+            tl = self._timelines.get(name)
+            if tl is None or (md.get("uid") and tl.uid and tl.uid != md.get("uid")):
+                tl = self._timelines[name] = PodTimeline(name, str(md.get("namespace") or ""))
+            tl.uid = str(md.get("uid") or tl.uid)
+            tl.runtime_class = spec.get("runtimeClassName", tl.runtime_class)
+            _first(tl, CREATED, stamp, epoch(md.get("creationTimestamp")))
+            conds = {c.get("type"): c for c in _l(st.get("conditions")) if isinstance(c, dict)}
+            if spec.get("nodeName"):
+                tl.node = str(spec["nodeName"])
+                sched = _d(conds.get("PodScheduled"))
+                _first(tl, SCHEDULED, stamp, epoch(sched.get("lastTransitionTime")))
+            for ctype, c in conds.items():
+                phase = _CONDITION_PHASES.get(str(ctype))
+                if phase and phase != SCHEDULED and c.get("status") == "True":
+                    _first(tl, phase, stamp, epoch(c.get("lastTransitionTime")))
+            for cs in _l(st.get("containerStatuses")):
+                running = _d(_d(cs).get("state")).get("running")
+                if isinstance(running, dict):
+                    _first(tl, RUNNING_PREFIX + str(_d(cs).get("name")), stamp,
+                           epoch(running.get("startedAt")))
+            started = epoch(st.get("startTime"))
+            if started is not None:
+                tl.api.setdefault("start_time", started)
             if kind == "DELETED":
-                _first(tl, DELETED, stamp, epoch(md.deletion_timestamp))
+                _first(tl, DELETED, stamp, epoch(md.get("deletionTimestamp")))
+
+
+def _d(x: Any) -> dict[str, Any]:
+    return x if isinstance(x, dict) else {}
+
+
+def _l(x: Any) -> list[Any]:
+    return x if isinstance(x, list) else []
 
 
 def _first(tl: PodTimeline, phase: str, stamp: Stamp, api: float | None) -> None:
@@ -413,32 +431,33 @@ class EventWatcher(_Watcher):
              timeout_s: float) -> Any:
         return self._wait(what, lambda: list(self._events), predicate, timeout_s)
 
-    def _observe(self, source: str, kind: str, ev: Any, stamp: Stamp) -> None:
+    def _observe(self, source: str, kind: str, ev: dict[str, Any], stamp: Stamp) -> None:
         if kind == "DELETED":
             return
-        md = ev.metadata
-        key = (source, md.uid or "", md.resource_version or "")
+        md = _d(ev.get("metadata"))
+        key = (source, str(md.get("uid") or ""), str(md.get("resourceVersion") or ""))
         with self._lock:
             if key in self._seen:
                 return
             self._seen.add(key)
             if source == "core/v1":
-                obj = ev.involved_object
-                reporter = ev.reporting_component or (ev.source.component if ev.source else "")
-                api_time = epoch(ev.event_time) or epoch(ev.last_timestamp) or epoch(
-                    ev.first_timestamp)
-                note, count = ev.message, ev.count
+                obj = _d(ev.get("involvedObject"))
+                reporter = ev.get("reportingComponent") or _d(ev.get("source")).get("component")
+                api_time = epoch(ev.get("eventTime")) or epoch(ev.get("lastTimestamp")) \
+                    or epoch(ev.get("firstTimestamp"))
+                note, count = ev.get("message"), ev.get("count")
             else:
-                obj = ev.regarding
-                reporter = ev.reporting_controller or ""
-                api_time = epoch(ev.event_time) or epoch(ev.deprecated_last_timestamp) or epoch(
-                    ev.deprecated_first_timestamp)
-                note = ev.note
-                count = ev.series.count if ev.series else ev.deprecated_count
+                obj = _d(ev.get("regarding"))
+                reporter = ev.get("reportingController")
+                api_time = epoch(ev.get("eventTime")) or epoch(
+                    ev.get("deprecatedLastTimestamp")) or epoch(ev.get("deprecatedFirstTimestamp"))
+                note = ev.get("note")
+                count = _d(ev.get("series")).get("count") or ev.get("deprecatedCount")
             self._events.append(ObservedEvent(
-                source=source, uid=md.uid or "", type=ev.type or "", reason=ev.reason or "",
-                message=note or "", kind=getattr(obj, "kind", "") or "",
-                name=getattr(obj, "name", "") or "",
-                namespace=getattr(obj, "namespace", "") or "", reporter=reporter or "",
-                api_time=api_time, count=int(count or 1), received=stamp,
+                source=source, uid=key[1], type=str(ev.get("type") or ""),
+                reason=str(ev.get("reason") or ""), message=str(note or ""),
+                kind=str(obj.get("kind") or ""), name=str(obj.get("name") or ""),
+                namespace=str(obj.get("namespace") or ""), reporter=str(reporter or ""),
+                api_time=api_time, count=count if isinstance(count, int) else 1,
+                received=stamp,
             ))
