@@ -117,3 +117,27 @@ def test_run_names_and_labels_follow_the_profile() -> None:
     run = Run.for_profile(None, Cluster(), run_id="r1")  # type: ignore[arg-type]
     assert run.namespace == "gpu-cert-r1"
     assert run.labels == {"example.com/run": "r1"} and run.selector == "example.com/run=r1"
+
+
+def test_a_run_that_cannot_start_raises_its_own_error_and_restores_sigterm(
+    tmp_path: Any,
+) -> None:
+    """The namespace cannot be created (the server refuses the method): that error is
+    the one raised, a failed teardown is noted on it, and the SIGTERM handler is back."""
+    import signal
+
+    import yaml
+    from kubernetes.client.rest import ApiException
+
+    from kgc import kube
+    from kube.fakeapi import Script, kubeconfig, serve
+
+    before = signal.getsignal(signal.SIGTERM)
+    with serve(Script()) as url:
+        (tmp_path / "kc").write_text(yaml.safe_dump(kubeconfig(url)))
+        k = kube.connect(tmp_path / "kc")
+        with pytest.raises(ApiException) as err, Run(k, run_id="r1"):
+            pytest.fail("never entered")
+    assert err.value.status == 501
+    assert any("tearing down run r1 failed too" in n for n in err.value.__notes__)
+    assert signal.getsignal(signal.SIGTERM) is before

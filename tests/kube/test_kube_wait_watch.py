@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kubernetes import client
 
 from kgc import kube
@@ -222,3 +224,28 @@ def test_event_watcher_reads_both_event_apis() -> None:
 ])
 def test_epoch(ts: object, want: float | None) -> None:
     assert epoch(ts) == want
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+        st.sampled_from(["metadata", "spec", "status", "name", "uid", "nodeName",
+                         "conditions", "type", "status", "lastTransitionTime",
+                         "containerStatuses", "state", "running", "startedAt", "startTime",
+                         "involvedObject", "regarding", "series", "count", "eventTime",
+                         "creationTimestamp", "runtimeClassName", "resourceVersion"]),
+        inner, max_size=5),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(obj=st.dictionaries(st.sampled_from(["metadata", "spec", "status", "involvedObject",
+                                            "regarding", "series", "count", "eventTime"]),
+                           JSON, max_size=5), kind=st.sampled_from(["ADDED", "DELETED",
+                                                                     "LISTED"]))
+def test_watchers_take_any_object_without_crashing(obj: dict, kind: str) -> None:
+    k = kube.Kube.from_api_client(client.ApiClient())
+    PodWatcher(k, "ns")._observe(kind, obj, Stamp.now())
+    EventWatcher(k, "ns")._observe("core/v1", kind, obj, Stamp.now())
+    EventWatcher(k, "ns")._observe("events.k8s.io/v1", kind, obj, Stamp.now())

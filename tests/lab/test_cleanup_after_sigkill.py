@@ -104,7 +104,7 @@ def test_cluster_lab_killed_mid_up(private_cache: Path, tmp_path: Path) -> None:
 
 def test_containerd_lab_killed_with_a_probe_pod_running(private_cache: Path,
                                                         tmp_path: Path) -> None:
-    from kgc.cri.client import CriClient, ProbePod
+    from kgc.cri.client import CriClient, CriError, ProbePod
     from kgc.lab.containerd_instance import HELPER_EXES, LabUnavailable, bin_dir, require_lab
     from kgc.lab.images import PAUSE_IMAGE, PROBE_IMAGE
     from kgc.nri.probe import PROBE_LABEL
@@ -130,7 +130,9 @@ def test_containerd_lab_killed_with_a_probe_pod_running(private_cache: Path,
         with CriClient(address) as c:
             pod = ProbePod(c, PAUSE_IMAGE, PROBE_IMAGE, tmp_path / "podlogs",
                            labels={PROBE_LABEL: f"selftest-{uuid.uuid4().hex[:6]}"})
-            pod.run_sandbox()
+            # the CRI plugin learns of `ctr import`ed images asynchronously
+            wait_for("the CRI plugin to see the imported sandbox image", pod.run_sandbox, 30,
+                     0.5, retry_on=(CriError,))
             pod.create_container()
             pod.start_container()
     finally:
@@ -199,3 +201,48 @@ def test_node_lab_killed_while_its_vm_boots(private_cache: Path) -> None:
     assert procs.referencing(str(vm_dir), ["qemu-system-x86_64"]) == []
     assert rec.id in rep["forgotten"] and records("node") == ([], [])
     shutil.rmtree(vm_dir, ignore_errors=True)
+
+
+def test_node_lab_killed_with_its_vm_up_and_an_ssh_master(private_cache: Path) -> None:
+    """A run killed while its VM is up and an SSH ControlMaster (what testinfra's ssh
+    backend keeps, ControlPersist) holds a connection and a control socket."""
+    from kgc.lab.node.lab import run_dir
+
+    if shutil.which("qemu-system-x86_64") is None or os.geteuid() != 0:
+        pytest.fail("the node lab needs root and QEMU: run scripts/bootstrap.d/10-node-lab.sh")
+    name = f"cleanup-ssh-{os.getpid()}"
+    script = f"""
+import subprocess, time
+from kgc.lab.node.lab import NodeVM, build_variant
+from kgc.lab.node.scenarios import VARIANTS
+vm = NodeVM({name!r}, build_variant(VARIANTS["base"]))
+vm.start()
+subprocess.run(["ssh", "-F", str(vm.ssh_config), "-o", "ControlMaster=auto",
+                "-o", "ControlPersist=300", "kgc-" + vm.name, "true"], check=True)
+print(vm.port, flush=True)
+time.sleep(900)
+"""
+    run = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                           env=lab_env(private_cache))
+    try:
+        assert run.stdout is not None
+        port = int(run.stdout.readline().strip() or 0)
+        assert port, "the VM did not come up"
+        masters = [p for p in procs.clients_of_port(port) if procs.exe_name(p) == "ssh"]
+        control = [s for s in procs.unix_listeners(masters) if "/kgc-ssh-" in s]
+    finally:
+        sigkill(run)
+    rec = the_record("node")
+    ids = identities(rec)
+    assert masters and control, (masters, control)
+    starts = {p: procs.proc_start(p) for p in masters}
+
+    rep = cleanup_cli(private_cache)
+
+    nothing_left(ids)
+    assert [p for p, s in starts.items() if procs.is_same(p, s)] == []
+    assert [s for s in control if os.path.lexists(s)] == []
+    assert port not in procs.listening_ports()
+    assert any("ssh client" in s for s in rep["stopped"]), rep
+    assert rec.id in rep["forgotten"] and records("node") == ([], [])
+    shutil.rmtree(run_dir() / name, ignore_errors=True)

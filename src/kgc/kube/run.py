@@ -27,8 +27,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from kgc.kube.client import Kube
-from kgc.kube.wait import NotYet, wait_for_deleted, watch_until
+from kgc.kube.client import Kube, KubeError
+from kgc.kube.wait import NotYet, WaitTimeout, wait_for_deleted, watch_until
 
 DEFAULT_PREFIX = "kgc-"
 DEFAULT_LABEL = "kgc.io/run"
@@ -190,13 +190,13 @@ class Run:
         self._install_sigterm()
         try:
             self.setup()
-        except BaseException:
-            self._teardown_and_restore()
+        except BaseException as exc:
+            self._teardown_and_restore(exc)
             raise
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self._teardown_and_restore()
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        self._teardown_and_restore(exc)
 
     def setup(self) -> None:
         """Create the namespace and wait until pods can be created in it."""
@@ -208,9 +208,10 @@ class Run:
                     or NotYet("no default ServiceAccount yet (kube-controller-manager "
                               "creates it)"))
 
-        watch_until(f"ServiceAccount {self.namespace}/default", self.kube.core
-                    .list_namespaced_service_account, has_sa, self.ready_timeout_s,
-                    self.namespace)
+        self.kube.call("watch", "serviceaccounts", watch_until,
+                       f"ServiceAccount {self.namespace}/default",
+                       self.kube.core.list_namespaced_service_account, has_sa,
+                       self.ready_timeout_s, self.namespace)
 
     def create(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
         """Create ``manifest`` labelled with the run (in the run's namespace when it is
@@ -239,10 +240,19 @@ class Run:
         signal.signal(signal.SIGTERM, _raise_terminated)
         self._installed = True
 
-    def _teardown_and_restore(self) -> None:
+    def _teardown_and_restore(self, pending: BaseException | None = None) -> None:
+        """Tear down; a teardown failure while another exception is on its way out is
+        noted on that exception (which stays the one raised), never swallowed silently."""
         try:
             with _deferred_signals():
-                self.teardown()
+                try:
+                    self.teardown()
+                except (KubeError, ApiException, WaitTimeout) as exc:
+                    if pending is None:
+                        raise
+                    pending.add_note(f"kgc.kube: tearing down run {self.run_id} failed too: "
+                                     f"{exc}; `kgc.kube.cleanup(kube, {self.label_key!r}, "
+                                     f"run_id={self.run_id!r})` removes what is left")
         finally:
             if self._installed:
                 old = self._old_sigterm

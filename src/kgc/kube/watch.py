@@ -287,15 +287,18 @@ class PodWatcher(_Watcher):
     ``PodTimeline`` per pod. Start it before the trigger: ``start()`` lists first, so the
     watch begins at a resourceVersion older than anything the trigger creates."""
 
-    def __init__(self, kube: Kube, namespace: str, label_selector: str | None = None) -> None:
+    def __init__(self, kube: Kube, namespace: str, label_selector: str | None = None,
+                 resource_version: str | None = None) -> None:
+        """``resource_version``: watch from there (a list the caller made before its
+        trigger) instead of listing at ``start()``."""
         super().__init__()
         self.namespace = namespace
         self._timelines: dict[str, PodTimeline] = {}
         kw: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}
-        self._followers.append(_Follower(
-            f"kgc-pod-watch-{namespace}", kube.core.list_namespaced_pod, (namespace,), kw,
-            self._observe, self._changed,
-        ))
+        f = _Follower(f"kgc-pod-watch-{namespace}", kube.core.list_namespaced_pod,
+                      (namespace,), kw, self._observe, self._changed)
+        f.resource_version = resource_version or ""
+        self._followers.append(f)
 
     def start(self) -> PodWatcher:
         super().start()
