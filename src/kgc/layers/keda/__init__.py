@@ -1,10 +1,27 @@
 """Layer ``keda``: KEDA scale-up latency per phase, Kata vs the baseline runtime.
 
-Provisional, export-only: the lead owns this file and wires the layer into the engine.
+PROVISIONAL (the lead owns this file). The engine imports every package named in
+``LAYER_MODULES`` and reads its ``LAYER``, so this package must define one as soon as it
+exists. Until the live driver is wired, ``LAYER`` carries an EMPTY registry (nothing in the
+catalogue, the README table or the suites changes) and a ``gather`` that records
+``not-run``. The real catalogue is :data:`kgc.layers.keda.checks.CHECKS`.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
+from kgc.core.engine import Layer
+from kgc.core.model import Registry
 from kgc.layers.keda.checks import CHECKS, analyse, keda_profile
 from kgc.layers.keda.evidence import KedaEvidence
 from kgc.layers.keda.profile import KedaProfile
 
-__all__ = ["CHECKS", "KedaEvidence", "KedaProfile", "analyse", "keda_profile"]
+
+def _not_wired(ctx: Any) -> KedaEvidence:
+    return KedaEvidence("not-run", "the KEDA latency driver is not wired into this build yet")
+
+
+LAYER = Layer(name="keda", checks=Registry(), gather=_not_wired, host=False)
+
+__all__ = ["CHECKS", "LAYER", "KedaEvidence", "KedaProfile", "analyse", "keda_profile"]

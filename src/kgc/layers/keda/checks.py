@@ -268,9 +268,9 @@ def scale_up_completes(ev: KedaEvidence, profile: Any) -> Outcome:
         order = {p: i for i, p in enumerate(PHASES)}
         first = min(stuck, key=lambda x: order[x[0]])[0]
         by_phase: dict[str, list[str]] = {}
+        labels = {run.role: run.label for run in ev.runs()}
         for phase, r in stuck:
-            cr = ev.kata if r.role == "kata" else ev.baseline
-            lab = cr.label if cr is not None else r.role
+            lab = labels[r.role]
             v = r.values[phase]
             lb = f", waited {fmt_num(v.seconds)} s" if v.seconds is not None else ""
             det = f": {r.stall.detail}" if r.stall is not None and r.stall.detail else ""
@@ -499,7 +499,7 @@ def kata_overhead(ev: KedaEvidence, profile: Any) -> Outcome:
         else:
             within.append(f"{desc} <= {fmt_num(lim)}x")
     exp = ", ".join(f"{TITLES[m]} <= {fmt_num(x)}x" for m, x in limits.items())
-    adds = [(d, p) for p in PHASES if (d := diffs[p]) is not None]
+    adds = [(d, p) for p in PHASES if (d := diffs[p]) is not None and d > 0]
     most = max(adds)[1] if adds else None
     most_txt = (f"; Kata adds the most in {TITLES[most]} (+{fmt_num(diffs[most])} s at "
                 f"{bud.ratio_stat})" if most is not None else "")

@@ -210,7 +210,7 @@ def timeline_svg(ev: KedaEvidence, *, max_rows: int = 120, title: str = "") -> s
     pxs = PLOT_W / axis_end
     nrows = max([min(len(rows), max_rows) for _, rows in panels] + [1])
     legend_y = MARGIN + 22
-    top = legend_y + 34
+    top = legend_y + 44
     plot_h = nrows * (ROW_H + ROW_GAP)
     height = top + 18 + plot_h + 44
     panel_w = LABEL_W + PLOT_W
@@ -235,7 +235,7 @@ def timeline_svg(ev: KedaEvidence, *, max_rows: int = 120, title: str = "") -> s
         out.append(f'<rect x="{x}" y="{legend_y}" width="12" height="12" fill="{COLORS[p]}"/>')
         label = TITLES[p]
         out.append(f'<text x="{x + 16}" y="{legend_y + 10}">{escape(label)}</text>')
-        x += 16 + 7 * len(label) + 18
+        x += 16 + int(6.3 * len(label)) + 18
     out.append(f'<rect x="{x}" y="{legend_y}" width="12" height="12" fill="url(#kgc-stall)" '
                f'stroke="{STALL_COLOR}"/>')
     out.append(f'<text x="{x + 16}" y="{legend_y + 10}">stalled (never completed)</text>')
