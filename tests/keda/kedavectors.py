@@ -35,6 +35,25 @@ class Vector:
     exact: Mapping[str, str] = field(default_factory=dict)  # id -> the whole reason
 
 
+def mismatch(reg: Any, v: Vector) -> list[str]:
+    """How the checks of registry ``reg`` contradict vector ``v`` (empty: they agree)."""
+    out = []
+    for cid, want in v.expect.items():
+        got = reg.get(cid).judge(v.evidence, v.profile, "cluster")
+        if str(got.status) != want:
+            out.append(f"{cid}: {got.status} != {want} ({got.reason})")
+            continue
+        if cid in v.exact and got.reason != v.exact[cid]:
+            out.append(f"{cid}: reason {got.reason!r} != {v.exact[cid]!r}")
+        for w in v.words.get(cid, ()):
+            if w not in got.reason:
+                out.append(f"{cid}: {w!r} not in reason {got.reason!r}")
+        for w in v.fix.get(cid, ()):
+            if w not in got.remediation:
+                out.append(f"{cid}: {w!r} not in remediation {got.remediation!r}")
+    return out
+
+
 def prof(**budgets: Any) -> KedaProfile:
     top = {k: budgets.pop(k) for k in ("compare_baseline", "polling_interval_s")
            if k in budgets}

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
+from kgc.layers.keda.checks import analyse
 from kgc.layers.keda.evidence import ClassRun, KedaEvidence, Stamp
 from kgc.layers.keda.phases import (
     BOUNDS,
@@ -144,8 +145,6 @@ def phases_csv(ev: KedaEvidence) -> str:
 
 def phase_table(ev: KedaEvidence, profile: Any = None) -> str:
     """The console's per-phase table (p50/p95/max per class, ratio at the profile's stat)."""
-    from kgc.layers.keda.checks import analyse  # the checks module imports this one lazily
-
     a = analyse(ev, profile)
     return format_table(a.stats, a.ratios)
 
