@@ -16,6 +16,38 @@ verdicts. Two clocks are kept for every observation:
 non-finite number or an unknown milestone name raises :class:`EvidenceError` naming the
 field path (``kata.repetitions[0].pods[2].observed.ready.mono: expected a number, got
 'x'``). Optional fields may be absent or null.
+
+Recording contract (what the live driver must fill in)
+------------------------------------------------------
+* ``KedaEvidence.status``: ``done`` once measuring started (stalls live inside);
+  ``preflight-failed`` with ``preflight`` filled; ``not-run`` with the reason (e.g. an
+  offline bundle without the layer); ``error`` with the exception's one-line message.
+* ``preflight``: ``keda_installed`` (CRD ``scaledobjects.keda.sh`` served),
+  ``keda_version``, ``operator_ready`` (keda-operator and its metrics API server Ready),
+  ``missing`` in words (``"CRD scaledobjects.keda.sh"``, ``"RuntimeClass kata"``).
+* ``clock``: :func:`kgc.layers.keda.phases.estimate_clock_offset` over ``(wall before
+  the request, the object's creationTimestamp, wall after the answer)`` of every object
+  the run creates.
+* one ``ClassRun`` per role (``kata``: the profile's Kata RuntimeClass; ``baseline``),
+  with ``config`` from :func:`kgc.layers.keda.observe.scaling_config` (HPA sync period
+  from :func:`~kgc.layers.keda.observe.controller_manager_sync_period` when the
+  controller-manager's command line is readable, else the lab's value, else None).
+* per repetition (0 → K → 0), watches on pods (the Deployment's selector), the
+  Deployment, its HPA and the ScaledObject, all opened at a resourceVersion listed
+  BEFORE the trigger; every receipt stamped ``Stamp(time.monotonic(), time.time())``
+  first thing in the watch loop (not after a queue):
+  ``trigger`` right after the trigger endpoint acknowledged the raised value;
+  ``active`` the first event with the ScaledObject's Active=True;
+  ``scale`` a ``ScaleMark`` for every change of the Deployment's ``spec.replicas``
+  (``deployment``) and the HPA's ``status.desiredReplicas`` (``hpa``);
+  ``pods`` every pod ADDED after the trigger, folded with
+  :func:`kgc.layers.keda.observe.merge_observation` (first-observed stamps, the API's
+  timestamps, node, last status); ``lowered`` when the trigger was lowered again;
+  ``scaled_down`` the first moment no pod of the Deployment is left;
+  ``stalls`` a ``Stall`` for every bounded wait that gave up (``at`` = when it gave
+  up): ``trigger`` (endpoint_s), ``decision`` (activation_s or desired replicas never K),
+  the pod phase when pods stayed short of Ready (ready_s), ``scale-down``
+  (scale_down_s). A repetition that stalled still records what it saw.
 """
 
 from __future__ import annotations
