@@ -9,7 +9,5 @@ One entry: ``kgc.lab.cli:main(argv)`` (``kgc lab ...``). Shared by every lab: ``
 ``kgc lab <name>`` commands.
 """
 
-# Modules with a ``register(subparsers)`` for ``kgc lab``; the node and containerd labs
-# also expose ``SCENARIOS`` (name -> callable(args) -> exit code) for ``kgc lab run``.
-LAB_MODULES = ("kgc.lab.node", "kgc.lab.containerd", "kgc.lab.cluster", "kgc.lab.certify",
-               "kgc.lab.cli")
+# Modules with a ``register(subparsers)`` adding their ``kgc lab <name>`` commands.
+LAB_MODULES = ("kgc.lab.node", "kgc.lab.containerd", "kgc.lab.cluster", "kgc.lab.certify")

@@ -1,4 +1,5 @@
-"""``kgc lab ...`` — the one entry to the labs (also ``python -m kgc.lab.cli``).
+"""``kgc lab ...`` (also ``kgc-lab``, ``python -m kgc.lab.cli``): the one entry to the labs.
+Only this module and the labs import lab code; the product's commands never do.
 
     kgc lab node build|start|stop|reboot|list|ssh|scenarios|bench   QEMU node images
     kgc lab containerd list|run|up                                  real containerd + NRI
@@ -20,10 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kgc.lab import LAB_MODULES
 from kgc.lab.common import LabError, LabUnavailable
-
-# Labs that add their own `kgc lab <name> ...` commands (each has `register(subparsers)`).
-LAB_COMMANDS = ("kgc.lab.node", "kgc.lab.containerd", "kgc.lab.cluster", "kgc.lab.certify")
 
 
 def _cmd_run(a: argparse.Namespace) -> int:
@@ -81,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = ap.add_subparsers(dest="lab_cmd", required=True, metavar="LAB_COMMAND")
-    for name in LAB_COMMANDS:
+    for name in LAB_MODULES:
         importlib.import_module(name).register(sub)
     known = scenarios()
     run = sub.add_parser("run", help="run one named lab scenario and write its verdict.json")

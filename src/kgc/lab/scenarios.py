@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import importlib
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -97,18 +97,34 @@ def write_scenario_verdict(
     results: Iterable[Mapping[str, Any]],
     expected: Mapping[str, str],
     mismatches: Mapping[str, str],
+    layers: Sequence[str] = (),
     **extra: Any,
 ) -> Path:
-    """``verdict.json`` of one scenario, in the conformance run's schema."""
+    """``verdict.json`` of one scenario, in the conformance run's schema; ``layers``: the
+    layers the scenario judged (default: those its results name), said in ``run.layers``
+    as a conformance run says them."""
+    rows = [dict(r) for r in results]
+    selected = list(layers) or list(dict.fromkeys(str(r.get("layer")) for r in rows))
+    judged = [n for n in selected if any(r.get("layer") == n and r.get("status") != "skip"
+                                         for r in rows)]
+    try:
+        from kgc.core.registry import load_layers
+
+        every = list(load_layers())
+    except ImportError:  # pragma: no cover - an older core without the registry
+        every = selected
     run = {
         "kind": "lab-scenario",
         "lab": lab,
         "scenario": scenario,
         "description": description,
+        "layers": selected,
+        "layers_judged": judged,
+        "scope": report.scope_note(selected, judged, every),
         "expected": dict(expected),
         "matches_documented": not mismatches,
         "mismatches": dict(mismatches),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         **extra,
     }
-    return report.write_verdict_json(Path(path), [dict(r) for r in results], run)
+    return report.write_verdict_json(Path(path), rows, run)

@@ -31,7 +31,7 @@ from typing import Any
 import yaml
 
 from kgc import kube
-from kgc.core.profile import PROFILES_DIR, ClusterProfile, ProfileError, load_profile
+from kgc.core.profile import ClusterProfile, ProfileError, load_profile, profiles_dir
 from kgc.lab import procs
 from kgc.lab.cluster import pki as cluster_pki
 from kgc.lab.cluster.manifests import (
@@ -183,7 +183,7 @@ def _state_processes(state: Mapping[str, Any]) -> list[dict[str, Any]]:
 def lab_cluster_profile() -> ClusterProfile:
     try:
         # By path: resolve("lab") would pick the repo's lab/ directory when run from the root.
-        return load_profile(PROFILES_DIR / f"{LAB_PROFILE}.yaml").cluster
+        return load_profile(profiles_dir() / f"{LAB_PROFILE}.yaml").cluster
     except ProfileError:
         return ClusterProfile()
 
@@ -630,13 +630,13 @@ def certify_stage(work: Path) -> Iterator[list[str]]:
         os.environ["KGC_CLUSTER_RUN_DIR"] = str(run_dir)
         try:
             suites = [
-                str(p) for p in (PROFILES_DIR.parent / "conformance").glob("*")
+                str(p) for p in (profiles_dir().parent / "conformance").glob("*")
                 if p.name in ("gpu", "sizing", "keda", "cluster") and p.is_dir()
             ]
             yield [
                 "-m", "cluster",
-                *(sorted(suites) or [str(PROFILES_DIR.parent / "conformance")]),
-                "--profile", str(PROFILES_DIR / f"{LAB_PROFILE}.yaml"),
+                *(sorted(suites) or [str(profiles_dir().parent / "conformance")]),
+                "--profile", str(profiles_dir() / f"{LAB_PROFILE}.yaml"),
                 "--kubeconfig", state["kubeconfig"],
             ]
         finally:
