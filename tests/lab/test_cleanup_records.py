@@ -136,3 +136,11 @@ def test_unix_listeners_and_socket_removal(tmp_path: Path) -> None:
     assert procs.remove_socket(path) and not os.path.exists(path)
     (tmp_path / "f").write_text("")
     assert not procs.remove_socket(str(tmp_path / "f"))  # only sockets are removed
+
+
+def test_mount_points_are_read_unescaped_and_deepest_first() -> None:
+    assert procs._unescape(r"/tmp/a\040b\011c\134d") == "/tmp/a b\tc\\d"
+    assert procs._unescape("/x\\04") == "/x\\04"  # a truncated escape stays as it is
+    got = procs.mounts_under("/proc")
+    assert got and got[-1] == "/proc" and all(m.startswith("/proc") for m in got)
+    assert procs.mounts_under("") == [] and procs.mounts_under("/no/such/prefix") == []

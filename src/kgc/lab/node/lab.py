@@ -83,8 +83,14 @@ def build_base() -> Path:
             raise LabError(f"{tool} not found: run scripts/bootstrap.d/10-node-lab.sh")
     root.parent.mkdir(parents=True, exist_ok=True)
     _log(f"building base tree {root} (debootstrap bookworm; a few minutes)")
+    # the build mounts /proc, /sys, /dev into the tree: recorded for `kgc lab cleanup`
+    record = LabRecord.create("node-build", name="base", root=str(root))
+    record.add_owned(root, ["bash", "nice", "debootstrap", "chroot"])
+    record.add_mounts(root)
     res = subprocess.run(["nice", "-n", "10", "bash", str(BUILD_BASE), str(root)], text=True,
                          capture_output=True)
+    if not procs.mounts_under(str(root)):
+        record.close()
     if res.returncode != 0:
         raise LabError(f"base image build failed:\n{(res.stdout + res.stderr)[-4000:]}")
     return root
