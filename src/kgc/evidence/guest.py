@@ -623,8 +623,8 @@ def parse_guest(snap: HostSnapshot) -> GuestEvidence:
         dmesg = tuple(clip(ln, 300) or "" for ln in dm.output.splitlines() if ln.strip())[-200:]
 
     dev = snap.command("dev_nvidia")
-    dev_nvidia = tuple(ln.strip() for ln in (dev.output if dev else "").splitlines()
-                       if ln.strip())[:256]
+    dev_nvidia = tuple(sorted({ln.strip() for ln in (dev.output if dev else "").splitlines()
+                               if ln.strip()}))[:256]
     col = snap.command("collector")
     collector = col.output.strip() if col is not None and col.rc == 0 else None
 

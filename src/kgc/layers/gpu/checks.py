@@ -732,7 +732,9 @@ def compute(subj: PodSubject, profile: Any) -> Outcome:
     if cc.get("python3") is False:
         return skipped(f"{pod.image} has no python3, so the optional torch probe did not run",
                        **ev)
-    if "torch" in cc and cc.get("torch") is None:
+    no_torch = "torch" not in cc and re.match(r"(ModuleNotFoundError|ImportError)\b.*torch",
+                                              str(cc.get("error", "")))
+    if ("torch" in cc and cc.get("torch") is None) or no_torch:
         return skipped(f"{pod.image} has no PyTorch ({cc.get('error', 'import failed')}), so "
                        "the optional compute probe did not run", **ev)
     if not isinstance(cc.get("torch"), str):

@@ -181,9 +181,9 @@ def _admission(pod: GpuPodEvidence) -> Cause | None:
 
 def _scheduling(pod: GpuPodEvidence, cluster: ClusterGpuEvidence | None) -> Cause:
     hit = _first(pod, _INSUFFICIENT)
-    if hit is not None and (hit[0].group(1) == pod.resource
+    if hit is not None and (hit[0].group(1).rstrip(".") == pod.resource
                             or hit[0].group(1).startswith("nvidia.com/")):
-        res = hit[0].group(1)
+        res = hit[0].group(1).rstrip(".")
         adv = _advertisers(cluster, res)
         if adv == []:
             return _fail(
