@@ -20,7 +20,6 @@ from gpu.synth import (
     RC,
     cases,
     cluster,
-    cpu_guest,
     h200_guest,
     h200_profile,
     node,

@@ -93,6 +93,9 @@ def _texts(pod: GpuPodEvidence) -> Iterator[tuple[str, str]]:
     for c in pod.containers:
         if c.message:
             yield f"container {c.name}", _bounded(c.message)
+    for cond in pod.conditions:
+        if cond.status != "True" and cond.message:
+            yield f"condition {cond.type}", _bounded(cond.message)
     for e in reversed(pod.events):
         if e.type != "Normal" and e.message:
             yield f"event {e.reason}", _bounded(e.message)
