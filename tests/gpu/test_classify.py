@@ -85,6 +85,22 @@ CASES: list[tuple[str, Any, Any, str, tuple[str, ...]]] = [
                       "taint {nvidia.com/gpu: present}. preemption: 0/3 nodes are available: "
                       "3 Preemption is not helpful for scheduling.", 1, "default-scheduler")),
      None, "unschedulable", ("untolerated taint", "tolerations")),
+    ("unschedulable-from-condition-only",
+     pod(None, phase="Pending", node=None, timed_out=True, containers=(), events=(),
+         conditions=(PodCondition("PodScheduled", "False", "Unschedulable",
+                                  "0/3 nodes are available: 3 node(s) didn't match Pod's node "
+                                  "affinity/selector."),)),
+     None, "unschedulable", ("didn't match Pod's node affinity",)),
+    ("insufficient-cpu-is-not-a-gpu-shortage",
+     unscheduled(warn("FailedScheduling", "0/1 nodes are available: 1 Insufficient cpu.", 1,
+                      "default-scheduler")),
+     None, "unschedulable", ("Insufficient cpu",)),
+    ("insufficient-other-vendor-resource",
+     unscheduled(warn("FailedScheduling", "0/1 nodes are available: 1 Insufficient "
+                      "example.com/accel.", 1, "default-scheduler"),
+                 resource="example.com/accel"),
+     cluster(node("gpu-a", 1, resource="example.com/accel")), "insufficient-resource",
+     ("1 free example.com/accel", "advertised by gpu-a")),
     ("never-scheduled",
      unscheduled(), None, "never-scheduled", ("not scheduled within 300 s", "kube-scheduler")),
     ("device-allocation",
@@ -131,6 +147,12 @@ CASES: list[tuple[str, Any, Any, str, tuple[str, ...]]] = [
                           "create shim task: CreateContainerRequest timed out: context "
                           "deadline exceeded"),)),
      None, "create-timeout", ("timed out", "create_container_timeout")),
+    ("create-timeout-sandbox",
+     pending(events=(warn("FailedCreatePodSandBox", SANDBOX + "failed to create containerd "
+                          "task: failed to create shim task: Failed to Check if grpc server is "
+                          "working: rpc error: code = DeadlineExceeded desc = timed out "
+                          "connecting to vsock 1521785742:1024: unknown"),)),
+     None, "create-timeout", ("timed out connecting to vsock",)),
     ("sandbox-failed",
      pending(events=(warn("FailedCreatePodSandBox", SANDBOX + "failed to create containerd "
                           "task: failed to create shim task: Could not create the sandbox "

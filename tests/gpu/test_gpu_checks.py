@@ -84,6 +84,14 @@ def test_real_h200_capture_passes_every_gpu_check() -> None:
     assert "BAR2 256 GiB" in v[("gpu.pci-function", "gpu-a/kgc-gpu-0")].reason
 
 
+def test_pass_reasons_name_what_was_judged() -> None:
+    v = judge(cases()["h200-good"])
+    assert "in 41.7 s" in v[("gpu.pod-runs", "gpu-a/kgc-gpu-0")].reason
+    assert v[("gpu.memory", "gpu-a/kgc-gpu-0")].found == f"{H200_UUID}: 143771 MiB"
+    r = run(pod(h200_guest(), waited_s=None))
+    assert " s" not in pod_check("gpu.pod-runs", r).reason.split("nvidia.com/pgpu")[1]
+
+
 def test_real_h200_capture_twice_on_one_node_with_distinct_gpus_passes_everything() -> None:
     v = judge(cases()["two-pods-distinct"])
     assert {k: x.status for k, x in v.items() if x.status is not Status.PASS} == {}
@@ -242,6 +250,11 @@ def test_unassigned_bar_fails_naming_it() -> None:
         "[    3.34] pci 0000:00:06.0: BAR 2: no space for [mem size 0x4000000000 64bit pref]",))
     v2 = pod_check("gpu.pci-function", run(pod(g2)))
     assert v2.status is Status.FAIL and "prefetchable" in v2.reason and "no space" in v2.reason
+    g3 = dataclasses.replace(_bars(g, no_pref), dmesg=(
+        "[    3.34] pci 0000:00:06.0: BAR 2: failed to assign [mem size 0x4000000000]",
+        "[    3.35] nvidia 0000:00:06.0: enabling device (0000 -> 0002)"))
+    v3 = pod_check("gpu.pci-function", run(pod(g3)))
+    assert v3.evidence["dmesg"] == [g3.dmesg[0]]
     v3 = pod_check("gpu.pci-function", run(pod(_bars(g, None))))
     assert v3.status is Status.FAIL and "could not be read" in v3.reason
     v4 = pod_check("gpu.pci-function", run(pod(dataclasses.replace(g, pci_listed=False))))
@@ -264,9 +277,13 @@ def test_a_bar_at_address_1_counts_as_assigned() -> None:
     (0, None, Status.ERROR, "no report"),
 ])
 def test_nvidia_smi_failures(rc: int, err: str | None, status: Status, text: str) -> None:
-    g = dataclasses.replace(h200_guest(), smi_rc=rc, smi_error=err, smi=None)
+    nvrm = "[ 12.1] NVRM: GPU 0000:00:06.0: RmInitAdapter failed! (0x22:0x56:762)"
+    g = dataclasses.replace(h200_guest(), smi_rc=rc, smi_error=err, smi=None,
+                            dmesg=("[ 1.0] pci 0000:00:06.0: BAR 0 [mem 0x1 64bit]", nvrm))
     v = pod_check("gpu.smi-count", run(pod(g)))
     assert v.status is status and text in v.reason
+    if rc not in (0, 124):
+        assert v.evidence["dmesg"] == [nvrm]
 
 
 # =========================================================================== expectations

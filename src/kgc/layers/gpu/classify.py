@@ -139,14 +139,10 @@ def smi_missing(pod: GpuPodEvidence) -> Cause | None:
         return _fail("smi-missing", f"nvidia-smi is not found in the container of {pod.ref} "
                      f"(exit 127: {g.smi_error or 'not found'})", fix, g.smi_error)
     for c in pod.containers:
-        for text in (c.message or "",):
-            m = _NOT_FOUND_EXEC.search(_bounded(text))
-            if m and "nvidia-smi" in (m.group(1) or m.group(2) or ""):
-                return _fail("smi-missing", f"nvidia-smi is not found in {pod.ref}: {m.group(0)}",
-                             fix, text)
-        if c.state == "terminated" and c.exit_code == 127 and "nvidia-smi" in (c.message or ""):
-            return _fail("smi-missing", f"{pod.ref}: nvidia-smi exited 127 (not found)", fix,
-                         c.message)
+        m = _NOT_FOUND_EXEC.search(_bounded(c.message))
+        if m and "nvidia-smi" in (m.group(1) or m.group(2) or ""):
+            return _fail("smi-missing", f"nvidia-smi is not found in {pod.ref}: {m.group(0)}",
+                         fix, c.message)
     return None
 
 
