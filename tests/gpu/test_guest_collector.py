@@ -206,3 +206,11 @@ def test_out_mode_writes_a_bundle_that_reparses(tmp_path: Path) -> None:
     raw = (tmp_path / "guest-raw.txt").read_text()
     assert dataclasses.replace(parse_guest_output(raw), problems=()) == \
         dataclasses.replace(parse_guest(snap), problems=())
+
+
+def test_kgc_guest_script_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    from kgc.cli import main as kgc_main
+
+    assert kgc_main(["guest", "--script"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("#!/bin/sh\n") and COLLECTOR in text
