@@ -101,7 +101,7 @@ def test_memtotal_only_window_holds_the_real_kernel(path: Path) -> None:
     assert j.basis.startswith("MemTotal only")
 
 
-# -- the H200 Firecracker capture (16 vCPUs, a 128 GiB VM, MemTotal only) ------------------------
+# -- the H200 Firecracker capture (16 vCPUs, a 128 GiB VM, MemTotal only) ----------------------
 H200 = VmSize(16, 131072, "Firecracker microVM (recorded)", "the device machine's VM",
               settings="16 vCPU, 131072 MiB", boot_vcpus=16, boot_memory_mib=131072)
 

@@ -79,7 +79,7 @@ def ctr(name: str = "c", cpu: str | None = None, mem: str | None = None, *,
     return c
 
 
-# -- the reference's worked example ----------------------------------------------------------
+# -- the reference's worked example ------------------------------------------------------------
 @pytest.mark.parametrize(("preset", "vcpus", "mib"), [
     ("qemu", 3, 4096),  # Go dynamic: ceil(1 + 2), 2048 + 2048
     ("qemu-nvidia-gpu", 3, 10240),  # Go static: ceil(1 + 2), 8192 + 2048
@@ -277,7 +277,7 @@ def test_rs_cpu_adjust_config(dv: float, maxv: int, host: int, want: float) -> N
     assert vm.vcpus == math.ceil(want)
 
 
-# -- Kata's Kubernetes integration tests (tests/integration/kubernetes) ---------------------------
+# -- Kata's Kubernetes integration tests (tests/integration/kubernetes) ------------------------
 @pytest.mark.parametrize(("default_vcpus", "cpu", "want"), [
     ("0", None, 1),  # vcpus-less-than-one-with-no-limits
     ("0.75", "0.25", 1),  # vcpus-less-than-one-with-limits
@@ -321,7 +321,7 @@ def test_k8s_memory_request_above_limit_is_refused() -> None:
         expected_vm(pod(ctr(mem="50Mi", req_mem="700Mi")), GO_QEMU)
 
 
-# -- init and sidecar containers -------------------------------------------------------------
+# -- init and sidecar containers ---------------------------------------------------------------
 def test_init_container_go_static_uses_pod_effective_limits() -> None:
     """Static sizing reads containerd's sandbox annotations, i.e. the kubelet's PodLimits:
     max(largest init container, Σ app) (pkg/kubelet/kuberuntime/kuberuntime_sandbox_linux.go
@@ -402,7 +402,7 @@ def test_quota_floor_and_annotations() -> None:
                  ANN_MEMORY: str(256 * MIB)}
 
 
-# -- absurd configurations and bad input: a reason, never a crash ---------------------------------
+# -- absurd configurations and bad input: a reason, never a crash ------------------------------
 def test_default_memory_zero_go_falls_back_to_2048() -> None:
     """katautils/config.go defaultMemSz: below vc.MinHypervisorMemory (256) -> 2048."""
     vm = expected_vm(pod(ctr(cpu="1", mem="1Gi")), KataSizing("go", True, default_memory=0))

@@ -382,12 +382,13 @@ class KataConfigSource:
     def from_dict(cls, d: Any, where: str = "config") -> KataConfigSource:
         m = _require_mapping(d, where)
         try:
+            rc = _str(m["runtime_class"], f"{where}.runtime_class")
             kind = _str(m["kind"], f"{where}.kind")
             if kind not in (SOURCE_NODE, SOURCE_PROFILE, SOURCE_MEASURED, SOURCE_NONE):
                 raise EvidenceError(f"{where}.kind: unknown source {kind!r}")
             s = m["sizing"]
             return cls(
-                runtime_class=_str(m["runtime_class"], f"{where}.runtime_class"),
+                runtime_class=rc,
                 kind=kind,
                 detail=_str(m["detail"], f"{where}.detail"),
                 sizing=None if s is None else kata_sizing_from_dict(s, f"{where}.sizing"),

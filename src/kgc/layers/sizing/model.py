@@ -861,6 +861,9 @@ def _go_dynamic(p: PodShape, k: KataSizing, eff: _Effective) -> VmSize:
     if eff.maxv is not None and boot_v > eff.maxv:
         refusal = (f"default_vcpus={dv:g} boots {boot_v} vCPUs but default_maxvcpus="
                    f"{eff.maxv}: QEMU refuses -smp {boot_v},maxcpus={eff.maxv}")
+    if eff.maxm is not None and eff.dm > eff.maxm and not refusal:
+        refusal = (f"default_memory={eff.dm} exceeds default_maxmemory={eff.maxm}: QEMU refuses "
+                   f"-m {eff.dm}M,maxmem={eff.maxm}M")
     cur_v, cur_m = boot_v, eff.dm
     hotplugs = 0
     notes: list[str] = []
