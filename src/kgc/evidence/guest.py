@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kgc.core.hostfs import HostSnapshot
-from kgc.layers.pci import PciDevice, parse_pci
+from kgc.evidence.pci import PciDevice, parse_pci
 
 
 @dataclass(frozen=True)
