@@ -1,14 +1,19 @@
-"""Layer 6 — VM sizing (``sizing.*``): pod limits -> the Kata microVM's vCPUs and memory.
+"""Layer ``sizing`` (``sizing.*``): pod limits -> the Kata microVM's vCPUs and memory.
 
 PROVISIONAL ``__init__`` (the lead writes the real one): it exports the pure model
 (:mod:`.model`), the evidence and its parsers (:mod:`.evidence`), the checks (:mod:`.checks`)
-and the profile section (:mod:`.profile`). ``kgc.core.engine.load_layers`` imports every
-layer package and needs a ``LAYER``; this one carries an EMPTY registry so the catalogue,
-the README and the conformance suites are unchanged until the lead wires ``CHECKS`` with a
-``gather`` that collects :class:`SizingEvidence` and a conformance suite.
+and the profile section (:mod:`.profile`). The registry imports every layer package and
+needs a ``LAYER``; this one (shaped like the keda layer's provisional one) carries an EMPTY
+registry, so the catalogue, the README and the suites are unchanged until the lead wires
+``CHECKS`` with a ``gather`` that collects :class:`SizingEvidence` and a conformance suite.
 """
 
-from kgc.core.engine import Context, Layer
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kgc.core.layer import Layer, Scope
 from kgc.core.model import Registry
 from kgc.layers.sizing.checks import CHECKS, judge_guest, judge_shape
 from kgc.layers.sizing.evidence import (
@@ -25,15 +30,28 @@ from kgc.layers.sizing.model import KataSizing, PodShape, SizingInputError, VmSi
 from kgc.layers.sizing.profile import SizingProfile, shape_manifest
 
 
-def _gather(ctx: Context) -> SizingEvidence:  # provisional: nothing is collected yet
-    return SizingEvidence()
+def _not_wired(ctx: Any) -> SizingEvidence:  # provisional: nothing is collected yet
+    return SizingEvidence(notes=("the sizing driver is not wired into this build yet",))
 
 
-LAYER = Layer(name="sizing", checks=Registry(), gather=_gather, query=None, host=False)
+def _record(ev: SizingEvidence) -> Mapping[str, Any]:
+    return ev.to_dict()
+
+
+LAYER = Layer(
+    name="sizing",
+    scope=Scope.CLUSTER,
+    title="Kata VM sizing: pod limits -> vCPUs and memory, starved pods, node over-commit",
+    checks=Registry(),  # provisional: CHECKS is wired by the lead with the live driver
+    markers=("cluster",),
+    gather=_not_wired,
+    record=_record,
+    replay=SizingEvidence.from_dict,
+)
 
 __all__ = [
-    "LAYER",
     "CHECKS",
+    "LAYER",
     "SIZING_GUEST_QUERY",
     "ClusterObjects",
     "GuestSize",

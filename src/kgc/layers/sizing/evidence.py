@@ -574,11 +574,13 @@ def kata_sizing_from_toml(data: Mapping[str, Any], path: str, source: str = "") 
 
 def kata_config_from_runtime(runtime_evidence: Any, handler: str, runtime_class: str,
                              search: tuple[str, ...] | None = None) -> KataConfigSource:
-    """Adapter from the runtime layer's node evidence (``kgc.layers.runtime.collect.
-    RuntimeEvidence``): the handler's ``ConfigPath`` (else the standard locations) and its
-    ``config.d`` drop-ins, as the runtime layer resolves them, turned into sizing keys."""
+    """Adapter from the runtime layer's node evidence (``kgc.evidence.containerd.
+    RuntimeEvidence``, what ``kgc.layers.runtime.collect.parse`` returns): the handler's
+    ``ConfigPath`` (else the standard locations) and its ``config.d`` drop-ins, resolved by
+    ``kgc.evidence.containerd.kata_config`` exactly as the runtime layer does, turned into
+    sizing keys."""
     from kgc.core.profile import RuntimeProfile
-    from kgc.layers.runtime.semantics import handlers, kata_config
+    from kgc.evidence.containerd import handlers, kata_config
 
     paths = search if search is not None else RuntimeProfile().kata_config_paths
     found, _ = handlers(runtime_evidence.effective, runtime_evidence.config_version)
