@@ -881,8 +881,11 @@ def _go_dynamic(p: PodShape, k: KataSizing, eff: _Effective) -> VmSize:
         oci = [r for _, r in running]
         # vCPUs: ceil(float32 Σ running + default), hot-plugged up to maxvcpus or unplugged
         want_v = go_round_up_vcpus(f32(go_sandbox_cpus(oci) + dv))
-        if want_v > cur_v and eff.maxv is not None:
-            want_v = min(want_v, max(eff.maxv, cur_v))
+        if want_v > cur_v and eff.maxv is not None and want_v > max(eff.maxv, cur_v):
+            capped = f"vCPUs capped at default_maxvcpus={eff.maxv} (wanted {want_v})"
+            if capped not in notes:
+                notes.append(capped)
+            want_v = max(eff.maxv, cur_v)
         cur_v = max(want_v, boot_v)
         # memory: hot-plug only up, in guest memory blocks (virtio-mem: exact, both ways)
         need = eff.dm + (go_sandbox_memory(oci) >> 20)
