@@ -93,5 +93,5 @@ def test_report_without_results_says_what_to_do(tmp_path: Path) -> None:
         timeout=60,
         check=False,
     )
-    assert out.returncode == 1
+    assert out.returncode == 2
     assert "no allure results" in out.stderr and "run the suite first" in out.stderr

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -38,9 +38,6 @@ class Severity(enum.StrEnum):
     NORMAL = "normal"
     MINOR = "minor"
     TRIVIAL = "trivial"
-
-
-LAYERS = ("iommu", "vfio", "persistence", "reboot", "runtime", "nri", "gpu", "sizing", "keda")
 
 
 @dataclass(frozen=True)
@@ -150,6 +147,19 @@ class Verdict:
     evidence: Mapping[str, Any]
     expected: str | None = None
     found: str | None = None
+    # where the evidence came from: "live" (collected in this run) or "bundle" (replayed)
+    origin: str = "live"
+    # the evidence came from a stand-in (a lab's simulated cluster, a stub binary): a pass
+    # here proves the suite, not a node
+    simulated: bool = False
+    simulated_why: str = ""
+
+    def with_origin(self, origin: str, simulated_why: str | None) -> Verdict:
+        reason = self.reason
+        if simulated_why:
+            reason = f"{reason} [simulated: {simulated_why}]"
+        return replace(self, origin=origin, simulated=bool(simulated_why),
+                       simulated_why=simulated_why or "", reason=reason)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -163,6 +173,9 @@ class Verdict:
             "remediation": self.remediation,
             "expected": self.expected,
             "found": self.found,
+            "origin": self.origin,
+            "simulated": self.simulated,
+            "simulated_why": self.simulated_why,
             "evidence": self.evidence,
         }
 

@@ -6,6 +6,7 @@ Unknown keys are refused; every error names the file and the field path
 
 from __future__ import annotations
 
+import importlib.resources
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,8 +15,17 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-PROFILES_DIR = Path(__file__).resolve().parents[3] / "profiles"
 DEFAULT_PROFILE = "generic-nvidia-passthrough"
+
+
+def profiles_dir() -> Path:
+    """The built-in profiles: the repository's profiles/ folder, shipped in the wheel as the
+    package ``kgc.profiles``."""
+    return Path(str(importlib.resources.files("kgc.profiles")))
+
+
+def builtin_profiles() -> list[str]:
+    return sorted(p.stem for p in profiles_dir().glob("*.yaml"))
 
 _HEX4 = re.compile(r"^[0-9a-f]{4}$")
 _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
@@ -215,6 +225,9 @@ class Profile(Strict):
     runtime: RuntimeProfile = RuntimeProfile()
     nri: NriProfile = NriProfile()
     cluster: ClusterProfile = ClusterProfile()
+    # checks whose evidence comes from a stand-in on this platform (a lab's stub shim, a
+    # simulated cluster): check-id glob -> why. Their verdicts carry simulated=true.
+    simulated: dict[str, str] = Field(default_factory=dict)
     source: str = Field(default="", exclude=True)
 
 
@@ -229,23 +242,30 @@ def _loc(loc: Sequence[int | str]) -> str:
 
 
 def resolve(name_or_path: str | Path) -> Path:
-    p = Path(name_or_path)
-    if p.suffix in (".yaml", ".yml") or p.is_file():
+    """A built-in profile's name (``lab``) or a path to a YAML file."""
+    text = str(name_or_path)
+    p = Path(text)
+    if p.suffix in (".yaml", ".yml") or "/" in text or p.is_file():
         return p
-    return PROFILES_DIR / f"{name_or_path}.yaml"
+    return profiles_dir() / f"{text}.yaml"
 
 
 def load_profile(name_or_path: str | Path = DEFAULT_PROFILE) -> Profile:
     path = resolve(name_or_path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        data = path.read_bytes()
     except FileNotFoundError:
-        avail = ", ".join(sorted(p.stem for p in PROFILES_DIR.glob("*.yaml")))
+        avail = ", ".join(builtin_profiles()) or "(none found)"
         raise ProfileError(f"profile not found: {path} (built-in profiles: {avail})") from None
     except OSError as exc:
-        raise ProfileError(f"{path}: cannot read profile: {exc}") from None
-    except yaml.YAMLError as exc:
-        raise ProfileError(f"{path}: not valid YAML: {exc}") from None
+        raise ProfileError(f"{path}: cannot read profile: {exc.strerror or exc}") from None
+    try:
+        raw = yaml.safe_load(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ProfileError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except (yaml.YAMLError, RecursionError) as exc:
+        first = str(exc).strip().splitlines()
+        raise ProfileError(f"{path}: not valid YAML: {' '.join(first[:3])[:300]}") from None
     if not isinstance(raw, dict):
         raise ProfileError(f"{path}: a profile must be a YAML mapping at the top level")
     try:

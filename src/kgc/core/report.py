@@ -1,16 +1,23 @@
-"""Outputs from one verdict model: verdict.json, the console table, Allure extras, HTML.
+"""Outputs from one verdict model: verdict.json, the console, Allure extras, HTML.
 
 verdict.json schema (``kgc-verdict/1``)::
 
     {
       "schema": "kgc-verdict/1",
       "run": {started_at, finished_at, duration_s, kgc_version, profile, profile_source,
-              targets[], command[], pytest_exit, environment{}},
-      "overall": "pass" | "fail",          # fail if any result is fail or error, or none ran
+              targets[], layers[] (selected), layers_judged[], command[], pytest_exit,
+              environment{}},
+      "overall": "pass" | "fail",
+      "overall_reason": "...",
+      "incomplete": false,                 # true while a run is in progress or if it crashed
       "counts": {"pass": n, "fail": n, "warn": n, "skip": n, "error": n},
       "results": [ {check, layer, title, severity, target, status, reason, remediation,
-                    expected, found, evidence{}, test} ... ]
+                    expected, found, origin, simulated, simulated_why, evidence{}, test} ]
     }
+
+``overall`` is ``pass`` only when at least one check passed, every selected check has a
+verdict, and none is ``fail`` or ``error``. A run that selected only some layers passes
+*for those layers*: ``run.layers`` says which, and so does the console.
 """
 
 from __future__ import annotations
@@ -19,20 +26,38 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 SCHEMA = "kgc-verdict/1"
 STATUSES = ("pass", "fail", "warn", "skip", "error")
-REPO_ROOT = Path(__file__).resolve().parents[3]
+# Allure 3 (npm package `allure`), the version kgc's report is built and tested with
+ALLURE_VERSION = "3.18.0"
+
+
+def overall_and_reason(
+    results: Iterable[Mapping[str, Any]], missing: int = 0
+) -> tuple[str, str]:
+    rs = list(results)
+    c = counts(rs)
+    if missing:
+        return "fail", f"{missing} selected check(s) left no verdict (the run broke off)"
+    if not rs:
+        return "fail", "nothing was judged"
+    bad = c["fail"] + c["error"]
+    if bad:
+        return "fail", f"{c['fail']} failed, {c['error']} could not decide (error)"
+    if not c["pass"]:
+        return "fail", (f"no check passed ({c['skip']} skipped, {c['warn']} warned): nothing "
+                        "was certified")
+    return "pass", f"{c['pass']} passed" + (f", {c['warn']} warned" if c["warn"] else "") + (
+        f", {c['skip']} skipped" if c["skip"] else "")
 
 
 def overall(results: Iterable[Mapping[str, Any]]) -> str:
-    rs = list(results)
-    if not rs:
-        return "fail"
-    return "fail" if any(r["status"] in ("fail", "error") for r in rs) else "pass"
+    return overall_and_reason(results)[0]
 
 
 def counts(results: Iterable[Mapping[str, Any]]) -> dict[str, int]:
@@ -42,22 +67,53 @@ def counts(results: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     return c
 
 
-def write_verdict_json(path: Path, results: list[dict[str, Any]], run: Mapping[str, Any]) -> Path:
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_verdict_json(
+    path: Path,
+    results: list[dict[str, Any]],
+    run: Mapping[str, Any],
+    *,
+    missing: int = 0,
+    incomplete: bool = False,
+) -> Path:
+    status, why = overall_and_reason(results, missing)
+    if incomplete:
+        status, why = "fail", "the run did not finish (in progress, or it crashed)"
     doc = {
         "schema": SCHEMA,
         "run": dict(run),
-        "overall": overall(results),
+        "overall": status,
+        "overall_reason": why,
+        "incomplete": incomplete,
         "counts": counts(results),
         "results": sorted(results, key=lambda r: (r["target"], r["check"])),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=2, default=str))
-    os.replace(tmp, path)
-    return path
+    _atomic_write(Path(path), json.dumps(doc, indent=2, default=str))
+    return Path(path)
+
+
+def scope_note(selected: Sequence[str], judged: Sequence[str], all_layers: Sequence[str]) -> str:
+    """Which layers a result covers: 'for iommu, vfio only (not run: ...)'."""
+    if set(all_layers) <= set(judged):
+        return "for every layer"
+    left = [n for n in all_layers if n not in judged]
+    return f"for {', '.join(judged) or 'no layer'} only (not judged: {', '.join(left)})"
 
 
 def summary_table(results: Iterable[Mapping[str, Any]], width: int = 110) -> list[str]:
+    """One line per verdict (reasons shortened); the full text follows in
+    :func:`details`."""
     rows = sorted(results, key=lambda r: (r["target"], r["check"]))
     if not rows:
         return ["(no checks ran)"]
@@ -75,6 +131,31 @@ def summary_table(results: Iterable[Mapping[str, Any]], width: int = 110) -> lis
         lines.append(f"  {r['status'].upper():5} {r['check']:<{cw}}  {reason}")
     c = counts(rows)
     lines.append("  " + ", ".join(f"{n} {s}" for s, n in c.items() if n))
+    return lines
+
+
+def details(results: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The full reason and remediation of every fail, error and warn (kube-bench's
+    remediation section), blockers first. Remediation keeps its line breaks."""
+    order = {"fail": 0, "error": 1, "warn": 2}
+    sev = {"blocker": 0, "critical": 1, "normal": 2, "minor": 3, "trivial": 4}
+    rows = sorted(
+        (r for r in results if r["status"] in order),
+        key=lambda r: (order[r["status"]], sev.get(r.get("severity", ""), 9), r["target"],
+                       r["check"]),
+    )
+    lines: list[str] = []
+    for r in rows:
+        lines.append(f"[{r['status'].upper()}] {r['check']} on {r['target']} "
+                     f"({r.get('severity', '')}): {r.get('title', '')}")
+        lines.append(f"  why: {r['reason']}")
+        if r.get("expected") is not None or r.get("found") is not None:
+            lines.append(f"  expected: {r.get('expected')}")
+            lines.append(f"  found:    {r.get('found')}")
+        if r.get("remediation"):
+            lines.append("  fix:")
+            lines.extend(f"    {ln}" for ln in str(r["remediation"]).splitlines())
+        lines.append("")
     return lines
 
 
@@ -97,14 +178,48 @@ class ReportError(Exception):
     pass
 
 
-def allure_bin(tool_dir: Path = REPO_ROOT) -> Path:
-    b = tool_dir / "node_modules" / ".bin" / "allure"
-    if not b.exists():
-        raise ReportError(
-            f"Allure 3 is not installed ({b} missing): run `npm ci` in {tool_dir} "
-            "(scripts/bootstrap.sh does it)"
-        )
-    return b
+INSTALL_ALLURE = (
+    f"install Allure 3 with Node.js >= 20: `npm install --global allure@{ALLURE_VERSION}` "
+    "(or put it anywhere and set KGC_ALLURE=/path/to/node_modules/.bin/allure)"
+)
+
+
+def _dev_checkout_allure() -> Path | None:
+    """A source checkout's own pinned Allure (`npm ci` in the repository)."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        cand = parent / "node_modules" / ".bin" / "allure"
+        if (parent / "package-lock.json").exists() and cand.exists():
+            return cand
+    return None
+
+
+def allure_bin() -> Path:
+    """Where Allure 3 is: $KGC_ALLURE, a source checkout's pinned copy, then PATH."""
+    env = os.environ.get("KGC_ALLURE")
+    if env:
+        p = Path(env)
+        if not (p.is_file() and os.access(p, os.X_OK)):
+            raise ReportError(f"KGC_ALLURE={env} is not an executable file; {INSTALL_ALLURE}")
+        return p
+    dev = _dev_checkout_allure()
+    if dev is not None:
+        return dev
+    found = shutil.which("allure")
+    if found:
+        return Path(found)
+    raise ReportError(f"Allure 3 not found; {INSTALL_ALLURE}")
+
+
+def _check_allure_major(binp: Path) -> None:
+    try:
+        out = subprocess.run([str(binp), "--version"], capture_output=True, text=True,
+                             timeout=60, check=False).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ReportError(f"{binp} does not run ({exc}); {INSTALL_ALLURE}") from None
+    if not out.split(".")[0].strip().isdigit() or int(out.split(".")[0]) < 3:
+        raise ReportError(f"{binp} is Allure {out or '(unknown version)'}, not Allure 3; "
+                          f"{INSTALL_ALLURE}")
 
 
 def generate_html(results_dir: Path, out_dir: Path, name: str = "kata-gpu-conformance") -> Path:
@@ -112,8 +227,9 @@ def generate_html(results_dir: Path, out_dir: Path, name: str = "kata-gpu-confor
     if not results_dir.is_dir() or not any(results_dir.glob("*-result.json")):
         raise ReportError(f"no allure results in {results_dir}: run the suite first")
     binp = allure_bin()
-    cfg = out_dir.parent / "allurerc.mjs"
+    _check_allure_major(binp)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    cfg = out_dir.parent / "allurerc.mjs"
     cfg.write_text(
         "export default {\n"
         f"  name: {json.dumps(name)},\n"

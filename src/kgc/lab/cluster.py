@@ -44,7 +44,7 @@ from tenacity import (
     wait_fixed,
 )
 
-from kgc.core.profile import PROFILES_DIR, ClusterProfile, ProfileError, load_profile
+from kgc.core.profile import ClusterProfile, ProfileError, load_profile, profiles_dir
 from kgc.lab import cluster_pki
 
 LAB_PROFILE = "lab"
@@ -1087,7 +1087,7 @@ def serve_recorded_logs(
 def lab_cluster_profile() -> ClusterProfile:
     try:
         # By path: resolve("lab") would pick the repo's lab/ directory when run from the root.
-        return load_profile(PROFILES_DIR / f"{LAB_PROFILE}.yaml").cluster
+        return load_profile(profiles_dir() / f"{LAB_PROFILE}.yaml").cluster
     except ProfileError:
         return ClusterProfile()
 
@@ -1115,12 +1115,12 @@ def certify_stage(work: Path) -> Iterator[list[str]]:
     os.environ["KGC_CLUSTER_RUN_DIR"] = str(run_dir)
     try:
         suites = [
-            str(p) for p in (PROFILES_DIR.parent / "conformance").glob("*")
+            str(p) for p in (profiles_dir().parent / "conformance").glob("*")
             if p.name in ("gpu", "sizing", "keda", "cluster") and p.is_dir()
         ]
         yield [
-            "-m", "cluster", *(sorted(suites) or [str(PROFILES_DIR.parent / "conformance")]),
-            "--profile", str(PROFILES_DIR / f"{LAB_PROFILE}.yaml"),
+            "-m", "cluster", *(sorted(suites) or [str(profiles_dir().parent / "conformance")]),
+            "--profile", str(profiles_dir() / f"{LAB_PROFILE}.yaml"),
             "--kubeconfig", state["kubeconfig"],
         ]
     finally:

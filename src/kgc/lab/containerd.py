@@ -28,10 +28,13 @@ from typing import Any
 
 import yaml
 
-from kgc.core.engine import Context, load_layers
+from kgc.core.bundle import write_bundle
+from kgc.core.engine import Context
+from kgc.core.layer import Scope
 from kgc.core.model import Status, Verdict
 from kgc.core.profile import Profile, load_profile
-from kgc.core.target import LiveTarget, write_bundle
+from kgc.core.registry import load_layers
+from kgc.core.target import NodeTarget
 from kgc.lab.containerd_instance import (
     ContainerdInstance,
     LabUnavailable,
@@ -243,7 +246,7 @@ def run_scenario(sc: Scenario, keep: bool = False, record: Path | None = None) -
     with lab_node(sc, keep=keep) as (inst, profile):
         layers = load_layers(("kgc.layers.runtime", "kgc.layers.nri"))
         ctx = Context(
-            target=LiveTarget("local://"),  # type: ignore[arg-type]
+            target=NodeTarget("local://"),  # type: ignore[arg-type]
             profile=profile,
             layers=layers,
             options={"cri_socket": inst.address},
@@ -253,8 +256,9 @@ def run_scenario(sc: Scenario, keep: bool = False, record: Path | None = None) -
         version = ctx.evidence("runtime").version
         if record is not None:
             record.mkdir(parents=True, exist_ok=True)
-            snap = LiveTarget("local://").collect(query_for(profile.runtime))
-            write_bundle(record / f"{sc.name}.bundle.json", f"lab-{sc.name}", snap, {"nri": nri_ev})
+            snap = NodeTarget("local://").collect(query_for(profile.runtime))
+            write_bundle(record / f"{sc.name}.bundle.json", scope=Scope.NODE,
+                         target=f"lab-{sc.name}", host=snap, parts={"nri": nri_ev})
             write_profile(profile, record / f"{sc.name}.profile.yaml")
         return ScenarioResult(
             sc,

@@ -1,15 +1,18 @@
 """Layer ``gpu`` — GPU pods get their GPU inside a real microVM.
 
-PROVISIONAL (the lead owns this file): it exports the layer's names and a placeholder
-``LAYER`` with an EMPTY registry, so that ``kgc.core.engine.load_layers`` (which imports every
-layer module and reads ``LAYER``) keeps working and the catalogue does not change until the
-live collection is wired. The real layer is ``Layer("gpu", CHECKS, gather, host=False)``
-with ``gather`` building a :class:`GpuRunEvidence` and judging :func:`inputs` of it.
+PROVISIONAL (the lead owns this file). The registry imports every package named in
+``LAYER_MODULES`` and reads its ``LAYER``, so this package must define one as soon as it
+exists. Until the live collection is wired, ``LAYER`` carries an EMPTY registry (nothing in
+the catalogue, the README table or the suites changes) and a ``gather`` that records a run
+with no pods and the note that it was not wired. The real catalogue is
+:data:`kgc.layers.gpu.checks.CHECKS`, judged per :func:`kgc.layers.gpu.checks.inputs`.
 """
 
-from kgc.core.engine import Context, Layer
+from collections.abc import Mapping
+from typing import Any
+
+from kgc.core.layer import Layer, Scope
 from kgc.core.model import Registry
-from kgc.core.target import TargetError
 from kgc.layers.gpu.checks import CHECKS, SCOPE, CheckInput, PodSubject, inputs, settings
 from kgc.layers.gpu.classify import Cause, classify, pod_ran
 from kgc.layers.gpu.evidence import (
@@ -28,11 +31,27 @@ from kgc.layers.gpu.evidence import (
 from kgc.layers.gpu.profile import GpuProfile
 
 
-def _not_wired(ctx: Context) -> GpuRunEvidence:
-    raise TargetError("the gpu layer's live collection is not wired yet")
+def _not_wired(ctx: Any) -> GpuRunEvidence:
+    why = "the gpu layer's live collection is not wired into this build yet"
+    return GpuRunEvidence(ClusterGpuEvidence(None, None, errors={"runtime_classes": why,
+                                                                 "nodes": why}), (), (why,))
 
 
-LAYER = Layer(name="gpu", checks=Registry(), gather=_not_wired, host=False)
+def _record(ev: GpuRunEvidence) -> Mapping[str, Any]:
+    return ev.to_dict()
+
+
+LAYER = Layer(
+    name="gpu",
+    scope=Scope.CLUSTER,
+    title="GPU pods get their GPU inside a real microVM (Kata RuntimeClass, VFIO passthrough)",
+    checks=Registry(),  # provisional: CHECKS is wired by the lead with the live collection
+    markers=("cluster",),
+    gather=_not_wired,
+    record=_record,
+    replay=GpuRunEvidence.from_dict,
+)
+
 
 __all__ = [
     "CHECKS", "LAYER", "SCOPE", "Cause", "CheckInput", "ClusterGpuEvidence", "GpuPodEvidence",

@@ -10,8 +10,8 @@ from typing import Any
 
 from kgc.core.model import Outcome, Registry, Severity, errored, failed, passed, skipped, warned
 from kgc.core.profile import Profile
+from kgc.evidence.containerd import NRI_SECTION, nri_enable_snippet
 from kgc.layers.nri.collect import NriEvidence
-from kgc.layers.runtime.semantics import NRI_SECTION, nri_enable_snippet
 
 CHECKS = Registry()
 

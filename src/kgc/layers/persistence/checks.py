@@ -3,68 +3,18 @@
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-from kgc.core.hostfs import HostSnapshot
 from kgc.core.model import Outcome, Registry, Severity, failed, passed, skipped, warned
 from kgc.core.profile import Profile
-from kgc.layers.pci import PCI_QUERY, PciDevice, PciInventory, no_targets, parse_pci
-from kgc.layers.persistence.config import (
-    CONFIG_QUERY,
-    BootConfig,
-    IdRule,
-    InitramfsListing,
-    ModprobeConfig,
-    UdevOverride,
-    cmdline_words,
+from kgc.evidence.pci import PciDevice
+from kgc.evidence.vfio_config import (
     mod,
-    parse_boot_config,
-    parse_driverctl,
-    parse_initramfs,
-    parse_modalias_drivers,
-    parse_modprobe,
-    parse_modules_load,
-    parse_udev_overrides,
-    vfio_ids_in,
 )
+from kgc.layers.common import no_targets
+from kgc.layers.persistence.collect import PersistenceEvidence
 
-QUERY = PCI_QUERY | CONFIG_QUERY
 CHECKS = Registry()
-
-
-@dataclass(frozen=True)
-class PersistenceEvidence:
-    pci: PciInventory
-    modprobe: ModprobeConfig
-    modules_load: Mapping[str, str]
-    boot: BootConfig
-    proc_cmdline: str | None
-    driverctl: Mapping[str, tuple[str, str]]
-    udev: tuple[UdevOverride, ...]
-    initramfs: InitramfsListing
-    candidates: Mapping[str, tuple[str, ...]] | None = None
-    initramfs_modules_conf: str | None = None
-    extra: Mapping[str, object] = field(default_factory=dict)
-
-    def running_ids(self) -> tuple[IdRule, ...]:
-        return vfio_ids_in(cmdline_words(self.proc_cmdline or ""))
-
-
-def parse(snap: HostSnapshot) -> PersistenceEvidence:
-    return PersistenceEvidence(
-        pci=parse_pci(snap),
-        modprobe=parse_modprobe(snap),
-        modules_load=parse_modules_load(snap),
-        boot=parse_boot_config(snap),
-        proc_cmdline=snap.text("/proc/cmdline"),
-        driverctl=parse_driverctl(snap),
-        udev=tuple(parse_udev_overrides(snap)),
-        initramfs=parse_initramfs(snap),
-        candidates=parse_modalias_drivers(snap),
-        initramfs_modules_conf=snap.read("/etc/initramfs-tools/modules"),
-    )
 
 
 def _allowed(profile: Profile) -> set[str]:

@@ -9,10 +9,13 @@ from typing import Any
 
 from kgc.core.model import Outcome, Registry, Severity, failed, passed, skipped, warned
 from kgc.core.profile import Profile
-from kgc.layers.runtime.collect import KATA_RUNTIME_TYPE, KATA_SHIM, NRI_PLUGIN, RuntimeEvidence
-from kgc.layers.runtime.semantics import (
+from kgc.evidence.containerd import (
+    KATA_RUNTIME_TYPE,
+    KATA_SHIM,
+    NRI_PLUGIN,
     NRI_SECTION,
     VFIO_PORTS,
+    RuntimeEvidence,
     handler_snippet,
     handlers,
     hypervisors,

@@ -10,21 +10,19 @@ from __future__ import annotations
 
 import fnmatch
 import posixpath
-import re
-import tomllib
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
 
-from kgc.core.hostfs import HostQuery, HostSnapshot, StatResult
+from kgc.core.hostfs import HostQuery, HostSnapshot
 from kgc.core.profile import Profile, RuntimeProfile
-
-KATA_SHIM = "containerd-shim-kata-v2"
-KATA_RUNTIME_TYPE = "io.containerd.kata.v2"
-NRI_PLUGIN = "io.containerd.nri.v1.nri"
-CRI_V2 = "io.containerd.grpc.v1.cri"
-CRI_V3_RUNTIME = "io.containerd.cri.v1.runtime"
-DEFAULT_NRI_SOCKET = "/var/run/nri/nri.sock"
+from kgc.evidence.containerd import (
+    DEFAULT_NRI_SOCKET,
+    KATA_SHIM,
+    ConfigFile,
+    ContainerdVersion,
+    RuntimeEvidence,
+    parse_toml,
+    parse_version,
+    strip_log_lines,
+)
 
 _KATA_DIRS = (
     "/etc/kata-containers/*.toml",
@@ -80,126 +78,6 @@ def query_for(rp: RuntimeProfile) -> HostQuery:
 
 
 QUERY = query_for(RuntimeProfile())
-
-
-# -- evidence ------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ConfigFile:
-    path: str
-    text: str | None  # None: absent
-    data: Mapping[str, Any] = field(default_factory=dict)
-    error: str = ""  # TOML syntax error, with line/column
-
-
-@dataclass(frozen=True)
-class ContainerdVersion:
-    raw: str
-    major: int | None = None
-    minor: int | None = None
-    patch: int | None = None
-
-    @property
-    def known(self) -> bool:
-        return self.major is not None
-
-    def at_least(self, major: int, minor: int = 0) -> bool:
-        if self.major is None:
-            return False
-        return (self.major, self.minor or 0) >= (major, minor)
-
-    def __str__(self) -> str:
-        if self.major is None:
-            return "unknown"
-        return f"{self.major}.{self.minor}.{self.patch}"
-
-
-@dataclass(frozen=True)
-class RuntimeEvidence:
-    config_path: str
-    main: ConfigFile
-    imports: tuple[ConfigFile, ...]
-    missing_imports: tuple[str, ...]  # import patterns that matched no collected file
-    dump: ConfigFile | None  # `containerd config dump`, when the binary ran
-    dump_error: str
-    version: ContainerdVersion
-    version_error: str
-    stats: Mapping[str, StatResult]
-    shim_found: tuple[str, ...]
-    kata_files: Mapping[str, ConfigFile]
-    offline: bool = False
-
-    @property
-    def file_config(self) -> Mapping[str, Any]:
-        """The config file with its imports merged the way containerd merges them."""
-        return merge_imports(self.main.data, [f.data for f in self.imports])
-
-    @property
-    def effective(self) -> Mapping[str, Any]:
-        if self.dump is not None and not self.dump.error and self.dump.data:
-            return self.dump.data
-        return self.file_config
-
-    @property
-    def effective_source(self) -> str:
-        if self.dump is not None and not self.dump.error and self.dump.data:
-            return "containerd config dump"
-        return self.config_path + (" + imports" if self.imports else "")
-
-    @property
-    def config_version(self) -> int:
-        """The config schema version containerd applies (a dump is always native)."""
-        for src in (self.main.data, self.effective):
-            v = src.get("version") if isinstance(src, Mapping) else None
-            if isinstance(v, int):
-                return v
-        return 1
-
-
-def parse_toml(path: str, text: str | None) -> ConfigFile:
-    if text is None:
-        return ConfigFile(path, None)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        return ConfigFile(path, text, {}, f"{path}: invalid TOML: {exc}")
-    except (ValueError, RecursionError) as exc:  # pathological input tomllib rejects
-        return ConfigFile(path, text, {}, f"{path}: unreadable TOML: {type(exc).__name__}")
-    return ConfigFile(path, text, data)
-
-
-_LOG_LINE = re.compile(r'^(time="[^"]*" )?level=[a-z]+ msg=')
-
-
-def strip_log_lines(text: str) -> str:
-    """Drop containerd's own log lines (stderr is merged into the command output)."""
-    return "\n".join(ln for ln in text.split("\n") if not _LOG_LINE.match(ln))
-
-
-_VERSION_RE = re.compile(r"\b(?:v)?(\d+)\.(\d+)\.(\d+)")
-
-
-def parse_version(raw: str) -> ContainerdVersion:
-    """``containerd github.com/containerd/containerd 1.7.24~ds1 ...`` -> 1.7.24."""
-    for tok in raw.split():
-        m = _VERSION_RE.match(tok)
-        if m:
-            return ContainerdVersion(raw.strip(), int(m[1]), int(m[2]), int(m[3]))
-    return ContainerdVersion(raw.strip())
-
-
-def merge_imports(main: Mapping[str, Any], imported: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """containerd's merge: imported files override top-level keys; under ``plugins`` a
-    plugin's whole section is replaced by the later file's section (not deep-merged)."""
-    out: dict[str, Any] = dict(main)
-    for imp in imported:
-        for k, v in imp.items():
-            if k == "plugins" and isinstance(v, Mapping):
-                plugins = dict(out.get("plugins") or {})
-                plugins.update(v)
-                out["plugins"] = plugins
-            elif k not in ("imports", "version"):
-                out[k] = v
-    return out
 
 
 def _imports(snap: HostSnapshot, main: ConfigFile) -> tuple[list[ConfigFile], list[str]]:

@@ -6,9 +6,10 @@ from typing import Any
 
 from kgc.core.model import Outcome, Registry, Severity, failed, passed, skipped
 from kgc.core.profile import Profile
-from kgc.layers.pci import PciDevice, no_targets
-from kgc.layers.persistence.config import mod
-from kgc.layers.vfio.evidence import VfioEvidence
+from kgc.evidence.pci import PciDevice
+from kgc.evidence.vfio_config import mod
+from kgc.layers.common import no_targets
+from kgc.layers.vfio.collect import VfioEvidence
 
 CHECKS = Registry()
 

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kgc.core.hostfs import HostQuery, HostSnapshot
-from kgc.core.model import Outcome, skipped
 from kgc.core.profile import DeviceSelector, Profile
 
 PCI = "/sys/bus/pci/devices"
@@ -168,13 +167,4 @@ def parse_pci(snap: HostSnapshot) -> PciInventory:
         group_types=types,
         groups_dir_exists=snap.listdir(GROUPS) is not None,
         unreadable=unreadable,
-    )
-
-
-def no_targets(profile: Profile) -> Outcome:
-    """The skip every per-target check gives on a node without passthrough targets."""
-    sels = ", ".join(s.describe() for s in profile.host.passthrough.targets) or "(none)"
-    return skipped(
-        f"no PCI device on this node matches the profile's targets ({sels}); "
-        "see iommu.targets-present"
     )

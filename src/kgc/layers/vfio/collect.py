@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kgc.core.hostfs import HostSnapshot
-from kgc.layers.pci import PCI_QUERY, PciInventory, parse_pci
-from kgc.layers.persistence.config import (
+from kgc.evidence.pci import PCI_QUERY, PciInventory, parse_pci
+from kgc.evidence.vfio_config import (
     CONFIG_QUERY,
     ModprobeConfig,
     parse_modalias_drivers,
@@ -33,7 +33,8 @@ class VfioEvidence:
         return bool(self.pci.groups)
 
 
-def parse(snap: HostSnapshot) -> VfioEvidence:
+def parse(snap: HostSnapshot, profile: object = None) -> VfioEvidence:
+    """The layer's evidence from the node's snapshot (the profile is not needed here)."""
     pci = parse_pci(snap)
     vfio_dev = {}
     for p in snap.glob("/sys/bus/pci/devices/*/vfio-dev"):

@@ -11,20 +11,143 @@
 
 from __future__ import annotations
 
+import re
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kgc.layers.runtime.collect import (
-    CRI_V2,
-    CRI_V3_RUNTIME,
-    DEFAULT_NRI_SOCKET,
-    KATA_RUNTIME_TYPE,
-    NRI_PLUGIN,
-    ConfigFile,
-    ContainerdVersion,
-    RuntimeEvidence,
-)
+from kgc.core.hostfs import StatResult
+
+KATA_SHIM = "containerd-shim-kata-v2"
+KATA_RUNTIME_TYPE = "io.containerd.kata.v2"
+NRI_PLUGIN = "io.containerd.nri.v1.nri"
+CRI_V2 = "io.containerd.grpc.v1.cri"
+CRI_V3_RUNTIME = "io.containerd.cri.v1.runtime"
+DEFAULT_NRI_SOCKET = "/var/run/nri/nri.sock"
+
+
+# -- evidence ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ConfigFile:
+    path: str
+    text: str | None  # None: absent
+    data: Mapping[str, Any] = field(default_factory=dict)
+    error: str = ""  # TOML syntax error, with line/column
+
+
+@dataclass(frozen=True)
+class ContainerdVersion:
+    raw: str
+    major: int | None = None
+    minor: int | None = None
+    patch: int | None = None
+
+    @property
+    def known(self) -> bool:
+        return self.major is not None
+
+    def at_least(self, major: int, minor: int = 0) -> bool:
+        if self.major is None:
+            return False
+        return (self.major, self.minor or 0) >= (major, minor)
+
+    def __str__(self) -> str:
+        if self.major is None:
+            return "unknown"
+        return f"{self.major}.{self.minor}.{self.patch}"
+
+
+@dataclass(frozen=True)
+class RuntimeEvidence:
+    config_path: str
+    main: ConfigFile
+    imports: tuple[ConfigFile, ...]
+    missing_imports: tuple[str, ...]  # import patterns that matched no collected file
+    dump: ConfigFile | None  # `containerd config dump`, when the binary ran
+    dump_error: str
+    version: ContainerdVersion
+    version_error: str
+    stats: Mapping[str, StatResult]
+    shim_found: tuple[str, ...]
+    kata_files: Mapping[str, ConfigFile]
+    offline: bool = False
+
+    @property
+    def file_config(self) -> Mapping[str, Any]:
+        """The config file with its imports merged the way containerd merges them."""
+        return merge_imports(self.main.data, [f.data for f in self.imports])
+
+    @property
+    def effective(self) -> Mapping[str, Any]:
+        if self.dump is not None and not self.dump.error and self.dump.data:
+            return self.dump.data
+        return self.file_config
+
+    @property
+    def effective_source(self) -> str:
+        if self.dump is not None and not self.dump.error and self.dump.data:
+            return "containerd config dump"
+        return self.config_path + (" + imports" if self.imports else "")
+
+    @property
+    def config_version(self) -> int:
+        """The config schema version containerd applies (a dump is always native)."""
+        for src in (self.main.data, self.effective):
+            v = src.get("version") if isinstance(src, Mapping) else None
+            if isinstance(v, int):
+                return v
+        return 1
+
+
+def parse_toml(path: str, text: str | None) -> ConfigFile:
+    if text is None:
+        return ConfigFile(path, None)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        return ConfigFile(path, text, {}, f"{path}: invalid TOML: {exc}")
+    except (ValueError, RecursionError) as exc:  # pathological input tomllib rejects
+        return ConfigFile(path, text, {}, f"{path}: unreadable TOML: {type(exc).__name__}")
+    return ConfigFile(path, text, data)
+
+
+_LOG_LINE = re.compile(r'^(time="[^"]*" )?level=[a-z]+ msg=')
+
+
+def strip_log_lines(text: str) -> str:
+    """Drop containerd's own log lines (stderr is merged into the command output)."""
+    return "\n".join(ln for ln in text.split("\n") if not _LOG_LINE.match(ln))
+
+
+_VERSION_RE = re.compile(r"\b(?:v)?(\d+)\.(\d+)\.(\d+)")
+
+
+def parse_version(raw: str) -> ContainerdVersion:
+    """``containerd github.com/containerd/containerd 1.7.24~ds1 ...`` -> 1.7.24."""
+    for tok in raw.split():
+        m = _VERSION_RE.match(tok)
+        if m:
+            return ContainerdVersion(raw.strip(), int(m[1]), int(m[2]), int(m[3]))
+    return ContainerdVersion(raw.strip())
+
+
+def merge_imports(main: Mapping[str, Any], imported: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """containerd's merge: imported files override top-level keys; under ``plugins`` a
+    plugin's whole section is replaced by the later file's section (not deep-merged)."""
+    out: dict[str, Any] = dict(main)
+    for imp in imported:
+        for k, v in imp.items():
+            if k == "plugins" and isinstance(v, Mapping):
+                plugins = dict(out.get("plugins") or {})
+                plugins.update(v)
+                out["plugins"] = plugins
+            elif k not in ("imports", "version"):
+                out[k] = v
+    return out
+
+
+
 
 NRI_KEYS = {
     "disable",
@@ -40,7 +163,8 @@ NRI_KEYS = {
 NRI_SECTION = f'[plugins."{NRI_PLUGIN}"]'
 
 
-def _get(d: Any, *keys: str) -> Any:
+def get_path(d: Any, *keys: str) -> Any:
+    """``d[k1][k2]...`` through nested mappings; None where a level is missing."""
     for k in keys:
         if not isinstance(d, Mapping):
             return None
@@ -64,7 +188,7 @@ def ignored_keys(files: list[ConfigFile]) -> list[IgnoredKey]:
     """NRI-looking keys containerd silently ignores, in the files as written."""
     out: list[IgnoredKey] = []
     for f in files:
-        plugins = _get(f.data, "plugins")
+        plugins = get_path(f.data, "plugins")
         if not isinstance(plugins, Mapping):
             plugins = {}
         for cri in (CRI_V2, CRI_V3_RUNTIME, "cri"):
@@ -134,7 +258,7 @@ def _series(ev: RuntimeEvidence, major: int | None) -> str:
 def nri_state(ev: RuntimeEvidence) -> NriState:
     cfg = ev.effective
     major, vwhy = containerd_major(ev)
-    sec = _get(cfg, "plugins", NRI_PLUGIN)
+    sec = get_path(cfg, "plugins", NRI_PLUGIN)
     present = isinstance(sec, Mapping)
     sec = sec if isinstance(sec, Mapping) else {}
     disable_v = sec.get("disable")
@@ -166,7 +290,7 @@ def nri_state(ev: RuntimeEvidence) -> NriState:
             **base,
         )
     default: bool | None = None if major is None else (major < 2)
-    file_sec = _get(ev.file_config, "plugins", NRI_PLUGIN)
+    file_sec = get_path(ev.file_config, "plugins", NRI_PLUGIN)
     file_sets = isinstance(file_sec, Mapping) and "disable" in file_sec
     if isinstance(disable_v, bool) and not file_sets and default is not None:
         # the dump spells the default out; say where it comes from
@@ -233,7 +357,7 @@ def handlers(
     right = handler_section(config_version)
     wrong = handler_section(2 if config_version >= 3 else 3)
     found: dict[str, Handler] = {}
-    rts = _get(cfg, *right)
+    rts = get_path(cfg, *right)
     if isinstance(rts, Mapping):
         for name, h in rts.items():
             if isinstance(h, Mapping):
@@ -246,7 +370,7 @@ def handlers(
                     str(h.get("runtime_path", "") or ""),
                 )
     misplaced: dict[str, str] = {}
-    other = _get(cfg, *wrong)
+    other = get_path(cfg, *wrong)
     if isinstance(other, Mapping):
         for name in other:
             if name not in found:

@@ -1,0 +1,65 @@
+"""Persistence evidence: the PCI inventory plus every boot-time binding mechanism's
+configuration, parsed from the node's one batched snapshot."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from kgc.core.hostfs import HostSnapshot
+from kgc.evidence.pci import PCI_QUERY, PciInventory, parse_pci
+from kgc.evidence.vfio_config import (
+    CONFIG_QUERY,
+    BootConfig,
+    IdRule,
+    InitramfsListing,
+    ModprobeConfig,
+    UdevOverride,
+    cmdline_words,
+    parse_boot_config,
+    parse_driverctl,
+    parse_initramfs,
+    parse_modalias_drivers,
+    parse_modprobe,
+    parse_modules_load,
+    parse_udev_overrides,
+    vfio_ids_in,
+)
+
+QUERY = PCI_QUERY | CONFIG_QUERY
+
+
+@dataclass(frozen=True)
+class PersistenceEvidence:
+    pci: PciInventory
+    modprobe: ModprobeConfig
+    modules_load: Mapping[str, str]
+    boot: BootConfig
+    proc_cmdline: str | None
+    driverctl: Mapping[str, tuple[str, str]]
+    udev: tuple[UdevOverride, ...]
+    initramfs: InitramfsListing
+    candidates: Mapping[str, tuple[str, ...]] | None = None
+    initramfs_modules_conf: str | None = None
+    extra: Mapping[str, object] = field(default_factory=dict)
+
+    def running_ids(self) -> tuple[IdRule, ...]:
+        return vfio_ids_in(cmdline_words(self.proc_cmdline or ""))
+
+
+def parse(snap: HostSnapshot, profile: object = None) -> PersistenceEvidence:
+    """The layer's evidence from the node's snapshot (the profile is not needed here)."""
+    return PersistenceEvidence(
+        pci=parse_pci(snap),
+        modprobe=parse_modprobe(snap),
+        modules_load=parse_modules_load(snap),
+        boot=parse_boot_config(snap),
+        proc_cmdline=snap.text("/proc/cmdline"),
+        driverctl=parse_driverctl(snap),
+        udev=tuple(parse_udev_overrides(snap)),
+        initramfs=parse_initramfs(snap),
+        candidates=parse_modalias_drivers(snap),
+        initramfs_modules_conf=snap.read("/etc/initramfs-tools/modules"),
+    )
+
+

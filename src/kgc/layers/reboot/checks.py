@@ -1,0 +1,99 @@
+"""The reboot layer's pure evaluators."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kgc.core.model import Outcome, Registry, Severity, errored, failed, passed, skipped
+from kgc.core.profile import DeviceSelector, Profile
+from kgc.layers.reboot.collect import RebootEvidence
+
+CHECKS = Registry()
+
+
+def _sel(row: Mapping[str, Any], bdf: str, sels: tuple[DeviceSelector, ...]) -> bool:
+    return any(s.matches(bdf, row.get("vendor"), row.get("device"), row.get("class"))
+               for s in sels)
+
+
+def _not_done(ev: RebootEvidence) -> Outcome:
+    if ev.status == "timeout":
+        return errored(ev.message, "The node did not return: check its console (attached as "
+                       "evidence) and boot logs; the binding after reboot is unknown.",
+                       timeout_s=ev.timeout_s, waited_s=ev.waited_s,
+                       console_log_tail=ev.console_tail or "(no console log known to kgc)")
+    if ev.status == "failed-to-start":
+        return errored(ev.message, "Allow the connecting user to reboot the node (root/sudo).")
+    return skipped(ev.message)
+
+
+@CHECKS.check(
+    "reboot.returned",
+    title="The node reboots and returns with a new boot_id",
+    remediation="Fix the node's boot (see the console log) so it returns after a reboot",
+    severity=Severity.BLOCKER,
+)
+def returned(ev: RebootEvidence, profile: Profile) -> Outcome:
+    if ev.status != "done":
+        return _not_done(ev)
+    return passed(f"rebooted in {ev.waited_s} s: boot_id {ev.boot_id_before} -> "
+                  f"{ev.boot_id_after}", boot_id_before=ev.boot_id_before,
+                  boot_id_after=ev.boot_id_after, waited_s=ev.waited_s)
+
+
+@CHECKS.check(
+    "reboot.binding-persists",
+    title="After a real reboot every target is bound to vfio-pci again",
+    remediation="Persist the binding (see persistence.coverage): driverctl set-override <BDF> "
+    "vfio-pci, or modprobe.d ids + softdep + update-initramfs -u",
+    severity=Severity.BLOCKER,
+)
+def binding_persists(ev: RebootEvidence, profile: Profile) -> Outcome:
+    if ev.status != "done":
+        return _not_done(ev)
+    pt = profile.host.passthrough
+    allowed = set(pt.allowed_drivers)
+    targets = [b for b, row in ev.before.items() if _sel(row, b, pt.targets)]
+    if not targets:
+        return skipped("no target device was present before the reboot")
+    rows = {b: f"{ev.before[b].get('driver') or 'none'} -> "
+               f"{(ev.after.get(b) or {}).get('driver') or 'none'}" for b in targets}
+    lost = [b for b in targets if (ev.after.get(b) or {}).get("driver") not in allowed]
+    if lost:
+        return failed("binding not restored after the reboot: "
+                      + "; ".join(f"{b}: {rows[b]}" for b in lost)
+                      + (" (vanished)" if any(b not in ev.after for b in lost) else ""),
+                      devices=rows, boot_id_before=ev.boot_id_before,
+                      boot_id_after=ev.boot_id_after)
+    return passed("every target is bound again after the reboot: "
+                  + "; ".join(f"{b}: {r}" for b, r in rows.items()), devices=rows,
+                  boot_id_before=ev.boot_id_before, boot_id_after=ev.boot_id_after)
+
+
+@CHECKS.check(
+    "reboot.host-kept",
+    title="After the reboot, devices the host keeps are still on host drivers",
+    remediation="Remove the host-kept device's ID from vfio-pci ids= (use per-device binding)",
+    severity=Severity.CRITICAL,
+)
+def host_kept(ev: RebootEvidence, profile: Profile) -> Outcome:
+    if ev.status != "done":
+        return _not_done(ev)
+    pt = profile.host.passthrough
+    vfio = set(pt.allowed_drivers) | {"pci-stub"}
+    kept = [b for b, row in ev.after.items() if _sel(row, b, pt.host_keeps)]
+    rows = {b: f"{(ev.before.get(b) or {}).get('driver') or 'none'} -> "
+               f"{ev.after[b].get('driver') or 'none'}" for b in kept}
+    captured = [b for b in kept if ev.after[b].get("driver") in vfio]
+    if not kept:
+        return skipped("no host-kept device on this node (host.passthrough.host_keeps matches "
+                       "nothing), so there is nothing to protect from capture")
+    if captured:
+        return failed("host-kept device(s) captured by vfio after the reboot: "
+                      + "; ".join(f"{b}: {rows[b]}" for b in captured), devices=rows)
+    return passed(f"{len(kept)} host-kept device(s) on host drivers after the reboot"
+                  + (": " + "; ".join(f"{b}: {r}" for b, r in rows.items()) if rows else ""),
+                  devices=rows)
+
+

@@ -1,0 +1,156 @@
+"""Reboot evidence: record the binding and boot_id, reboot through the target's transport,
+wait (bounded) for a new boot_id, record again."""
+
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tenacity import (
+    RetryError,
+    Retrying,
+    retry_if_exception_type,
+    retry_if_result,
+    stop_after_delay,
+    wait_fixed,
+)
+
+from kgc.core.engine import Context
+from kgc.core.hostfs import HostQuery, HostSnapshot
+from kgc.core.target import NodeTarget, TargetError
+from kgc.evidence.pci import PCI_QUERY, parse_pci
+
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+QUERY = PCI_QUERY | HostQuery(files=(BOOT_ID,))
+
+# Detached: the session returns at once; the reboot starts 2 s later, after SSH has closed.
+REBOOT_SCRIPT = (
+    "if command -v systemd-run >/dev/null 2>&1 && [ -d /run/systemd/system ]; then "
+    "systemd-run --quiet --no-block --on-active=2 --timer-property=AccuracySec=100ms "
+    "/bin/systemctl reboot && echo kgc-reboot-scheduled; else "
+    "nohup sh -c 'sleep 2; reboot' >/dev/null 2>&1 </dev/null & echo kgc-reboot-scheduled; fi"
+)
+
+@dataclass(frozen=True)
+class RebootEvidence:
+    """What the reboot test saw. ``status``: done, not-allowed, refused, timeout,
+    failed-to-start, not-recorded."""
+
+    status: str
+    message: str = ""
+    boot_id_before: str | None = None
+    boot_id_after: str | None = None
+    before: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    after: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    waited_s: float | None = None
+    timeout_s: float | None = None
+    console_tail: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status, "message": self.message,
+            "boot_id_before": self.boot_id_before, "boot_id_after": self.boot_id_after,
+            "before": {k: dict(v) for k, v in self.before.items()},
+            "after": {k: dict(v) for k, v in self.after.items()},
+            "waited_s": self.waited_s, "timeout_s": self.timeout_s,
+            "console_tail": self.console_tail,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RebootEvidence:
+        return cls(**{k: d.get(k) for k in (
+            "status", "message", "boot_id_before", "boot_id_after", "waited_s", "timeout_s",
+            "console_tail")} | {"before": d.get("before") or {}, "after": d.get("after") or {}})
+
+
+def bindings(snap: HostSnapshot) -> dict[str, dict[str, Any]]:
+    inv = parse_pci(snap)
+    return {
+        b: {"vendor": d.vendor, "device": d.device, "class": d.pci_class, "driver": d.driver,
+            "driver_override": d.driver_override, "iommu_group": d.iommu_group}
+        for b, d in sorted(inv.devices.items())
+    }
+
+
+def _refusal(ctx: Context, snap: HostSnapshot) -> str | None:
+    """After the target's own refusal (checked before any connection): an alias or a
+    forwarded port can still lead back to this machine — compare boot ids."""
+    t = ctx.target
+    try:
+        mine = Path(BOOT_ID).read_text().strip()
+    except OSError:
+        mine = ""
+    if mine and snap.text(BOOT_ID) == mine:
+        return (f"refusing to reboot {t.name}: it has the boot_id of the machine running kgc "
+                "(it is this machine)")
+    return None
+
+
+def _console_tail(ctx: Context, n: int = 80) -> str | None:
+    p = ctx.options.get("console_log")
+    if not p:
+        return None
+    try:
+        lines = Path(p).read_text(errors="replace").splitlines()
+    except OSError as exc:
+        return f"(console log {p} unreadable: {exc})"
+    return "\n".join(lines[-n:])
+
+
+def gather(ctx: Context) -> RebootEvidence:
+    """Live only, and only with --allow-reboot (the engine's gate): a bundle replays its
+    record, a run without the flag skips."""
+    t = ctx.target
+    why = t.reboot_refusal() if isinstance(t, NodeTarget) else f"{t.name} is not a live node"
+    if why:
+        return RebootEvidence("refused", why)
+    snap = ctx.host()  # the pre-reboot snapshot every host layer judges (collected once)
+    why = _refusal(ctx, snap)
+    if why:
+        return RebootEvidence("refused", why)
+    target: NodeTarget = ctx.target  # type: ignore[assignment]
+    timeout = float(ctx.options.get("reboot_timeout_s") or 600)
+    before, old = bindings(snap), snap.text(BOOT_ID)
+    if not old:
+        return RebootEvidence("failed-to-start", f"{BOOT_ID} unreadable before the reboot",
+                              before=before)
+    rc, out, err = target.run(REBOOT_SCRIPT)
+    if rc != 0 or "kgc-reboot-scheduled" not in out:
+        return RebootEvidence("failed-to-start", f"the reboot command failed (exit {rc}): "
+                              f"{(out + err).strip()[:500]}", boot_id_before=old, before=before)
+    t0 = time.monotonic()
+    last_error: list[str] = []
+
+    def probe() -> HostSnapshot | None:
+        try:
+            s = target.collect(QUERY)
+        except TargetError as exc:
+            last_error[:] = [str(exc)[:300]]
+            raise
+        bid = s.text(BOOT_ID)
+        return s if bid and bid != old else None
+
+    try:
+        after_snap = Retrying(
+            stop=stop_after_delay(timeout), wait=wait_fixed(3),
+            retry=retry_if_exception_type(TargetError) | retry_if_result(lambda s: s is None),
+        )(probe)
+    except RetryError:
+        last_err = last_error[0] if last_error else "none, it kept answering with the old boot_id"
+        return RebootEvidence(
+            "timeout",
+            f"the node did not come back with a new boot_id within {timeout:.0f} s after the "
+            f"reboot (old boot_id {old}; last error: {last_err})",
+            boot_id_before=old, before=before, waited_s=round(time.monotonic() - t0, 1),
+            timeout_s=timeout, console_tail=_console_tail(ctx))
+    assert after_snap is not None  # the retry only returns a snapshot with a new boot_id
+    return RebootEvidence(
+        "done", "rebooted", boot_id_before=old, boot_id_after=after_snap.text(BOOT_ID),
+        before=before, after=bindings(after_snap), waited_s=round(time.monotonic() - t0, 1),
+        timeout_s=timeout)
+
+
