@@ -45,11 +45,14 @@ FILES = (
     "/proc/cmdline",
     "/proc/meminfo",
     "/proc/cpuinfo",
+    "/proc/zoneinfo",
     "/proc/sys/kernel/osrelease",
     "/proc/version",
     "/etc/os-release",
     "/sys/devices/system/cpu/online",
     "/sys/devices/system/cpu/possible",
+    "/sys/devices/system/cpu/present",
+    "/sys/devices/system/memory/block_size_bytes",
     "/sys/class/dmi/id/sys_vendor",
     "/sys/class/dmi/id/product_name",
     "/sys/class/dmi/id/product_version",
@@ -69,7 +72,9 @@ FILES = (
     f"{PCI}/*/current_link_width",
 )
 LINKS = (f"{PCI}/*/driver", f"{PCI}/*/iommu_group")
-DIRS = (PCI, "/sys/kernel/iommu_groups", "/dev/vfio", "/proc/driver/nvidia/gpus")
+# /sys/devices/system/memory: the sizing layer counts online memory blocks
+DIRS = (PCI, "/sys/kernel/iommu_groups", "/dev/vfio", "/proc/driver/nvidia/gpus",
+        "/sys/devices/system/memory")
 
 # The compute probe (only run when python3 exists). No single quotes: it is wrapped in them.
 CUDA_CHECK = (

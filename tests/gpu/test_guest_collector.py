@@ -214,3 +214,20 @@ def test_kgc_guest_script_subcommand(capsys: pytest.CaptureFixture[str]) -> None
     assert kgc_main(["guest", "--script"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("#!/bin/sh\n") and COLLECTOR in text
+
+
+def test_one_collector_serves_the_sizing_layer_too() -> None:
+    """kgc.layers.sizing reads guests with its own smaller query; the GPU pod's collector
+    carries everything that query reads, so one pod output feeds both layers."""
+    sizing = pytest.importorskip("kgc.layers.sizing.evidence")
+    from kgc.core.hostfs import build_script as host_script
+    from kgc.core.hostfs import new_boundary, parse_output
+
+    text, b = script()
+    mine = subprocess.run(["sh", "-c", text], capture_output=True, text=True,
+                          check=True).stdout
+    b2 = new_boundary()
+    theirs = subprocess.run(["sh", "-c", host_script(sizing.SIZING_GUEST_QUERY, b2)],
+                            capture_output=True, text=True, check=True).stdout
+    assert sizing.GuestSize.from_snapshot(parse_output(mine, b)) == \
+        sizing.GuestSize.from_snapshot(parse_output(theirs, b2))
