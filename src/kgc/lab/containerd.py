@@ -219,7 +219,16 @@ def lab_profile(tmp: Path, base: Profile | None = None) -> Profile:
             "trigger": "cri",
         }
     )
-    return p.model_copy(update={"runtime": rt, "nri": nri})
+    # the lab's Kata shim is a script that exits 1 and its Kata configuration is written by
+    # the lab: verdicts on them prove the suite, not a Kata installation
+    simulated = {
+        "runtime.kata-shim": "the containerd lab's Kata shim is a stand-in script",
+        "runtime.kata-config": "the containerd lab writes its own Kata configuration",
+        "runtime.kata-vfio": "the containerd lab writes its own Kata configuration",
+        "runtime.kata-stale-keys": "the containerd lab writes its own Kata configuration",
+        **p.simulated,
+    }
+    return p.model_copy(update={"runtime": rt, "nri": nri, "simulated": simulated})
 
 
 def _prepare_kata(tmp: Path) -> None:
