@@ -233,8 +233,14 @@ class ClusterProfile(Strict):
     label: str = "kgc.io/run"
     simulated: bool = False
     lab: ClusterLabProfile = ClusterLabProfile()
+    gpu: Any = Field(default=None, validate_default=True)
     sizing: Any = Field(default=None, validate_default=True)
     keda: Any = Field(default=None, validate_default=True)
+
+    @field_validator("gpu", mode="before")
+    @classmethod
+    def _gpu(cls, v: Any) -> Any:
+        return _section("kgc.layers.gpu.profile", "GpuProfile", v)
 
     @field_validator("sizing", mode="before")
     @classmethod
