@@ -274,7 +274,8 @@ def banner_html(verdict: Mapping[str, Any]) -> str:
     parts = [
         '<section id="kgc-verdict" style="font-family:sans-serif;margin:0;padding:16px 24px;'
         f'border-bottom:4px solid {colour};background:#fafafa">',
-        f'<h1 id="kgc-headline" style="color:{colour};margin:0 0 6px 0;font-size:28px;font-weight:bold">'
+        f'<h1 id="kgc-headline" style="color:{colour};margin:0 0 6px 0;font-size:28px;'
+        'font-weight:bold">'
         f'{"CERTIFIED" if ok else "NOT CERTIFIED"}</h1>',
         f'<p id="kgc-scope">profile <b>{_esc(run.get("profile"))}</b> — '
         f'{_esc(run.get("scope", ""))} — {_esc(verdict.get("overall_reason", ""))}</p>',
