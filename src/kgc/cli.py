@@ -181,7 +181,8 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
 
 def cmd_report(a: argparse.Namespace) -> int:
     try:
-        index = report.generate_html(Path(a.results), Path(a.out))
+        index = report.generate_html(Path(a.results), Path(a.out),
+                                     Path(a.verdict) if a.verdict else None)
     except report.ReportError as exc:
         print(f"kgc report: {exc}", file=sys.stderr)
         return 2
@@ -260,6 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="build the HTML report from allure-results (Allure 3)")
     p.add_argument("--results", default=os.path.join("reports", "allure-results"))
     p.add_argument("--out", default=os.path.join("reports", "html"))
+    p.add_argument("--verdict", default=None,
+                   help="the run's verdict.json (default: beside the results directory)")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("profile", help="profile tools")

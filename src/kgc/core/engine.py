@@ -33,14 +33,16 @@ RERECORD = ("Record the evidence again with this kgc version (`kgc snapshot`); a
             "was edited or written by another tool is not judged.")
 
 
-@dataclass(frozen=True)
 class Unavailable(Exception):
     """A layer's evidence could not be had: every check of the layer gets this outcome."""
 
-    status: Status
-    reason: str
-    remediation: str | None = None
-    category: str = "environment"  # environment | node | suite
+    def __init__(self, status: Status, reason: str, remediation: str | None = None,
+                 category: str = "environment") -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+        self.remediation = remediation
+        self.category = category  # environment | node | suite
 
     def outcome(self) -> Outcome:
         return Outcome(self.status, self.reason, {"evidence_unavailable": self.category},

@@ -90,3 +90,15 @@ class Layer:
         if self.query is None:
             return None
         return self.query(profile) if callable(self.query) else self.query
+
+
+def snapshot_layer(
+    name: str,
+    title: str,
+    checks: Registry,
+    query: HostQuery | Callable[[Profile], HostQuery],
+    parse: Callable[[HostSnapshot, Profile], Any],
+) -> Layer:
+    """A node layer judged from the node's one batched snapshot (marker ``host``)."""
+    return Layer(name=name, scope=Scope.NODE, title=title, checks=checks, markers=("host",),
+                 query=query, parse=parse)

@@ -10,7 +10,7 @@ import importlib.resources
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -206,18 +206,53 @@ class ClusterLabProfile(Strict):
     hpa_sync_period_s: int = Field(default=5, ge=1)
 
 
+def _section(module: str, cls: str, v: Any) -> Any:
+    """Validate a profile section a layer owns (its schema lives beside its checks),
+    imported when a profile is validated — not when this module is, since the layer
+    packages import the core."""
+    model = getattr(importlib.import_module(module), cls)
+    if isinstance(v, model):
+        return v
+    try:
+        return model.model_validate({} if v is None else v)
+    except ValidationError as exc:
+        msgs = []
+        for err in exc.errors():
+            msg = ("unknown field (not in the profile schema)"
+                   if err["type"] == "extra_forbidden" else err["msg"])
+            msgs.append(f"{_loc(err['loc'])}: {msg}")
+        raise ValueError("; ".join(msgs)) from None
+
+
 class ClusterProfile(Strict):
-    """Cluster layers (gpu, sizing, keda): resource names, expectations, budgets."""
+    """Cluster layers (gpu, sizing, keda): the run's namespace and labels, the RuntimeClasses,
+    and each layer's own section (its schema lives with the layer)."""
 
     gpu_resources: tuple[str, ...] = ("nvidia.com/gpu", "nvidia.com/pgpu")
     runtime_class: str = "kata"
     baseline_runtime_class: str = "runc"
     namespace_prefix: str = "kgc-"
     label: str = "kgc.io/run"
-    memtotal_tolerance_mib: int = 128
-    scale_up_budget_s: float = 60.0
     simulated: bool = False
     lab: ClusterLabProfile = ClusterLabProfile()
+    gpu: Any = Field(default=None, validate_default=True)
+    sizing: Any = Field(default=None, validate_default=True)
+    keda: Any = Field(default=None, validate_default=True)
+
+    @field_validator("gpu", mode="before")
+    @classmethod
+    def _gpu(cls, v: Any) -> Any:
+        return _section("kgc.layers.gpu.profile", "GpuProfile", v)
+
+    @field_validator("sizing", mode="before")
+    @classmethod
+    def _sizing(cls, v: Any) -> Any:
+        return _section("kgc.layers.sizing.profile", "SizingProfile", v)
+
+    @field_validator("keda", mode="before")
+    @classmethod
+    def _keda(cls, v: Any) -> Any:
+        return _section("kgc.layers.keda.profile", "KedaProfile", v)
 
 
 class Profile(Strict):
@@ -226,7 +261,7 @@ class Profile(Strict):
     host: HostProfile = HostProfile()
     runtime: RuntimeProfile = RuntimeProfile()
     nri: NriProfile = NriProfile()
-    cluster: ClusterProfile = ClusterProfile()
+    cluster: ClusterProfile = Field(default_factory=ClusterProfile)
     # checks whose evidence comes from a stand-in on this platform (a lab's stub shim, a
     # simulated cluster): check-id glob -> why. Their verdicts carry simulated=true.
     simulated: dict[str, str] = Field(default_factory=dict)
@@ -281,8 +316,12 @@ def load_profile(name_or_path: str | Path = DEFAULT_PROFILE) -> Profile:
             msg = (
                 "unknown field (not in the profile schema)"
                 if err["type"] == "extra_forbidden"
-                else err["msg"]
+                else str(err["msg"]).removeprefix("Value error, ")
             )
+            if err["type"] == "value_error" and ": " in msg and field.endswith(
+                    ("sizing", "keda", "gpu")):
+                sub, _, msg = msg.partition(": ")  # a layer section's own field path
+                field = f"{field}.{sub}"
             msgs.append(f"{path}: {field}: {msg}")
         raise ProfileError("invalid profile\n  " + "\n  ".join(msgs)) from None
     return prof.model_copy(update={"source": str(path)})

@@ -20,15 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgc.core import report
 from kgc.core.bundle import load_bundle, write_bundle
 from kgc.core.engine import Context
 from kgc.core.layer import Scope
 from kgc.core.profile import Profile, load_profile, profiles_dir
 from kgc.core.registry import load_layers
 from kgc.core.target import NodeTarget
-from kgc.lab.node.lab import LabError, NodeVM, build_variant
+from kgc.lab.common import LabError
+from kgc.lab.node.lab import NodeVM, build_variant
 from kgc.lab.node.scenarios import SCENARIO_SPECS, VARIANTS, Scenario
+from kgc.lab.scenarios import write_scenario_verdict
 
 HOST_LAYERS = ("iommu", "vfio", "persistence")
 LAB_PROFILE = profiles_dir() / "lab.yaml"
@@ -107,16 +108,17 @@ def run_on_vm(vm: NodeVM, sc: Scenario, out_dir: Path, bundle_dir: Path | None,
                  parts={"reboot": ctx.evidence("reboot").to_dict()},
                  meta={"lab_scenario": sc.name,
                        "live_verdicts": sorted([list(verdict_key(v)) for v in verdicts])})
-    run = {"scenario": sc.name, "doc": sc.doc, "target": target.name,
-           "profile": str(LAB_PROFILE), "round_trips_host_run": trips,
-           "host_run_s": round(host_s, 2), "reboot_test_s": round(reboot_s, 1),
-           "boot_to_ssh_s": None if vm.boot_s is None else round(vm.boot_s, 1),
-           "host_layers_wrote_nothing": not diff, "writes_diff": diff[:50],
-           "expected": dict(sc.expect)}
-    vpath = report.write_verdict_json(sc_dir / "verdict.json", verdicts, run)
     mism = compare(verdicts, dict(sc.expect))
     if diff:
         mism["no-writes"] = f"host layers changed the node: {diff[:10]}"
+    vpath = write_scenario_verdict(
+        sc_dir / "verdict.json", "node", sc.name, sc.doc, verdicts, dict(sc.expect), mism,
+        layers=[*(n for n in HOST_LAYERS if n in layers), "reboot"], target=target.name,
+        profile=str(LAB_PROFILE), round_trips_host_run=trips,
+        host_run_s=round(host_s, 2), reboot_test_s=round(reboot_s, 1),
+        boot_to_ssh_s=None if vm.boot_s is None else round(vm.boot_s, 1),
+        host_layers_wrote_nothing=not diff, writes_diff=diff[:50],
+    )
     return ScenarioResult(sc.name, verdicts, vpath, bundle_path, dict(sc.expect), mism, trips,
                           host_s, vm.boot_s, reboot_s, not diff, diff)
 

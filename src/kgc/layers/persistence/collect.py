@@ -47,7 +47,8 @@ class PersistenceEvidence:
         return vfio_ids_in(cmdline_words(self.proc_cmdline or ""))
 
 
-def parse(snap: HostSnapshot) -> PersistenceEvidence:
+def parse(snap: HostSnapshot, profile: object = None) -> PersistenceEvidence:
+    """The layer's evidence from the node's snapshot (the profile is not needed here)."""
     return PersistenceEvidence(
         pci=parse_pci(snap),
         modprobe=parse_modprobe(snap),

@@ -7,7 +7,7 @@ moves paths costs no extra round trip, and a bundle records exactly what was jud
 """
 
 from kgc.core.hostfs import HostQuery
-from kgc.core.layer import Layer, Scope
+from kgc.core.layer import snapshot_layer
 from kgc.core.profile import Profile
 from kgc.layers.runtime.checks import CHECKS
 from kgc.layers.runtime.collect import QUERY, RuntimeEvidence, parse, query_for
@@ -17,14 +17,12 @@ def _query(profile: Profile) -> HostQuery:
     return query_for(profile.runtime)
 
 
-LAYER = Layer(
-    name="runtime",
-    scope=Scope.NODE,
-    title="containerd really enables NRI, the Kata handler is wired, Kata plugs VFIO right",
-    checks=CHECKS,
-    markers=("host",),
-    query=_query,
-    parse=parse,
+LAYER = snapshot_layer(
+    "runtime",
+    "containerd really enables NRI, the Kata handler is wired, Kata plugs VFIO right",
+    CHECKS,
+    _query,
+    parse,
 )
 
 __all__ = ["LAYER", "QUERY", "RuntimeEvidence", "parse", "query_for"]
