@@ -509,6 +509,8 @@ def _environment(state: KgcState) -> dict[str, str]:
     }
     for key, ctx in state.contexts.items():
         tag = state.ids[key]
+        env[f"{tag}.origin"] = ctx.target.origin
+        env.update({f"{tag}.{k}": v for k, v in ctx.describe().items()})
         if ctx.scope is not Scope.NODE:
             continue
         try:
