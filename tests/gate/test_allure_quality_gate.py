@@ -112,3 +112,31 @@ def test_quality_gate_config_shape() -> None:
     assert '"^runtime\\\\.nri-.*$"' in js and '"^vfio\\\\.[^d].*$"' in js
     assert "rule: \"kgcMaxResults\"" in js and "import" not in js
     assert glob_regex("a.b?[0-9]*") == "^a\\.b.[0-9].*$"
+
+
+@pytest.mark.slow
+def test_quality_gate_in_the_reports_own_allurerc(runs: dict[str, Path], tmp_path: Path) -> None:
+    """The quality gate inside the allurerc kgc's report writes (categories, the awesome
+    plugin): `allure generate` still builds the page, `allure quality-gate` decides as
+    `kgc gate` does."""
+    import json
+
+    from kgc.core import report
+    from kgc.gate.allure import config_module
+
+    assert ALLURE.exists(), "Allure 3 is not installed here: npm ci (package-lock.json)"
+    prof = _profile(tmp_path, "node-files", POLICIES["node-files"])
+    text = report.allure_config("kgc", tmp_path / "html")
+    cfg = json.loads(text.removeprefix("export default ").rstrip().removesuffix(";"))
+    cfg["qualityGate"] = quality_gate_config(load_profile(prof).policy)
+    rc_file = tmp_path / "allurerc.mjs"
+    rc_file.write_text(config_module(cfg))
+    for bundle, rdir in runs.items():
+        theirs = _allure_gate(rdir / "allure-results", rc_file)
+        assert theirs.returncode == _kgc_gate(rdir / "verdict.json", prof), (bundle, theirs)
+    gen = subprocess.run([str(ALLURE), "generate", str(runs["good"] / "allure-results"),
+                          "--config", str(rc_file), "-o", str(tmp_path / "html")],
+                         capture_output=True, text=True, timeout=300, check=False,
+                         cwd=tmp_path)
+    assert gen.returncode == 0, gen.stderr
+    assert (tmp_path / "html" / "index.html").is_file()

@@ -232,3 +232,12 @@ def allurerc_text(policy: Policy, *, name: str = "kata-gpu-conformance",
         policy, layers, image=image)}
     return ("// written by kgc (kgc.gate.allure): the release policy as quality gates\n"
             + NODE20_PRELUDE + f"export default {to_js(cfg)};\n")
+
+
+def config_module(cfg: Mapping[str, Any]) -> str:
+    """An allurerc.mjs from a config mapping whose values may hold :class:`Js` (e.g. a
+    ``qualityGate`` from :func:`quality_gate_config`): JSON for plain data, code for code,
+    and :data:`NODE20_PRELUDE` first when it carries a quality gate."""
+    head = NODE20_PRELUDE if "qualityGate" in cfg else ""
+    return head + f"export default {to_js(cfg)};\n"
+
