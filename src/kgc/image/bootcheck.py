@@ -318,7 +318,9 @@ def boot_image(image: str | Path, profile: Profile, *, report_dir: Path,
                                          for r in results)]
         env = {"kgc": __version__, "python": platform.python_version(),
                "profile": profile.name, "runner": platform.node(),
-               f"{tname}.round_trips": str(target.round_trips)}
+               f"{tname}.round_trips": str(target.round_trips),
+               f"{tname}.origin": target.origin}
+        env.update({f"{tname}.{k}": v for k, v in ctx.describe().items()})
         if snap.text("/proc/sys/kernel/osrelease"):
             env[f"{tname}.kernel"] = snap.text("/proc/sys/kernel/osrelease") or ""
         for line in (snap.read("/etc/os-release") or "").splitlines():

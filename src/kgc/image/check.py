@@ -399,7 +399,9 @@ def _skip(chk: Check, target: str, why: str) -> Verdict:
                  lambda _e, _p: out).judge(None, None, target)
 
 
-def judge(target: ImageTarget, profile: Profile, layer_names: Sequence[str]) -> list[Verdict]:
+def judge(target: ImageTarget, profile: Profile, layer_names: Sequence[str]
+          ) -> tuple[list[Verdict], dict[str, str]]:
+    """The verdicts, and the environment facts the judged layers tell (containerd ...)."""
     layers = load_layers()
     node_layers = {n: lay for n, lay in layers.items() if lay.scope is Scope.NODE}
     ctx = Context(target=target, profile=profile, layers=layers, options={})
@@ -411,7 +413,7 @@ def judge(target: ImageTarget, profile: Profile, layer_names: Sequence[str]) -> 
             why = RUNNING_NODE.format(what=LAYER_NEEDS.get(
                 name, f"layer {name} is not judged from files"))
             out += [_skip(c, target.name, why) for c in lay.checks]
-    return out
+    return out, ctx.describe()
 
 
 def _os_release(tree: Path) -> str:
@@ -492,7 +494,7 @@ def check_image(image: str | Path, profile: Profile, *, report_dir: Path,
         t_extract = time.monotonic()
         name = f"image:{Path(image).name}"
         target = ImageTarget(tree, name, hw, answers)
-        verdicts = judge(target, profile, chosen)
+        verdicts, facts_env = judge(target, profile, chosen)
         t_judge = time.monotonic()
         facts.os = _os_release(tree)
         facts.tree = {"files": tb.stats.files, "placeholders": tb.stats.placeholders,
@@ -518,7 +520,8 @@ def check_image(image: str | Path, profile: Profile, *, report_dir: Path,
                                            for r in results)]
     env = {"kgc": __version__, "python": platform.python_version(), "profile": profile.name,
            "runner": platform.node(), f"{name}.image_format": facts.format,
-           f"{name}.round_trips": str(target.round_trips)}
+           f"{name}.round_trips": str(target.round_trips), f"{name}.origin": target.origin}
+    env.update({f"{name}.{k}": v for k, v in facts_env.items()})
     if facts.boot.get("kernel"):
         env[f"{name}.kernel"] = facts.boot["kernel"]
     if facts.os:
