@@ -179,7 +179,8 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
 def cmd_report(a: argparse.Namespace) -> int:
     try:
         index = report.generate_html(Path(a.results), Path(a.out),
-                                     Path(a.verdict) if a.verdict else None)
+                                     Path(a.verdict) if a.verdict else None,
+                                     history=Path(a.history) if a.history else None)
     except report.ReportError as exc:
         print(f"kgc report: {exc}", file=sys.stderr)
         return 2
@@ -260,6 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=os.path.join("reports", "html"))
     p.add_argument("--verdict", default=None,
                    help="the run's verdict.json (default: beside the results directory)")
+    p.add_argument("--history", default=None, metavar="FILE",
+                   help="Allure history file kept between runs (trends across nights)")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("profile", help="profile tools")
