@@ -122,3 +122,20 @@ def test_report_without_results_says_what_to_do(tmp_path: Path) -> None:
     )
     assert out.returncode == 2
     assert "no allure results" in out.stderr and "run the suite first" in out.stderr
+
+
+def test_history_across_two_runs_gives_a_trend(tmp_path: Path) -> None:
+    """A nightly job keeps one history file: the second night's report draws the trend."""
+    hist = tmp_path / "history" / "kgc-history.jsonl"
+    for _ in range(2):
+        subprocess.run([sys.executable, "-m", "pytest", "-m", "iommu", "-q"], cwd=tmp_path,
+                       capture_output=True, timeout=300, check=False)
+        out = subprocess.run([sys.executable, "-m", "kgc.cli", "report", "--history", str(hist)],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                             check=False)
+        assert out.returncode == 0, out.stderr
+    assert len(hist.read_text().splitlines()) == 2
+    charts = _widget(tmp_path / "reports" / "html" / "index.html", "charts.json")
+    dyn = [c for c in charts["general"].values() if c["type"] == "statusDynamics"]
+    assert dyn and len(dyn[0]["data"]) == 2, dyn
+    assert dyn[0]["data"][0]["name"].startswith("NOT CERTIFIED")

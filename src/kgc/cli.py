@@ -78,13 +78,41 @@ def cmd_checks(a: argparse.Namespace) -> int:
     return 0
 
 
+def _take(args: list[str], flag: str, takes_value: bool = True) -> str | bool | None:
+    """Remove ``flag`` (``--flag V`` or ``--flag=V``) from a pass-through argument list."""
+    for i, a in enumerate(args):
+        if a == flag:
+            del args[i]
+            return args.pop(i) if takes_value and i < len(args) else True
+        if takes_value and a.startswith(flag + "="):
+            del args[i]
+            return a.split("=", 1)[1]
+    return None
+
+
 def cmd_certify(a: argparse.Namespace, extra: list[str]) -> int:
-    """pytest over the installed suites, from the current directory."""
+    """pytest over the installed suites, from the current directory. kgc's own options:
+    ``--html`` builds the HTML report afterwards, ``--history FILE`` (implies --html) keeps
+    the Allure history there (trends across nightly runs)."""
     from kgc.plugin import suites_dir
 
+    extra = list(extra)
+    history = _take(extra, "--history")
+    html = bool(_take(extra, "--html", takes_value=False)) or bool(history)
     args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", str(suites_dir()), *extra]
     rc = subprocess.call(args)
-    return 2 if rc == 4 else rc  # pytest's own usage error -> kgc's bad-input code
+    if rc == 4:
+        return 2  # pytest's own usage error -> kgc's bad-input code
+    if html and rc in (0, 1):
+        rdir = Path(str(_take(list(extra), "--report-dir") or "reports"))
+        try:
+            index = report.generate_html(rdir / "allure-results", rdir / "html",
+                                         history=Path(str(history)) if history else None)
+        except report.ReportError as exc:
+            print(f"kgc certify: {exc}", file=sys.stderr)
+            return 2
+        print(f"HTML report: {index}")
+    return rc
 
 
 def _profile(name: str) -> Any:
@@ -182,7 +210,8 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
 def cmd_report(a: argparse.Namespace) -> int:
     try:
         index = report.generate_html(Path(a.results), Path(a.out),
-                                     Path(a.verdict) if a.verdict else None)
+                                     Path(a.verdict) if a.verdict else None,
+                                     history=Path(a.history) if a.history else None)
     except report.ReportError as exc:
         print(f"kgc report: {exc}", file=sys.stderr)
         return 2
@@ -263,6 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=os.path.join("reports", "html"))
     p.add_argument("--verdict", default=None,
                    help="the run's verdict.json (default: beside the results directory)")
+    p.add_argument("--history", default=None, metavar="FILE",
+                   help="Allure history file kept between runs (trends across nights)")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("profile", help="profile tools")

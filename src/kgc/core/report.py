@@ -329,7 +329,8 @@ def allure_config(name: str, out_dir: Path, extra: Mapping[str, Any] | None = No
 
 
 def generate_html(results_dir: Path, out_dir: Path, verdict: Path | None = None,
-                  extra_config: Mapping[str, Any] | None = None) -> Path:
+                  extra_config: Mapping[str, Any] | None = None,
+                  history: Path | None = None) -> Path:
     """Allure 3 static report, one self-contained index.html (renders from file://), whose
     first screen is kgc's verdict (from ``verdict``, default: verdict.json beside the
     results)."""
@@ -350,7 +351,13 @@ def generate_html(results_dir: Path, out_dir: Path, verdict: Path | None = None,
     _check_allure_major(binp)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     cfg = out_dir.parent / "allurerc.mjs"
-    cfg.write_text(allure_config(headline(doc), out_dir, extra_config))
+    extra = dict(extra_config or {})
+    if history is not None:
+        # Allure 3 appends this run to the file and draws trends from it: a nightly job keeps
+        # the file between runs (e.g. --history /var/lib/kgc/history.jsonl)
+        history.parent.mkdir(parents=True, exist_ok=True)
+        extra.update({"historyPath": str(history.resolve()), "historyLimit": 60})
+    cfg.write_text(allure_config(headline(doc), out_dir, extra))
     if out_dir.exists():
         shutil.rmtree(out_dir)
     proc = subprocess.run(
