@@ -54,11 +54,14 @@ INITRAMFS_CMD = (
     'done; [ "$n" = 1 ] || { echo KGC-NO-INITRAMFS; exit 3; }'
 )
 
-# Only the udev rule lines that set driver_override (the full rule set is ~100 KB of noise);
-# file names without the root prefix. Exit 0 also when nothing matches.
+# Only the udev rule lines that set driver_override (the full rule set is ~100 KB of noise).
+# grep runs inside the root with relative names, so the file names come back without the
+# root prefix whatever the root is called (KGC_ROOT is never pasted into a sed or awk
+# program: it is data, not code). Exit 0 also when nothing matches.
 UDEV_CMD = (
-    "grep -sH driver_override " + " ".join(f'"$R"{d}/*.rules' for d in UDEV_DIRS)
-    + ' | sed "s|^$R||"; true'
+    'cd "${R:-/}" && grep -sH driver_override '
+    + " ".join(f"{d.lstrip('/')}/*.rules" for d in UDEV_DIRS)
+    + " | while IFS= read -r l; do printf '/%s\\n' \"$l\"; done; true"
 )
 
 CONFIG_QUERY = HostQuery(

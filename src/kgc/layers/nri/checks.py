@@ -81,7 +81,8 @@ def events(ev: NriEvidence, profile: Profile) -> Outcome:
                 str(ev.handshake.get("runtime_version", "")),
             ]
         ).strip(),
-        "events": [f"{e['event']} via {e['via']} +{e.get('t_ms', 0)}ms" for e in own][:20],
+        "events": [f"{e['event']} via {e.get('via', '?')} +{e.get('t_ms', 0)}ms"
+                   for e in own][:20],
         "pod": ev.pod,
         "latencies_ms": ev.latencies_ms,
     }
@@ -215,7 +216,7 @@ def own_pods_only(ev: NriEvidence, profile: Profile) -> Outcome:
     if foreign:
         return failed(
             f"the probe adjusted {len(foreign)} container(s) outside its probe pod: "
-            + ", ".join(f"{e['pod_namespace']}/{e['pod_name']}" for e in foreign),
+            + ", ".join(f"{e.get('pod_namespace')}/{e.get('pod_name')}" for e in foreign),
             foreign=foreign,
         )
     others = len([e for e in ev.events if e not in ev.own_events()])
