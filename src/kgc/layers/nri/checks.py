@@ -33,6 +33,13 @@ def _why_no_events(ev: NriEvidence, profile: Profile) -> tuple[str, str]:
             remedy = f"Set disable_connections = false in {NRI_SECTION} and restart containerd."
         elif rc.get("enabled") is False:
             reason += f"; NRI is disabled: {rc.get('why', '')}"
+        elif rc.get("enabled") is True and not ev.socket_exists:
+            reason += (f"; NRI is enabled in containerd's config ({rc.get('why', '')}) but "
+                       f"{ev.socket_path} does not exist: containerd is not running, or was not "
+                       "restarted since NRI was enabled")
+            remedy = ("Start or restart containerd (`systemctl restart containerd`) and check its "
+                      "log (`journalctl -u containerd | grep -i nri`); NRI is already enabled in "
+                      "its config.")
         elif not ev.socket_exists:
             reason += f"; {ev.socket_path} does not exist"
         return reason, remedy

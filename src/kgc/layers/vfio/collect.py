@@ -9,7 +9,10 @@ from kgc.core.hostfs import HostSnapshot
 from kgc.evidence.pci import PCI_QUERY, PciInventory, parse_pci
 from kgc.evidence.vfio_config import (
     CONFIG_QUERY,
+    InitramfsListing,
     ModprobeConfig,
+    modalias_error,
+    parse_initramfs,
     parse_modalias_drivers,
     parse_modprobe,
 )
@@ -27,6 +30,8 @@ class VfioEvidence:
     candidates: Mapping[str, tuple[str, ...]] | None = None  # bdf -> modalias modules
     modprobe: ModprobeConfig = ModprobeConfig()
     iommu_units: tuple[str, ...] = ()
+    candidates_error: str = ""  # why `candidates` is None
+    initramfs: InitramfsListing = InitramfsListing(None, (), "not collected")
 
     @property
     def iommu_on(self) -> bool:
@@ -49,4 +54,6 @@ def parse(snap: HostSnapshot) -> VfioEvidence:
         candidates=parse_modalias_drivers(snap),
         modprobe=parse_modprobe(snap),
         iommu_units=snap.listdir("/sys/class/iommu") or (),
+        candidates_error=modalias_error(snap),
+        initramfs=parse_initramfs(snap),
     )
