@@ -162,7 +162,7 @@ class ContainerdWarning:
     raw: str = ""
 
     def __str__(self) -> str:
-        s = f"containerd {self.level}: {self.msg}"
+        s = f"{self.level}: {self.msg}"
         if self.key:
             s += f' (key "{self.key}"' + (f" under plugin {self.plugin})" if self.plugin else ")")
         return s
