@@ -297,3 +297,22 @@ def test_ids_in_etc_default_grub_but_not_in_grub_cfg_says_update_grub(tmp_path: 
     v = judge(h, persistence)["persistence.cmdline"]
     assert v.status is Status.WARN, v.reason
     assert "update-grub" in v.remediation and "Put vfio-pci.ids" not in v.remediation
+
+
+# -- surviving mutants named in issue 9 ---------------------------------------------------
+def test_a_bridge_bound_to_its_port_driver_keeps_the_group_viable(tmp_path: Path) -> None:
+    """The bridge exemption of vfio.group-viable: a PCI bridge in the group is viable even
+    when a driver (pcieport/shpchp) has it; a non-bridge peer on a host driver is not."""
+    devs = bound()
+    for d in devs:
+        if d.bdf == "0000:00:05.0":  # the pcie-pci-bridge of group 3
+            d.driver = "shpchp"
+    h = FakeHost(tmp_path / "a", devs, vfio_nodes=("2", "3"))
+    v = judge(h, vfio)["vfio.group-viable"]
+    assert v.status is Status.PASS, v.reason
+    for d in devs:
+        if d.bdf == "0000:00:05.0":
+            d.cls = "020000"  # the same peer, but an Ethernet function
+    h = FakeHost(tmp_path / "b", devs, vfio_nodes=("2", "3"))
+    v = judge(h, vfio)["vfio.group-viable"]
+    assert v.status is Status.FAIL and "0000:00:05.0" in v.reason and "shpchp" in v.reason

@@ -211,3 +211,22 @@ def test_socket_missing_with_nri_on_says_containerd_is_not_running() -> None:
     assert "/run/containerd/containerd.sock" in sock.reason
     assert "Enable NRI" not in sock.remediation and "disable = false" not in sock.remediation
     assert "start containerd" in sock.remediation.lower()
+
+
+# -- the world-writable bit of runtime.nri-socket (a surviving mutant in issue 9) ---------
+@pytest.mark.parametrize(("mode", "owner", "status"), [
+    ("600", "root", Status.PASS), ("660", "root", Status.PASS), ("640", "root", Status.PASS),
+    ("604", "root", Status.PASS), ("605", "root", Status.PASS), ("755", "root", Status.PASS),
+    ("602", "root", Status.FAIL), ("606", "root", Status.FAIL), ("777", "root", Status.FAIL),
+    ("1666", "root", Status.FAIL), ("600", "nobody", Status.FAIL), ("6x0", "root", Status.FAIL),
+])
+def test_nri_socket_mode_and_owner(mode: str, owner: str, status: Status) -> None:
+    cfg = ('version = 2\n[plugins."io.containerd.nri.v1.nri"]\n  disable = false\n')
+    snap = HostSnapshot(
+        files={"/etc/containerd/config.toml": cfg},
+        stats={"/var/run/nri/nri.sock": StatResult("socket", mode, owner, "root", 0)},
+        commands={"containerd_version": CommandResult(0, "containerd x 1.7.24")})
+    v = judge(snap)["runtime.nri-socket"]
+    assert v.status is status, (mode, owner, v.reason)
+    if status is Status.FAIL:
+        assert f"mode {mode}" in v.reason and owner in v.reason

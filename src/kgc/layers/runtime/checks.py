@@ -475,6 +475,14 @@ def kata_vfio(ev: RuntimeEvidence, profile: Profile) -> Outcome:
             "pcie_switch_port": hv.get("pcie_switch_port"),
         }
     evidence: dict[str, Any] = {"path": kc.path, "hypervisors": results}
+    if not results:
+        return failed(
+            f"{kc.path} has no [hypervisor.*] section, so nothing says how Kata plugs a VFIO "
+            "device into the VM",
+            "Use the Kata configuration for your hypervisor (kata-deploy ships "
+            "configuration-qemu-nvidia-gpu.toml) or point the handler's ConfigPath at it.",
+            **evidence,
+        )
     remedy = (
         f'In {kc.path} under [hypervisor.<name>]: cold_plug_vfio = "root-port" and '
         "pcie_root_port = 8 (at least one port per passed-through GPU)."
