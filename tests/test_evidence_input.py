@@ -282,3 +282,27 @@ def test_meminfo_parser_is_total() -> None:
         assert v is None or isinstance(v, int)
 
     inner()
+
+
+@pytest.mark.parametrize("bad", [None, {}, [], "host", 3])
+def test_layer_parsers_refuse_anything_but_a_snapshot(bad: Any) -> None:
+    for layer in (iommu, vfio, persistence):
+        with pytest.raises(EvidenceError) as exc:
+            layer.parse(bad)
+        assert "\n" not in str(exc.value) and layer.LAYER.name in str(exc.value)
+    with pytest.raises(EvidenceError):
+        runtime.parse(bad, PROFILE)
+
+
+@pytest.mark.parametrize(("kw", "field"), [
+    ({"files": {"/proc/cmdline": 3}}, "files['/proc/cmdline']"),
+    ({"files": None}, "files"),
+    ({"dirs": {"/sys": ["a"]}}, "dirs['/sys']"),
+    ({"stats": {"/s": {"kind": "socket"}}}, "stats['/s']"),
+    ({"commands": {"c": ("0", "")}}, "commands['c']"),
+    ({"complete": "yes"}, "complete"),
+])
+def test_a_snapshot_of_the_wrong_shape_cannot_be_built(kw: dict[str, Any], field: str) -> None:
+    with pytest.raises(EvidenceError) as exc:
+        HostSnapshot(**kw)
+    assert field in str(exc.value)

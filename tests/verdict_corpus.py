@@ -753,10 +753,10 @@ def judge(layer_name: str, evidence: Any, profile: Profile) -> list[dict[str, An
         ev = mod.parse(snap, profile) if layer_name == "runtime" else mod.parse(snap)
     rows = []
     for chk in layer.checks:
-        v = chk.judge(ev, profile, "corpus").to_dict()
-        v.pop("target")
-        for k in ("title", "layer", "severity"):  # the check's own, pinned by the catalogue
-            v.pop(k)
+        full = chk.judge(ev, profile, "corpus").to_dict()
+        # what the evaluator decided (the check's title/layer/severity are the catalogue's)
+        v = {k: full.get(k) for k in ("check", "status", "reason", "remediation", "expected",
+                                      "found", "evidence")}
         # the evidence a verdict shows, pinned by its digest (the file stays readable)
         v["evidence"] = hashlib.sha256(json.dumps(v["evidence"], sort_keys=True,
                                                   default=str).encode()).hexdigest()[:16]

@@ -304,6 +304,22 @@ class HostSnapshot:
     errors: Mapping[str, str] = field(default_factory=dict)
     complete: bool = True
 
+    def __post_init__(self) -> None:
+        # every parser relies on these shapes: a wrong one is refused here, named, once
+        for name in ("files", "links", "errors"):
+            for k, v in want_mapping(getattr(self, name), f"host.{name}").items():
+                want_str(v, f"host.{_where(name, k)}")
+        for k, v in want_mapping(self.dirs, "host.dirs").items():
+            if not isinstance(v, tuple) or not all(isinstance(e, str) for e in v):
+                raise EvidenceError(f"host.{_where('dirs', k)}: expected a tuple of names")
+        for k, v in want_mapping(self.stats, "host.stats").items():
+            if not isinstance(v, StatResult):
+                raise EvidenceError(f"host.{_where('stats', k)}: expected a stat result")
+        for k, v in want_mapping(self.commands, "host.commands").items():
+            if not isinstance(v, CommandResult):
+                raise EvidenceError(f"host.{_where('commands', k)}: expected a command result")
+        want_bool(self.complete, "host.complete")
+
     # -- reading --------------------------------------------------------------------
     def read(self, path: str) -> str | None:
         return self.files.get(path)
@@ -492,3 +508,10 @@ def parse_output(output: str, boundary: str) -> HostSnapshot:
         else:
             i += 1
     return HostSnapshot(files, links, dirs, stats, commands, errors, complete)
+
+
+def require_snapshot(snap: Any, layer: str) -> HostSnapshot:
+    """A layer parser's guard: anything but a HostSnapshot is one named EvidenceError."""
+    if not isinstance(snap, HostSnapshot):
+        raise EvidenceError(f"{layer}: expected the node's host snapshot, got {_kind(snap)}")
+    return snap

@@ -12,7 +12,8 @@ from kgc.core.hostfs import HostQuery, HostSnapshot
 
 DMI = "/sys/class/dmi/id"
 CPU_CMD = (
-    "grep -m4 -E '^(vendor_id|flags|Features|CPU implementer)[[:space:]]*:' \"$R/proc/cpuinfo\""
+    'f="$R/proc/cpuinfo"; [ -r "$f" ] || { echo KGC-UNREADABLE; exit 2; }; '
+    "grep -m4 -E '^(vendor_id|flags|Features|CPU implementer)[[:space:]]*:' \"$f\""
 )
 PLATFORM_QUERY = HostQuery(
     files=(f"{DMI}/sys_vendor", f"{DMI}/product_name", f"{DMI}/board_vendor"),

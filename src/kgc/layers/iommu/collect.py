@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kgc.core.hostfs import HostQuery, HostSnapshot
+from kgc.core.hostfs import HostQuery, HostSnapshot, require_snapshot
 from kgc.evidence.pci import PCI_QUERY, PciInventory, parse_pci
 from kgc.evidence.platform import CPU_CMD, PLATFORM_QUERY, VmFacts, vm_facts
 
@@ -60,7 +60,13 @@ QUERY = PCI_QUERY | PLATFORM_QUERY | HostQuery(
             f'elif [ -z "$R" ] && [ -r /proc/config.gz ]; then zcat /proc/config.gz | '
             f"grep -E '^(# )?CONFIG_({_KCONFIG_RE})[= ]'; else echo KGC-NO-KCONFIG; exit 3; fi",
         ),
-        ("irq_remap", "grep -o -m8 -E 'IR-[A-Za-z0-9-]+' \"$R/proc/interrupts\" | sort -u"),
+        (
+            "irq_remap",
+            # exit 2 when /proc/interrupts cannot be read (unknown), not an empty answer
+            'f="$R/proc/interrupts"; '
+            '[ -r "$f" ] || { echo "KGC-UNREADABLE /proc/interrupts"; exit 2; }; '
+            "grep -o -m8 -E 'IR-[A-Za-z0-9-]+' \"$f\" | sort -u",
+        ),
         (
             "dmesg",
             # The kernel ring buffer of the running kernel only; an offline tree has none.
@@ -156,6 +162,7 @@ def _os_pretty(osrel: str | None) -> str | None:
 
 def parse(snap: HostSnapshot) -> IommuEvidence:
     """Pure and total: any snapshot, however malformed, gives an evidence object."""
+    snap = require_snapshot(snap, "iommu")
     cpu = snap.command("cpu")
     vendor = virt = None
     hypervisor = False

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kgc.core.hostfs import HostSnapshot
+from kgc.core.hostfs import HostSnapshot, require_snapshot
 from kgc.evidence.pci import PCI_QUERY, PciInventory, parse_pci
 from kgc.evidence.vfio_config import (
     BOOT_CONFIGS,
@@ -52,6 +52,7 @@ class PersistenceEvidence:
 
 
 def parse(snap: HostSnapshot) -> PersistenceEvidence:
+    snap = require_snapshot(snap, "persistence")
     return PersistenceEvidence(
         pci=parse_pci(snap),
         modprobe=parse_modprobe(snap),

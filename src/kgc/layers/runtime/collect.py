@@ -12,7 +12,7 @@ import dataclasses
 import fnmatch
 import posixpath
 
-from kgc.core.hostfs import CommandResult, HostQuery, HostSnapshot
+from kgc.core.hostfs import CommandResult, HostQuery, HostSnapshot, require_snapshot
 from kgc.core.profile import Profile, RuntimeProfile
 from kgc.evidence.containerd import (
     DEFAULT_NRI_SOCKET,
@@ -176,6 +176,7 @@ def _imports_redacted(snap: HostSnapshot, main: ConfigFile) -> tuple[list[Config
 
 
 def parse(snap: HostSnapshot, profile: Profile | None = None) -> RuntimeEvidence:
+    snap = require_snapshot(snap, "runtime")
     rp = profile.runtime if profile is not None else RuntimeProfile()
     main = _toml(rp.containerd_config, snap.read(rp.containerd_config))
     imports, missing = _imports_redacted(snap, main)

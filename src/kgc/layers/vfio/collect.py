@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kgc.core.hostfs import HostSnapshot
+from kgc.core.hostfs import HostSnapshot, require_snapshot
 from kgc.evidence.pci import PCI_QUERY, PciInventory, parse_pci
 from kgc.evidence.vfio_config import (
     CONFIG_QUERY,
@@ -39,6 +39,7 @@ class VfioEvidence:
 
 
 def parse(snap: HostSnapshot) -> VfioEvidence:
+    snap = require_snapshot(snap, "vfio")
     pci = parse_pci(snap)
     vfio_dev = {}
     for p in snap.glob("/sys/bus/pci/devices/*/vfio-dev"):
