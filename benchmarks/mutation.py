@@ -54,6 +54,7 @@ FAST_TESTS = [
     "tests/test_iommu.py",
     "tests/test_evidence_input.py",
     "tests/test_report_verdicts.py",
+    "tests/test_verdict_corpus.py",
 ]
 HYPOTHESIS_PROFILE = '''
 
@@ -67,7 +68,7 @@ _settings.load_profile("kgc-mutation")
 '''
 
 
-def scratch_copy(dest: Path) -> None:
+def scratch_copy(dest: Path, tests: list[str]) -> None:
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO,
                            capture_output=True, text=True, check=True).stdout.splitlines()
     for rel in files:
@@ -92,7 +93,7 @@ def scratch_copy(dest: Path) -> None:
         "[mutmut]\n"
         "source_paths = src\n"
         "only_mutate =\n" + "".join(f"    {m}\n" for m in MUTATE)
-        + "pytest_add_cli_args_test_selection =\n" + "".join(f"    {t}\n" for t in FAST_TESTS)
+        + "pytest_add_cli_args_test_selection =\n" + "".join(f"    {t}\n" for t in tests)
         + "pytest_add_cli_args =\n    -m\n    not lab and not slow\n    -p\n    no:cacheprovider\n"
         "    -p\n    no:randomly\n    -q\n"
         "timeout_multiplier = 10.0\n"
@@ -125,10 +126,11 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the scratch copy (prints it)")
     ap.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--json", type=Path, help="write the results here")
+    ap.add_argument("--tests", help="comma-separated test paths instead of the fast set")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kgc-mutation-"))
     try:
-        scratch_copy(work)
+        scratch_copy(work, a.tests.split(",") if a.tests else FAST_TESTS)
         t0 = time.monotonic()
         run = subprocess.run([sys.executable, "-m", "mutmut", "run",
                               "--max-children", str(a.max_children), *SELECT], cwd=work,

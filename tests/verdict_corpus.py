@@ -253,6 +253,18 @@ def reboot(status: str = "done", before: dict[str, Any] | None = None,
     return rec(d)
 
 
+UDEV_ORDER = (
+    '/etc/udev/rules.d/10-a.rules:KERNEL=="0000:01:01.0", ATTR{driver_override}="e1000"\n'
+    '/etc/udev/rules.d/20-b.rules:KERNEL=="0000:99:00.0", ATTR{driver_override}="vfio-pci"\n'
+    '/etc/udev/rules.d/30-c.rules:ATTR{vendor}=="0x10de", ATTR{driver_override}="vfio-pci"\n'
+    '/etc/udev/rules.d/40-d.rules:ATTR{vendor}=="0x8086", ATTR{device}=="0x1111", '
+    'ATTR{driver_override}="vfio-pci"\n'
+    '/etc/udev/rules.d/50-e.rules:ACTION=="add", ATTR{driver_override}="vfio-pci"\n'
+    '/etc/udev/rules.d/60-f.rules:ATTR{vendor}=="0x8086", ATTR{device}=="0x100e", '
+    'ATTR{driver_override}="vfio-pci"\n'
+)
+
+
 def _mode(mode: str) -> dict[str, Any]:
     return {"host": {"iommu": {"mode": mode}}}
 
@@ -305,6 +317,18 @@ SCENARIOS: list[Scenario] = [
         t.write("sys/class/dmi/id/sys_vendor", "QEMU\n"), t.kconfig(),
         t.pci("0000:41:00.0", "10de", "2331", "030200", "nvidia"))),
              expect={"iommu.platform": F, "iommu.enabled": F}),
+    Scenario("iommu-vm-unknown-vendor", H, tree(lambda t: (
+        t.write("proc/cpuinfo", "vendor_id\t: SomeCPU\nflags\t\t: fpu hypervisor\n"),
+        t.write("sys/class/dmi/id/product_name", "KVM\n"))),
+             expect={"iommu.platform": F}),
+    Scenario("iommu-vm-amd-no-ivrs", H, tree(lambda t: (
+        t.write("proc/cpuinfo", "vendor_id\t: AuthenticAMD\nflags\t\t: fpu svm hypervisor\n"),
+        t.kconfig().cmdline("ro iommu=pt"))),
+             expect={"iommu.platform": F, "iommu.enabled": F}),
+    Scenario("iommu-metal-dmi-not-vm", H, tree(lambda t: (
+        t.write("sys/class/dmi/id/sys_vendor", "Amazon EC2\n"),
+        t.write("sys/class/dmi/id/product_name", "c5.metal\n"), t.kconfig())),
+             expect={"iommu.platform": F}),
     Scenario("iommu-not-on-cmdline", H, tree(lambda t: (
         t.acpi("DMAR").kconfig().cmdline("BOOT_IMAGE=/vmlinuz ro quiet"),
         t.pci("0000:41:00.0", "10de", "2331", "030200", "nvidia"))),
@@ -356,6 +380,41 @@ SCENARIOS: list[Scenario] = [
     Scenario("iommu-mode-by-cmdline", H, good(lambda t: [
         t.write(f"sys/kernel/iommu_groups/{g}/type", "unknown\n") for g in ("0", "1", "7")]),
              patch=_mode("passthrough"), expect={"iommu.mode": P}),
+    Scenario("iommu-mode-tie", H, tree(lambda t: (
+        t.acpi("DMAR").kconfig().irq_remap().cmdline("ro intel_iommu=on iommu=pt"),
+        [t.group(str(i), ty).pci(f"0000:4{i}:00.0", "10de", "2331", "030200", "vfio-pci", str(i))
+         for i, ty in enumerate(['identity', 'DMA'])])), patch=_mode("any"),
+             expect={"iommu.enabled": P}),
+    Scenario("iommu-mode-one-dma-pt-cmdline", H, tree(lambda t: (
+        t.acpi("DMAR").kconfig().irq_remap().cmdline("ro intel_iommu=on iommu=pt"),
+        [t.group(str(i), ty).pci(f"0000:4{i}:00.0", "10de", "2331", "030200", "vfio-pci", str(i))
+         for i, ty in enumerate(['DMA-FQ'])])), patch=_mode("any"),
+             expect={"iommu.enabled": P}),
+    Scenario("iommu-mode-unknown-types", H, tree(lambda t: (
+        t.acpi("DMAR").kconfig().irq_remap().cmdline("ro intel_iommu=on"),
+        [t.group(str(i), ty).pci(f"0000:4{i}:00.0", "10de", "2331", "030200", "vfio-pci", str(i))
+         for i, ty in enumerate(['unknown'])])), patch=_mode("any"),
+             expect={"iommu.enabled": P}),
+    Scenario("iommu-mode-passthrough-1", H, tree(lambda t: (
+        t.acpi("DMAR").kconfig().irq_remap().cmdline("ro intel_iommu=on iommu.passthrough=1"),
+        [t.group(str(i), ty).pci(f"0000:4{i}:00.0", "10de", "2331", "030200", "vfio-pci", str(i))
+         for i, ty in enumerate(['unknown'])])), patch=_mode("any"),
+             expect={"iommu.enabled": P}),
+    Scenario("iommu-mode-passthrough-y", H, tree(lambda t: (
+        t.acpi("DMAR").kconfig().irq_remap().cmdline("ro intel_iommu=on iommu.passthrough=y"),
+        [t.group(str(i), ty).pci(f"0000:4{i}:00.0", "10de", "2331", "030200", "vfio-pci", str(i))
+         for i, ty in enumerate(['unknown'])])), patch=_mode("any"),
+             expect={"iommu.enabled": P}),
+    Scenario("iommu-mode-passthrough-on", H, tree(lambda t: (
+        t.acpi("DMAR").kconfig().irq_remap().cmdline("ro intel_iommu=on iommu.passthrough=on"),
+        [t.group(str(i), ty).pci(f"0000:4{i}:00.0", "10de", "2331", "030200", "vfio-pci", str(i))
+         for i, ty in enumerate(['unknown'])])), patch=_mode("any"),
+             expect={"iommu.enabled": P}),
+    Scenario("iommu-mode-mixed-mismatch", H, tree(lambda t: (
+        t.acpi("DMAR").kconfig().irq_remap().cmdline("ro intel_iommu=on"),
+        [t.group(str(i), ty).pci(f"0000:4{i}:00.0", "10de", "2331", "030200", "vfio-pci", str(i))
+         for i, ty in enumerate(['identity', 'DMA', 'DMA-FQ'])])), patch=_mode("passthrough"),
+             expect={"iommu.enabled": P}),
     Scenario("iommu-no-interrupt-remapping", H, good(lambda t: t.write(
         "proc/interrupts", "  0:  1  IO-APIC  2-edge timer\n")),
              expect={"iommu.interrupt-remapping": F}),
@@ -507,6 +566,42 @@ SCENARIOS: list[Scenario] = [
         files={f"/etc/driverctl.d/pci-{b}": "vfio-pci\n" for b in
                ("0000:00:04.0", "0000:01:01.0", "0000:01:02.0")}, initramfs=E1000_KO),
              profile="lab", expect={"persistence.initramfs": W, "vfio.competing-driver": W}),
+    Scenario("vp-initramfs-no-modprobe", VP, fake(
+        files={"/etc/modprobe.d/kgc-vfio.conf": MODPROBE}, initramfs=E1000_KO,
+        pci_modalias_drivers=CommandResult(4, "KGC-NO-MODPROBE modprobe is not installed\n")),
+             profile="lab", expect={"persistence.initramfs": F}),
+    Scenario("vp-initramfs-no-mechanism", VP, fake(initramfs=E1000_KO), profile="lab",
+             expect={"persistence.initramfs": F, "persistence.coverage": F}),
+    Scenario("vp-initramfs-udev-only", VP, fake(
+        initramfs=E1000_KO, udev_driver_override=CommandResult(0, "".join(
+            f'/etc/udev/rules.d/70-vfio.rules:KERNEL=="{b}", ATTR{{driver_override}}="vfio-pci"\n'
+            for b in ("0000:00:04.0", "0000:01:01.0", "0000:01:02.0")))),
+             profile="lab", expect={"persistence.initramfs": W, "persistence.coverage": P}),
+    Scenario("vp-ids-with-subsystem", VP, fake(files={
+        "/etc/modprobe.d/vfio.conf": "options vfio-pci ids=1234:11e8:1af4:1100,"
+                                     "8086:100e:1af4:1100,8086:10d3:1af4:9999\n"
+                                     "softdep e1000 pre: vfio-pci\n",
+        "/etc/modules-load.d/vfio.conf": "vfio-pci\n"}), profile="lab",
+             expect={"persistence.coverage": P, "persistence.over-capture": P}),
+    Scenario("vp-candidates-with-vfio-variants", VP, fake(
+        files={"/etc/modprobe.d/vfio.conf": MODPROBE, "/etc/modules-load.d/vfio.conf":
+               "vfio-pci\n"}, initramfs=E1000_KO.replace("e1000/e1000", "x/e1000_vfio_pci")
+        + VFIO_KO + VFIO_KO.replace("vfio-pci.ko", "pci_stub.ko"),
+        pci_modalias_drivers=CommandResult(0, "D 0000:00:04.0 a1\nA a1 vfio_pci pci_stub\n"
+                                              "D 0000:01:01.0 a2\nD 0000:01:02.0 a2\n"
+                                              "A a2 e1000_vfio_pci vfio_pci pci_stub e1000\n")),
+             profile="lab", patch={"host": {"passthrough": {"allowed_drivers": [
+                 "vfio-pci", "e1000_vfio_pci"]}}},
+             expect={"persistence.initramfs": P, "persistence.load-order": P}),
+    Scenario("vp-udev-rule-order", VP, fake(
+        udev_driver_override=CommandResult(0, UDEV_ORDER)), profile="lab",
+             expect={"persistence.coverage": F}),
+    Scenario("vp-cmdline-ids-with-subsystem", VP, fake(
+        cmdline="root=/ vfio-pci.ids=1234:11e8:1af4:1100,8086:100e:1af4:1100",
+        files={LOADER: "options root=/ vfio-pci.ids=1234:11e8:1af4:1100,8086:100e:1af4:1100\n",
+               "/etc/modprobe.d/vfio.conf": "softdep e1000 pre: vfio-pci\n",
+               "/etc/modules-load.d/vfio.conf": "vfio-pci\n"}), profile="lab",
+             expect={"persistence.coverage": P, "persistence.cmdline": P}),
     Scenario("vp-no-initramfs", VP, fake(files={"/etc/modprobe.d/kgc-vfio.conf": MODPROBE}),
              profile="lab", expect={"persistence.initramfs": S}),
     Scenario("vp-no-modprobe", VP, fake(files={"/etc/modprobe.d/kgc-vfio.conf":
@@ -633,6 +728,11 @@ SCENARIOS: list[Scenario] = [
         links={SHIM: "/opt/kata/bin/containerd-shim-kata-v2"}), expect={"runtime.kata-shim": F}),
     Scenario("rt-shim-dir", R, ctd(KATA_V2, stats={SHIM: StatResult(
         "directory", "755", "root", "root", 4096)}), expect={"runtime.kata-shim": F}),
+    Scenario("rt-shim-zero-size-regular", R, ctd(KATA_V2, stats={SHIM: StatResult(
+        "regular file", "755", "root", "root", 0)}), expect={"runtime.kata-shim": F}),
+    Scenario("rt-shim-link-to-empty", R, ctd(KATA_V2, stats={SHIM: StatResult(
+        "symbolic link", "777", "root", "root", 38, "regular empty file", "755", None)}),
+             expect={"runtime.kata-shim": F}),
     Scenario("rt-shim-link-ok", R, ctd(KATA_V2, stats={SHIM: StatResult(
         "symbolic link", "777", "root", "root", 38, "regular file", "755", 1000)}),
              expect={"runtime.kata-shim": P}),
@@ -683,6 +783,14 @@ SCENARIOS: list[Scenario] = [
     Scenario("nri-no-socket-no-context", ("nri",), nri(
         connect_error="no such file", socket_exists=False, events=[], handshake={}),
              expect={"nri.events": F}),
+    Scenario("nri-disabled-no-why", ("nri",), nri(
+        connect_error="refused", socket_exists=False, events=[], handshake={},
+        runtime_context={"enabled": False}), expect={"nri.events": F}),
+    Scenario("nri-enabled-no-why", ("nri",), nri(
+        connect_error="no such file", socket_exists=False, events=[], handshake={},
+        runtime_context={"enabled": True}), expect={"nri.events": F}),
+    Scenario("nri-handshake-incomplete", ("nri",), nri(events=[], handshake={
+        "plugin": "99-kgc-probe", "synchronized": False}), expect={"nri.events": F}),
     Scenario("nri-trigger-error", ("nri",), nri(trigger_error="CRI socket not found", events=[]),
              expect={"nri.events": F, "nri.handshake": F}),
     Scenario("nri-no-events", ("nri",), nri(events=[], probe_error="timeout"),
@@ -730,6 +838,25 @@ SCENARIOS: list[Scenario] = [
              expect={"reboot.returned": S}),
     Scenario("rb-unknown-status", ("reboot",), reboot("rebooting"), profile="lab",
              expect={"reboot.returned": E}),
+    Scenario("rb-no-boot-id-after", ("reboot",), reboot(boot_id_after=None), profile="lab",
+             expect={"reboot.returned": E}),
+    Scenario("rb-no-boot-id-before", ("reboot",), reboot(boot_id_before=""), profile="lab",
+             expect={"reboot.returned": E}),
+    Scenario("rb-timeout-no-console", ("reboot",), reboot("timeout", boot_id_after=None),
+             profile="lab", expect={"reboot.returned": E}),
+    Scenario("rb-refused", ("reboot",), reboot("refused"), profile="lab",
+             expect={"reboot.returned": S}),
+    Scenario("rb-not-recorded", ("reboot",), reboot("not-recorded"), profile="lab",
+             expect={"reboot.returned": S}),
+    Scenario("rb-targets-by-class", ("reboot",), reboot(
+        before={"0000:41:00.0": {"vendor": "10de", "device": "2331", "class": "030200",
+                                 "driver": "vfio-pci"}},
+        after={"0000:41:00.0": {"vendor": "10de", "device": "2331", "class": "030200",
+                                "driver": "nvidia"}}),
+             expect={"reboot.binding-persists": F}),
+    Scenario("rb-target-by-address", ("reboot",), reboot(), profile="lab",
+             patch={"host": {"passthrough": {"targets": [{"address": "0000:00:04.0"}]}}},
+             expect={"reboot.binding-persists": P}),
     Scenario("rb-same-boot-id", ("reboot",), reboot(boot_id_after="a"), profile="lab",
              expect={"reboot.returned": F}),
     Scenario("rb-no-boot-ids", ("reboot",), reboot(boot_id_before=None, boot_id_after=None),

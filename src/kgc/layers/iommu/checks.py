@@ -77,12 +77,12 @@ def _active(ev: IommuEvidence) -> bool:
     return len(ev.groups) > 0
 
 
-def firmware_fix(ev: IommuEvidence, vendor: str | None, bare_metal: str | None = None) -> str:
+def firmware_fix(ev: IommuEvidence, vendor: str | None, bare_metal: str) -> str:
     """Turn the IOMMU on where it lives: the firmware setup on bare metal, the hypervisor's
     virtual IOMMU in a VM (a VM has no VT-d/AMD-Vi BIOS setting of its own)."""
     if ev.vm.vm:
         return vm_iommu_fix(vendor, ev.vm.why)
-    return bare_metal or FIRMWARE_FIX.get(vendor or "intel", FIRMWARE_FIX["intel"])
+    return bare_metal
 
 
 def _where_vm(ev: IommuEvidence) -> str:
@@ -147,7 +147,7 @@ def platform(ev: IommuEvidence, profile: Profile) -> Outcome:
         return failed(
             f"no ACPI {table} table in /sys/firmware/acpi/tables: this node is a virtual "
             f"machine ({ev.vm.why}) and its hypervisor gives it no virtual {vendor} IOMMU",
-            firmware_fix(ev, vendor),
+            vm_iommu_fix(vendor, ev.vm.why),
             expected=table,
             found=ev.firmware_table or "none",
             **evidence,
@@ -263,7 +263,7 @@ def enabled(ev: IommuEvidence, profile: Profile) -> Outcome:
             return failed(
                 f"{where}: no ACPI {table} table, and this node is a virtual machine "
                 f"({ev.vm.why}) without a virtual IOMMU",
-                firmware_fix(ev, vendor),
+                vm_iommu_fix(vendor, ev.vm.why),
                 **evidence,
             )
         return failed(

@@ -342,7 +342,7 @@ def _shim_problem(ev: RuntimeEvidence, path: str) -> str | None:
     """Why the file at ``path`` cannot be run as the shim (None: it can)."""
     st = ev.stats.get(path)
     if st is None:
-        return None if path in ev.shim_found else "not found"
+        return None  # found by `command -v` on the node's PATH: only executables are
     if st.dangling:
         return "a dangling symbolic link (its target does not exist)"
     kind, _mode, size = st.resolved()
