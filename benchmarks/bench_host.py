@@ -23,9 +23,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from kgc.core.engine import Context, load_layers  # noqa: E402
+from kgc.core.bundle import load_bundle, write_bundle  # noqa: E402
+from kgc.core.engine import Context  # noqa: E402
+from kgc.core.layer import Scope  # noqa: E402
 from kgc.core.profile import load_profile  # noqa: E402
-from kgc.core.target import BundleTarget, LiveTarget, write_bundle  # noqa: E402
+from kgc.core.registry import load_layers  # noqa: E402
+from kgc.core.target import NodeTarget  # noqa: E402
 from systree import intel_good  # noqa: E402
 
 
@@ -48,7 +51,7 @@ def collect_wall(root: Path, repeats: int = 5) -> tuple[int, float]:
     prof = load_profile()
     walls, trips = [], 0
     for _ in range(repeats):
-        t = LiveTarget("local://", root=str(root))
+        t = NodeTarget("local://", root=str(root))
         ctx = Context(t, prof, layers)
         t0 = time.perf_counter()
         ctx.judge_all([n for n, lay in layers.items() if lay.query is not None])
@@ -84,16 +87,17 @@ def pytest_wall(repeats: int) -> float:
 def throughput(n: int, work: Path) -> tuple[int, float]:
     layers = load_layers()
     prof = load_profile()
-    t = LiveTarget("local://", root=str(tree_with(8, work / "base")))
+    t = NodeTarget("local://", root=str(tree_with(8, work / "base")))
     snap = Context(t, prof, layers).host()
     paths = []
     for i in range(n):
-        paths.append(write_bundle(work / f"b{i}.json", f"node{i}", snap))
-    host_layers = [nm for nm, lay in layers.items() if lay.query is not None]
+        paths.append(write_bundle(work / f"b{i}.json", scope=Scope.NODE, target=f"node{i}",
+                                 host=snap))
+    host_layers = [nm for nm, lay in layers.items() if lay.parse is not None]
     t0 = time.perf_counter()
     verdicts = 0
     for p in paths:
-        ctx = Context(BundleTarget(p), prof, layers)
+        ctx = Context(load_bundle(p, layers), prof, layers)
         verdicts += len(ctx.judge_all(host_layers))
     return verdicts, time.perf_counter() - t0
 

@@ -10,9 +10,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from kgc.core.engine import Context, load_layers  # noqa: E402
+from kgc.core.engine import Context  # noqa: E402
 from kgc.core.profile import load_profile  # noqa: E402
-from kgc.core.target import LiveTarget  # noqa: E402
+from kgc.core.registry import load_layers  # noqa: E402
+from kgc.core.target import NodeTarget  # noqa: E402
 from systree import SysTree, intel_good  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,5 +37,5 @@ def generic_profile():
 def judge_tree(root: Path, profile, layers=("iommu",)) -> dict:
     """Collect a tree through the real local collector and judge the given layers."""
     all_layers = load_layers()
-    ctx = Context(LiveTarget("local://", root=str(root)), profile, all_layers)
+    ctx = Context(NodeTarget("local://", root=str(root)), profile, all_layers)
     return {v.check: v for v in ctx.judge_all(layers)}

@@ -1,6 +1,6 @@
 """Build directory trees shaped like a node's /sys, /proc and /boot for self-tests.
 
-The trees are read through the real collection code (``LiveTarget('local://', root=tree)``):
+The trees are read through the real collection code (``NodeTarget('local://', root=tree)``):
 the same shell script, the same transport, the same parser as on a node. Layout follows the
 kernel's: ``/sys/bus/pci/devices/<bdf>`` are links into ``/sys/devices/pci0000:00``,
 ``driver`` and ``iommu_group`` are links, ``/sys/kernel/iommu_groups/<n>/devices/<bdf>`` are

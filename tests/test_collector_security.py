@@ -20,9 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from kgc.core.engine import host_query, load_layers
+from kgc.core.engine import host_query
 from kgc.core.hostfs import HostQuery, build_script, new_boundary, parse_output
 from kgc.core.profile import Profile, ProfileError, RuntimeProfile, load_profile
+from kgc.core.registry import load_layers
 from kgc.evidence.containerd import redact_containerd_config
 from kgc.layers.runtime import parse as runtime_parse
 from kgc.layers.runtime.collect import query_for
@@ -324,9 +325,9 @@ def test_profile_paths_in_their_place_load(field: str, value: object) -> None:
 
 
 def test_builtin_and_lab_profiles_still_load() -> None:
-    from kgc.core.profile import PROFILES_DIR
+    from kgc.core.profile import profiles_dir
 
-    for p in sorted(PROFILES_DIR.glob("*.yaml")):
+    for p in sorted(profiles_dir().glob("*.yaml")):
         load_profile(p)
     fix = Path(__file__).resolve().parents[1] / "fixtures" / "nri"
     for p in sorted(fix.glob("*.profile.yaml")):

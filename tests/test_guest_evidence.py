@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from conftest import REPO
 from kgc.core.hostfs import HostSnapshot
 from kgc.evidence.guest import parse_guest, parse_nvidia_smi_xml
-from kgc.guest import GUEST_QUERY, script
+from kgc.guest import COMMANDS, script
 
 FIX = REPO / "fixtures" / "guest"
 
@@ -58,7 +58,7 @@ def test_raw_capture_reparses_to_the_bundle() -> None:
 def test_collector_script_covers_the_evidence_it_promises() -> None:
     text, boundary = script()
     assert boundary in text
-    names = {n for n, _ in GUEST_QUERY.commands}
+    names = {n for n, _ in COMMANDS}
     assert {"nvidia_smi_xml", "nproc", "cuda_check"} <= names
 
 

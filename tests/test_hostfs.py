@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kgc.core.hostfs import HostQuery, HostSnapshot, build_script, new_boundary, parse_output
-from kgc.core.target import LiveTarget
+from kgc.core.target import NodeTarget
 from kgc.evidence.pci import PCI_QUERY, parse_pci
 from systree import SysTree
 
@@ -30,8 +30,8 @@ names = st.text(string.ascii_letters + string.digits + "_-.", min_size=1, max_si
 )
 
 
-def collect(root: Path, q: HostQuery = Q) -> tuple[HostSnapshot, LiveTarget]:
-    t = LiveTarget("local://", root=str(root))
+def collect(root: Path, q: HostQuery = Q) -> tuple[HostSnapshot, NodeTarget]:
+    t = NodeTarget("local://", root=str(root))
     return t.collect(q), t
 
 

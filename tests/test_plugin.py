@@ -151,9 +151,11 @@ def test_misspelt_profile_key_is_a_usage_error_naming_the_field(tmp_path: Path) 
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bad\nhost:\n  iommu:\n    mdoe: passthrough\n")
     proc = run_suite("conformance/iommu", "--profile", str(bad), report_dir=tmp_path)
-    assert proc.returncode == 4  # pytest's usage error
+    assert proc.returncode == 2  # bad input: one line, exit 2, nothing written
     assert f"{bad}: host.iommu.mdoe: unknown field" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
+    assert not any(tmp_path.iterdir()) or list(tmp_path.iterdir()) == [bad]
     cli = subprocess.run(
         [sys.executable, "-m", "kgc.cli", "profile", "check", str(bad)],
         cwd=REPO,

@@ -38,7 +38,7 @@ from fakehost import FakeHost, lab_devices  # noqa: E402
 
 from kgc.core.hostfs import CommandResult, HostSnapshot, StatResult  # noqa: E402
 from kgc.core.profile import Profile, load_profile  # noqa: E402
-from kgc.core.target import LiveTarget  # noqa: E402
+from kgc.core.target import NodeTarget  # noqa: E402
 from systree import GOOD_KCONFIG, SysTree, intel_good  # noqa: E402
 
 Builder = Callable[[Path], Any]
@@ -83,11 +83,12 @@ def _profile_for(name: str, patch: dict[str, Any]) -> Profile:
 
 # -- host trees --------------------------------------------------------------------------------
 def _collect(root: Path) -> HostSnapshot:
-    from kgc.core.engine import host_query, load_layers
+    from kgc.core.engine import host_query
+    from kgc.core.registry import load_layers
 
     q = host_query(load_layers(("kgc.layers.iommu", "kgc.layers.vfio",
                                 "kgc.layers.persistence")), load_profile())
-    snap = LiveTarget("local://", root=str(root)).collect(q)
+    snap = NodeTarget("local://", root=str(root)).collect(q)
     return _fixed(snap)
 
 
@@ -158,7 +159,8 @@ def fake(drivers: dict[str, str | None] | None = None, *, overrides: dict[str, s
         fs.update(files or {})
         h = FakeHost(tmp / "node", devs, files=fs, vfio_nodes=vfio_nodes,
                      modules_loaded=modules, initramfs=initramfs, cmdline=cmdline)
-        from kgc.core.engine import host_query, load_layers
+        from kgc.core.engine import host_query
+        from kgc.core.registry import load_layers
 
         q = host_query(load_layers(("kgc.layers.iommu", "kgc.layers.vfio",
                                     "kgc.layers.persistence")), load_profile())
@@ -865,7 +867,7 @@ SCENARIOS: list[Scenario] = [
 
 
 def judge(layer_name: str, evidence: Any, profile: Profile) -> list[dict[str, Any]]:
-    from kgc.core.engine import load_layers
+    from kgc.core.registry import load_layers
     from kgc.layers.nri.collect import NriEvidence
     from kgc.layers.reboot.collect import RebootEvidence
 

@@ -4,7 +4,7 @@ sits in an IOMMU group."""
 
 import pytest
 
-pytestmark = [pytest.mark.host, pytest.mark.iommu]
+pytestmark = pytest.mark.layer("iommu")
 
 
 def test_platform_firmware_describes_an_iommu(certify):

@@ -9,7 +9,7 @@ through the node's CRI socket and removes it (profile ``nri.trigger: cri``, the 
 
 import pytest
 
-pytestmark = [pytest.mark.host, pytest.mark.nri]
+pytestmark = pytest.mark.layer("nri")
 
 
 def test_nri_plugin_observes_pod_and_container_events(certify):

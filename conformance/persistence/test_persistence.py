@@ -3,7 +3,7 @@ the next boot (modprobe.d, boot loader command line, initramfs, driverctl, udev)
 
 import pytest
 
-pytestmark = [pytest.mark.host, pytest.mark.persistence]
+pytestmark = pytest.mark.layer("persistence")
 
 
 def test_every_target_is_covered_by_a_boot_time_mechanism(certify):

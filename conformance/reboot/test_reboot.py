@@ -3,7 +3,7 @@ never the machine running pytest. The only real proof that passthrough survives 
 
 import pytest
 
-pytestmark = [pytest.mark.reboot, pytest.mark.destructive]
+pytestmark = pytest.mark.layer("reboot")
 
 
 def test_node_reboots_and_returns_with_a_new_boot_id(certify):

@@ -4,7 +4,7 @@ Kata's own config must plug VFIO GPUs on a PCIe root port."""
 
 import pytest
 
-pytestmark = [pytest.mark.host, pytest.mark.runtime]
+pytestmark = pytest.mark.layer("runtime")
 
 
 def test_containerd_is_new_enough_for_nri_plugins(certify):

@@ -4,7 +4,7 @@ and the devices the host keeps are left alone."""
 
 import pytest
 
-pytestmark = [pytest.mark.host, pytest.mark.vfio]
+pytestmark = pytest.mark.layer("vfio")
 
 
 def test_every_target_is_bound_to_vfio_pci(certify):

@@ -1,23 +1,26 @@
 """`kgc`: the command line around the suites.
 
-    kgc checks [--format md|json]     the check catalogue, from the registry
-    kgc certify [pytest args]         run the conformance suites (default: -m host)
-    kgc snapshot [--hosts SPEC] -o F  record a node's host evidence as a bundle
-    kgc evaluate BUNDLE...            judge bundles offline (no pytest), print verdicts
-    kgc report                        allure-results -> reports/html/index.html (Allure 3)
-    kgc profile check FILE            validate a profile
-    kgc lab ...                       the labs (node images, containerd, cluster)
-    kgc guest --out DIR               the in-guest collector (what a GPU pod runs)
+    kgc certify [pytest args]         run the conformance suites (every layer it can reach)
+    kgc snapshot -o FILE [--hosts SPEC | --kubeconfig F]   record evidence as a bundle
+    kgc evaluate BUNDLE...            judge bundles offline (the same verdicts as
+                                      `pytest --snapshot BUNDLE`)
+    kgc report                        allure-results -> HTML (Allure 3)
+    kgc checks [--format md|json]     the check catalogue
+    kgc profile check FILE|NAME       validate a profile
+    kgc guest ...                     the in-guest collector (what a GPU pod runs)
+    kgc lab ...                       the built-in labs (needs the `lab` extra)
 
-Exit codes: 0 ok / certified, 1 not certified, 2 usage or profile error.
+Exit codes (the same for `pytest`): 0 certified (for the layers run), 1 not certified,
+2 bad input or usage (one line on stderr, nothing written), 3 internal error.
+Reports go under the current directory (./reports) unless --report-dir says otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,44 +28,36 @@ from typing import Any
 
 from kgc import __version__
 from kgc.core import report
-from kgc.core.engine import Context, catalogue, load_layers
+from kgc.core.bundle import BundleError, load_bundle, write_bundle
+from kgc.core.engine import Context, Unavailable
+from kgc.core.layer import Scope
 from kgc.core.profile import DEFAULT_PROFILE, ProfileError, load_profile
-from kgc.core.target import BundleTarget, LiveTarget, TargetError, write_bundle
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from kgc.core.registry import catalogue, load_layers
+from kgc.core.target import ClusterTarget, NodeTarget, TargetError
 
 
 class UsageError(Exception):
-    pass
-
-
-def _lab_modules() -> list[Any]:
-    from kgc.lab import LAB_MODULES
-
-    mods = []
-    for name in LAB_MODULES:
-        try:
-            mods.append(importlib.import_module(name))
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-    return mods
+    """Bad input: printed as one line, exit 2."""
 
 
 def catalogue_markdown() -> str:
-    lines = ["| id | layer | severity | what it certifies |", "|---|---|---|---|"]
-    for c in catalogue():
-        lines.append(f"| `{c.id}` | {c.layer} | {c.severity} | {c.title} |")
+    lines = ["| id | layer | scope | severity | what it certifies |", "|---|---|---|---|---|"]
+    layers = load_layers()
+    for c in catalogue(layers):
+        lines.append(f"| `{c.id}` | {c.layer} | {layers[c.layer].scope} | {c.severity} | "
+                     f"{c.title} |")
     return "\n".join(lines) + "\n"
 
 
 def cmd_checks(a: argparse.Namespace) -> int:
-    reg = catalogue()
     if a.write_readme:
-        import re
-
-        readme = REPO_ROOT / "README.md"
-        text = readme.read_text()
+        readme = Path(a.write_readme)
+        try:
+            text = readme.read_text()
+        except OSError as exc:
+            raise UsageError(f"{readme}: {exc.strerror or exc}") from None
+        if "<!-- checks:start -->" not in text:
+            raise UsageError(f"{readme}: no <!-- checks:start --> marker")
         new = re.sub(r"<!-- checks:start -->\n.*<!-- checks:end -->",
                      lambda _m: "<!-- checks:start -->\n" + catalogue_markdown()
                      + "<!-- checks:end -->", text, flags=re.S)
@@ -70,106 +65,131 @@ def cmd_checks(a: argparse.Namespace) -> int:
         print(f"{readme}: catalogue {'updated' if new != text else 'already current'}")
         return 0
     if a.format == "json":
-        print(
-            json.dumps(
-                [
-                    {
-                        "id": c.id,
-                        "layer": c.layer,
-                        "title": c.title,
-                        "severity": str(c.severity),
-                        "remediation": c.remediation,
-                    }
-                    for c in reg
-                ],
-                indent=2,
-            )
-        )
+        layers = load_layers()
+        print(json.dumps([
+            {"id": c.id, "layer": c.layer, "scope": str(layers[c.layer].scope),
+             "title": c.title, "severity": str(c.severity), "remediation": c.remediation}
+            for c in catalogue(layers)], indent=2))
         return 0
     sys.stdout.write(catalogue_markdown())
     return 0
 
 
 def cmd_certify(a: argparse.Namespace, extra: list[str]) -> int:
-    args = [sys.executable, "-m", "pytest", str(REPO_ROOT / "conformance")]
-    if not any(x == "-m" or x.startswith("-m") for x in extra):
-        args += ["-m", "host and not destructive"]
-    args += extra
-    return subprocess.call(args, cwd=REPO_ROOT)
+    """pytest over the installed suites, from the current directory."""
+    from kgc.plugin import suites_dir
+
+    args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", str(suites_dir()), *extra]
+    rc = subprocess.call(args)
+    return 2 if rc == 4 else rc  # pytest's own usage error -> kgc's bad-input code
+
+
+def _profile(name: str) -> Any:
+    return load_profile(name)
 
 
 def cmd_snapshot(a: argparse.Namespace) -> int:
-    profile = load_profile(a.profile)
+    profile = _profile(a.profile)
     layers = load_layers()
-    target = LiveTarget(
-        spec=a.hosts,
-        root=a.root or "",
-        sudo=a.sudo,
-        ssh_config=a.ssh_config,
-        ssh_identity_file=a.ssh_identity_file,
-    )
-    options = {"nri_socket": a.nri_socket, "cri_socket": a.cri_socket}
+    out = Path(a.output)
+    if a.kubeconfig:
+        target: Any = ClusterTarget(a.kubeconfig, a.context)
+        options: dict[str, Any] = {}
+    else:
+        target = NodeTarget(spec=a.hosts, root=a.root or "", sudo=a.sudo,
+                            ssh_config=a.ssh_config, ssh_identity_file=a.ssh_identity_file,
+                            host_keys="accept-new" if a.ssh_accept_new_host_keys else "strict")
+        options = {"nri_probe": a.nri_probe, "nri_socket": a.nri_socket,
+                   "cri_socket": a.cri_socket, "allow_reboot": a.allow_reboot,
+                   "reboot_timeout_s": a.reboot_timeout}
     ctx = Context(target=target, profile=profile, layers=layers, options=options)
-    try:
-        snap = ctx.host()
-    except TargetError as exc:
-        print(f"kgc snapshot: {exc}", file=sys.stderr)
-        return 1
-    extra: dict[str, Any] = {}
-    if a.with_nri:
-        # the live probe: registers on the node's NRI socket and starts one labelled probe
-        # pod through CRI, removed afterwards; its evidence replays offline like the rest
-        extra["nri"] = ctx.evidence("nri").to_dict()
-    out = write_bundle(Path(a.output), target.name, snap, extra)
-    print(
-        f"{out}: {len(snap.files)} files, {len(snap.links)} links, {len(snap.dirs)} dirs, "
-        f"{len(snap.commands)} commands from {target.name} in {target.round_trips} round trip(s)"
-    )
+    host = None
+    if target.scope is Scope.NODE:
+        try:
+            host = ctx.host()
+        except TargetError as exc:
+            print(f"kgc snapshot: {exc}", file=sys.stderr)
+            if exc.remediation:
+                print(f"  fix: {exc.remediation}", file=sys.stderr)
+            return 1
+    parts = ctx.record()
+    skipped = []
+    for name, lay in layers.items():
+        if lay.record is not None and lay.scope is target.scope and name not in parts:
+            try:
+                ctx.evidence(name)
+            except Unavailable as u:
+                skipped.append(f"{name} ({u.reason})")
+    write_bundle(out, scope=target.scope, target=target.name, host=host, parts=parts)
+    what = (f"{len(host.files)} files, {len(host.links)} links, {len(host.dirs)} dirs, "
+            f"{len(host.commands)} commands" if host is not None else "")
+    print(f"{out}: {what}{'; ' if what else ''}layers {', '.join(parts) or '(none)'} from "
+          f"{target.name} in {target.round_trips} round trip(s)")
+    for s in skipped:
+        print(f"  not recorded: {s}")
     return 0
 
 
-def evaluate_bundles(paths: list[Path], profile_name: str) -> list[dict[str, Any]]:
-    profile = load_profile(profile_name)
+def evaluate_bundles(paths: list[str], profile_name: str,
+                     layer_names: list[str] | None = None) -> list[dict[str, Any]]:
+    """The verdicts `pytest --snapshot PATHS` gives: every layer of each bundle's scope."""
+    profile = _profile(profile_name)
     layers = load_layers()
-    host_layers = [n for n, lay in layers.items() if lay.query is not None]
-    out = []
+    if layer_names:
+        unknown = sorted(set(layer_names) - set(layers))
+        if unknown:
+            raise UsageError(f"unknown layer(s): {', '.join(unknown)} "
+                             f"(layers: {', '.join(layers)})")
+    bundles = []
     for p in paths:
-        ctx = Context(target=BundleTarget(p), profile=profile, layers=layers)
-        out += [v.to_dict() for v in ctx.judge_all(host_layers)]
+        try:
+            bundles.append(load_bundle(p, layers))
+        except BundleError as exc:
+            raise UsageError(str(exc)) from None
+    out = []
+    for b in bundles:
+        ctx = Context(target=b, profile=profile, layers=layers)
+        names = [n for n, lay in layers.items() if lay.scope is b.scope
+                 and (not layer_names or n in layer_names)]
+        out += [v.to_dict() for v in ctx.judge_all(names)]
     return out
 
 
 def cmd_evaluate(a: argparse.Namespace) -> int:
-    try:
-        results = evaluate_bundles([Path(p) for p in a.bundles], a.profile)
-    except TargetError as exc:
-        print(f"kgc evaluate: {exc}", file=sys.stderr)
-        return 2
+    results = evaluate_bundles(a.bundles, a.profile,
+                               [x for x in (a.layers or "").split(",") if x] or None)
+    status, why = report.overall_and_reason(results)
     if a.json:
-        print(
-            json.dumps(
-                {"overall": report.overall(results), "results": results}, indent=2, default=str
-            )
-        )
+        print(json.dumps({"overall": status, "overall_reason": why, "results": results},
+                         indent=2, default=str))
     else:
         for line in report.summary_table(results):
             print(line)
-        print(f"overall: {report.overall(results).upper()}")
-    return 0 if report.overall(results) == "pass" else 1
+        det = report.details(results)
+        if det:
+            print("\n== what to fix (fail, error, warn) ==")
+            print("\n".join(det))
+        layers = list(load_layers())
+        judged = [n for n in layers if any(r["layer"] == n and r["status"] != "skip"
+                                          for r in results)]
+        print(f"overall: {status.upper()} {report.scope_note(judged, judged, layers)} — {why}")
+    return 0 if status == "pass" else 1
 
 
 def cmd_report(a: argparse.Namespace) -> int:
     try:
-        index = report.generate_html(Path(a.results), Path(a.out))
+        index = report.generate_html(Path(a.results), Path(a.out),
+                                     Path(a.verdict) if a.verdict else None,
+                                     history=Path(a.history) if a.history else None)
     except report.ReportError as exc:
         print(f"kgc report: {exc}", file=sys.stderr)
-        return 1
+        return 2
     print(index)
     return 0
 
 
 def cmd_profile(a: argparse.Namespace) -> int:
-    p = load_profile(a.file)
+    p = _profile(a.file)
     print(f"{p.source}: ok ({p.name}: {len(p.host.passthrough.targets)} target selector(s))")
     return 0
 
@@ -177,46 +197,72 @@ def cmd_profile(a: argparse.Namespace) -> int:
 def cmd_guest(a: argparse.Namespace, extra: list[str]) -> int:
     from kgc import guest
 
-    return guest.main(extra)
+    return int(guest.main(extra))
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
-    ap = argparse.ArgumentParser(prog="kgc", description=__doc__.split("\n\n")[0])
+def cmd_lab(a: argparse.Namespace, extra: list[str]) -> int:
+    try:
+        from kgc.lab.cli import main as lab_main
+    except ModuleNotFoundError as exc:
+        print(f"kgc lab: the labs need the `lab` extra ({exc.name} missing): "
+              "pip install 'kata-gpu-conformance[lab]'", file=sys.stderr)
+        return 2
+    return int(lab_main(extra))
+
+
+PASSTHROUGH = {"certify": cmd_certify, "guest": cmd_guest, "lab": cmd_lab}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="kgc", description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--version", action="version", version=f"kgc {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
     p = sub.add_parser("checks", help="list the check catalogue")
     p.add_argument("--format", choices=("md", "json"), default="md")
-    p.add_argument("--write-readme", action="store_true",
-                   help="refresh the catalogue section of README.md")
+    p.add_argument("--write-readme", metavar="README", nargs="?", const="README.md",
+                   help="refresh the catalogue section of a README (default ./README.md)")
     p.set_defaults(func=cmd_checks)
 
-    p = sub.add_parser("certify", help="run the conformance suites (extra args go to pytest)")
-    p.set_defaults(func=cmd_certify, passthrough=True)
+    sub.add_parser("certify", help="run the conformance suites (extra args go to pytest)",
+                   add_help=False)
 
-    p = sub.add_parser("snapshot", help="record a node's host evidence into a bundle")
-    p.add_argument("--hosts", default="local://", help="testinfra host spec (default local://)")
-    p.add_argument("-o", "--output", required=True, help="bundle file to write (JSON)")
+    p = sub.add_parser("snapshot", help="record a node's or a cluster's evidence as a bundle")
+    p.add_argument("-o", "--output", required=True, help="bundle file to write (JSON, 0600)")
     p.add_argument("--profile", default=DEFAULT_PROFILE)
+    p.add_argument("--hosts", default="local://", help="node target (default local://)")
     p.add_argument("--root", default=None, help="read host files under this directory")
     p.add_argument("--sudo", action="store_true")
     p.add_argument("--ssh-config", default=None)
     p.add_argument("--ssh-identity-file", default=None)
-    p.add_argument("--with-nri", action="store_true",
-                   help="also run the live NRI probe and record what it observed")
+    p.add_argument("--ssh-accept-new-host-keys", action="store_true",
+                   help="INSECURE: accept SSH host keys not yet known")
+    p.add_argument("--nri-probe", action="store_true",
+                   help="also run the live NRI probe (registers a plugin, starts a probe pod)")
     p.add_argument("--nri-socket", default=None)
     p.add_argument("--cri-socket", default=None)
+    p.add_argument("--allow-reboot", action="store_true",
+                   help="DESTRUCTIVE: also run and record the reboot test")
+    p.add_argument("--reboot-timeout", type=float, default=600)
+    p.add_argument("--kubeconfig", default=None,
+                   help="record the cluster layers of this cluster instead of a node")
+    p.add_argument("--context", default=None)
     p.set_defaults(func=cmd_snapshot)
 
     p = sub.add_parser("evaluate", help="judge evidence bundles offline")
     p.add_argument("bundles", nargs="+")
     p.add_argument("--profile", default=DEFAULT_PROFILE)
+    p.add_argument("--layers", default=None, help="only these layers (comma-separated)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("report", help="build the HTML report from allure-results (Allure 3)")
-    p.add_argument("--results", default=str(REPO_ROOT / "reports" / "allure-results"))
-    p.add_argument("--out", default=str(REPO_ROOT / "reports" / "html"))
+    p.add_argument("--results", default=os.path.join("reports", "allure-results"))
+    p.add_argument("--out", default=os.path.join("reports", "html"))
+    p.add_argument("--verdict", default=None,
+                   help="the run's verdict.json (default: beside the results directory)")
+    p.add_argument("--history", default=None, metavar="FILE",
+                   help="Allure history file kept between runs (trends across nights)")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("profile", help="profile tools")
@@ -225,44 +271,30 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
     pc.add_argument("file")
     pc.set_defaults(func=cmd_profile)
 
-    p = sub.add_parser("guest", help="in-guest collector (args go to python -m kgc.guest)")
-    p.set_defaults(func=cmd_guest, passthrough=True)
-
-    lab = sub.add_parser("lab", help="labs: QEMU node images, containerd, Kubernetes cluster")
-    labsub = lab.add_subparsers(dest="lab_cmd", required=True, metavar="LAB_COMMAND")
-    scenarios: dict[str, Any] = {}
-    for mod in _lab_modules():
-        if hasattr(mod, "register"):
-            mod.register(labsub)
-        scenarios.update(getattr(mod, "SCENARIOS", {}))
-    run = labsub.add_parser("run", help="run one named lab scenario and write its verdicts")
-    run.add_argument(
-        "--scenario",
-        required=True,
-        choices=sorted(scenarios),
-        help="one of: " + ", ".join(sorted(scenarios)),
-    )
-    run.add_argument("--report-dir", default=str(REPO_ROOT / "reports"))
-    run.set_defaults(func=lambda a: scenarios[a.scenario](a))
-    return ap, sub
+    sub.add_parser("guest", help="in-guest collector (args go to python -m kgc.guest)",
+                   add_help=False)
+    sub.add_parser("lab", help="the built-in labs: node images, containerd, cluster",
+                   add_help=False)
+    return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    ap, _ = build_parser()
-    # `certify` and `guest` hand the rest of the line to another program
+    # `certify`, `guest` and `lab` hand the rest of the line to another program
     for i, tok in enumerate(argv):
-        if tok in ("certify", "guest") and all(x.startswith("-") for x in argv[:i]):
-            a = ap.parse_args(argv[: i + 1])
-            return int(a.func(a, argv[i + 1 :]))
+        if not tok.startswith("-"):
+            if tok in PASSTHROUGH:
+                return PASSTHROUGH[tok](argparse.Namespace(), argv[i + 1:])
+            break
+    ap = build_parser()
     a = ap.parse_args(argv)
     try:
         return int(a.func(a))
-    except ProfileError as exc:
-        print(f"kgc: {exc}", file=sys.stderr)
+    except (ProfileError, UsageError) as exc:
+        print(f"kgc: {str(exc).replace(chr(10), ' ')}", file=sys.stderr)
         return 2
-    except UsageError as exc:
-        ap.error(str(exc))
+    except TargetError as exc:
+        print(f"kgc: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -1,36 +1,93 @@
 """The in-guest collector: what a GPU pod (inside its Kata microVM) runs to prove where it is.
 
-It is the same batched, read-only collection as on a host — one POSIX sh script built from a
-:class:`HostQuery` — aimed at the evidence the GPU-pod and sizing layers judge: vCPUs and
-memory the guest sees, the GPU as a PCI device, nvidia-smi's structured report, whether the
-kernel is a VM's, and a tiny CUDA computation compared against the CPU.
+One read-only POSIX ``sh`` script, printed by ``kgc guest --script`` (or
+``python3 -m kgc.guest --script``). Any image with ``sh`` can run it — no Python, no awk, no
+coreutils needed: files are read and directories listed with shell builtins, symlinks are
+resolved with ``cd -P``. Optional tools are used when the image has them: ``nvidia-smi``
+(the GPU as the driver sees it), ``nproc``, ``uname``, ``timeout`` (bounds every external
+command), ``dmesg`` and — only if ``python3`` with PyTorch is there — a small GPU-vs-CPU
+matmul probe.
 
-Standard library only: it must run in any pod image (and on a bare GPU machine) with just
-``python3``, or as the generated script with just ``sh`` (``--script``).
+It prints one batched record stream (the same record grammar as the host collector in
+:mod:`kgc.core.hostfs`, so recorded guest captures and host bundles share one parser):
 
-    python3 -m kgc.guest --out DIR       # run here, write DIR/guest-bundle.json + raw output
-    python3 -m kgc.guest --script        # print the script (for `kubectl exec ... sh -c`)
+    @@KGC-<hex>@@ V 2                 header (the boundary is random per script)
+    @@KGC-<hex>@@ F /proc/cmdline     a file's lines, then "@@KGC-<hex>@@ R <0|1>"
+    @@KGC-<hex>@@ LS <root>           "l <link> -> <resolved target>" rows, then R 0
+    @@KGC-<hex>@@ D /sys/...          a directory's entries, then R 0
+    @@KGC-<hex>@@ C <name>            a command's output, then R <exit status>
+    @@KGC-<hex>@@ END                 the collector finished
+
+:func:`kgc.evidence.guest.parse_guest_output` turns that output (a pod's log) into
+:class:`kgc.evidence.guest.GuestEvidence`.
+
+    kgc guest --script                   # print the script (mount it from a ConfigMap)
+    python3 -m kgc.guest --out DIR       # run it here, write DIR/guest-bundle.json + raw output
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import secrets
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from kgc.core.hostfs import HostQuery, build_script, new_boundary, parse_output
-
+COLLECTOR = "kgc-guest/2"
 PCI = "/sys/bus/pci/devices"
+MAX_FILE_BYTES = 262144
+CMD_TIMEOUT_S = 120
 
-# One line of Python run inside the guest; no single quotes (it is wrapped in them).
-_CUDA_CHECK = (
+# Files read (globs expanded by the shell in the guest).
+FILES = (
+    "/proc/cmdline",
+    "/proc/meminfo",
+    "/proc/cpuinfo",
+    "/proc/zoneinfo",
+    "/proc/sys/kernel/osrelease",
+    "/proc/version",
+    "/etc/os-release",
+    "/sys/devices/system/cpu/online",
+    "/sys/devices/system/cpu/possible",
+    "/sys/devices/system/cpu/present",
+    "/sys/devices/system/memory/block_size_bytes",
+    "/sys/class/dmi/id/sys_vendor",
+    "/sys/class/dmi/id/product_name",
+    "/sys/class/dmi/id/product_version",
+    "/sys/class/dmi/id/board_vendor",
+    "/sys/class/dmi/id/bios_vendor",
+    "/sys/hypervisor/type",
+    "/proc/driver/nvidia/version",
+    "/proc/driver/nvidia/gpus/*/information",
+    f"{PCI}/*/vendor",
+    f"{PCI}/*/device",
+    f"{PCI}/*/class",
+    f"{PCI}/*/subsystem_vendor",
+    f"{PCI}/*/subsystem_device",
+    f"{PCI}/*/resource",
+    f"{PCI}/*/numa_node",
+    f"{PCI}/*/current_link_speed",
+    f"{PCI}/*/current_link_width",
+)
+LINKS = (f"{PCI}/*/driver", f"{PCI}/*/iommu_group")
+# /sys/devices/system/memory: the sizing layer counts online memory blocks
+DIRS = (PCI, "/sys/kernel/iommu_groups", "/dev/vfio", "/proc/driver/nvidia/gpus",
+        "/sys/devices/system/memory")
+
+# The compute probe (only run when python3 exists). No single quotes: it is wrapped in them.
+CUDA_CHECK = (
     "import json\n"
     "d = {}\n"
     "try:\n"
     "    import torch\n"
+    "except Exception as e:\n"
+    "    d['torch'] = None\n"
+    "    d['error'] = type(e).__name__ + ': ' + str(e)\n"
+    "    print(json.dumps(d))\n"
+    "    raise SystemExit(0)\n"
+    "try:\n"
     "    d['torch'] = torch.__version__\n"
     "    d['available'] = torch.cuda.is_available()\n"
     "    if d['available']:\n"
@@ -48,62 +105,112 @@ _CUDA_CHECK = (
     "print(json.dumps(d))\n"
 ).replace("'", '"')
 
-GUEST_QUERY = HostQuery(
-    files=(
-        "/proc/cmdline",
-        "/proc/meminfo",
-        "/proc/cpuinfo",
-        "/proc/sys/kernel/osrelease",
-        "/proc/version",
-        "/etc/os-release",
-        "/sys/devices/system/cpu/online",
-        "/sys/devices/system/cpu/possible",
-        "/sys/class/dmi/id/sys_vendor",
-        "/sys/class/dmi/id/product_name",
-        "/sys/class/dmi/id/product_version",
-        "/sys/class/dmi/id/board_vendor",
-        "/sys/class/dmi/id/bios_vendor",
-        "/sys/hypervisor/type",
-        "/proc/driver/nvidia/version",
-        "/proc/driver/nvidia/gpus/*/information",
-        f"{PCI}/*/vendor",
-        f"{PCI}/*/device",
-        f"{PCI}/*/class",
-        f"{PCI}/*/subsystem_vendor",
-        f"{PCI}/*/subsystem_device",
-        f"{PCI}/*/resource",
-        f"{PCI}/*/numa_node",
-        f"{PCI}/*/current_link_speed",
-        f"{PCI}/*/current_link_width",
-    ),
-    links=(f"{PCI}/*/driver", f"{PCI}/*/iommu_group"),
-    dirs=(PCI, "/sys/kernel/iommu_groups", "/dev/vfio", "/proc/driver/nvidia/gpus"),
-    commands=(
-        ("uname", "uname -a"),
-        ("nproc", "nproc --all; nproc"),
-        ("virt", "systemd-detect-virt 2>/dev/null || echo unknown"),
-        ("dev_nvidia", "ls -1 /dev | grep -E '^nvidia' || true"),
-        ("nvidia_smi_xml", "nvidia-smi -q -x"),
-        ("nvidia_smi", "nvidia-smi"),
-        (
-            "nvidia_smi_csv",
-            "nvidia-smi --query-gpu=name,uuid,pci.bus_id,memory.total,driver_version --format=csv",
-        ),
-        ("lspci", "command -v lspci >/dev/null && lspci -nnk || echo KGC-NO-LSPCI"),
-        ("cuda_check", "python3 -c '" + _CUDA_CHECK + "'"),
-    ),
+_SMI_CSV = "--query-gpu=name,uuid,pci.bus_id,memory.total,driver_version --format=csv"
+
+
+def _need(tool: str, body: str) -> str:
+    """Run ``body`` only when ``tool`` exists; otherwise say so and exit 127 (as sh does)."""
+    return (f"if command -v {tool} >/dev/null 2>&1; then {body}; "
+            f"else echo '{tool}: not found'; exit 127; fi")
+
+
+# (name, sh command); each runs in a subshell with stdin from /dev/null, stderr merged.
+COMMANDS: tuple[tuple[str, str], ...] = (
+    ("collector", f"echo {COLLECTOR}"),
+    ("uname", "uname -a"),
+    ("uname_r", "uname -r"),
+    ("nproc", "nproc --all; nproc"),
+    ("virt", "systemd-detect-virt 2>/dev/null || echo unknown"),
+    ("dev_nvidia", 'for e in "$R"/dev/nvidia*; do ex "$e" && printf \'%s\\n\' "${e##*/}"; '
+                   "done; true"),
+    ("nvidia_smi_xml", _need("nvidia-smi", "$T nvidia-smi -q -x")),
+    ("nvidia_smi", _need("nvidia-smi", "$T nvidia-smi")),
+    ("nvidia_smi_csv", _need("nvidia-smi", f"$T nvidia-smi {_SMI_CSV}")),
+    ("lspci", "command -v lspci >/dev/null && lspci -nnk || echo KGC-NO-LSPCI"),
+    ("dmesg_pci", "for x in dmesg grep tail; do command -v $x >/dev/null 2>&1 || exit 127; "
+                  "done; "
+                  "o=$($T dmesg 2>&1) || { printf '%s\\n' \"$o\" | head -n 3; exit 1; }; "
+                  "printf '%s\\n' \"$o\" | grep -E 'BAR [0-9]|vfio|NVRM|no space|iommu' "
+                  "| tail -n 200; true"),
+    ("cuda_check", "if command -v python3 >/dev/null 2>&1; then $T python3 -c '"
+                   + CUDA_CHECK + "'; else echo '{\"python3\": false}'; fi"),
 )
 
 
-def script() -> tuple[str, str]:
-    boundary = new_boundary()
-    return build_script(GUEST_QUERY, boundary), boundary
+def _path(pattern: str) -> str:
+    if not pattern.startswith("/"):
+        raise ValueError(f"paths must be absolute: {pattern!r}")
+    for ch in "'\"`$\\;&|<>()\n ":
+        if ch in pattern:
+            raise ValueError(f"unsupported character {ch!r} in path {pattern!r}")
+    return '"$R"' + pattern
+
+
+def new_boundary() -> str:
+    return f"@@KGC-{secrets.token_hex(8)}@@"
+
+
+def build_script(boundary: str | None = None) -> str:
+    """The collector script. Read-only; its size does not grow with the number of devices."""
+    b = boundary or new_boundary()
+    if not b.startswith("@@KGC-") or "'" in b:
+        raise ValueError(f"bad boundary {b!r}")
+    out = [
+        "#!/bin/sh",
+        f"# {COLLECTOR}: kata-gpu-conformance in-guest collector (read-only). Prints records",
+        "# for kgc.evidence.guest.parse_guest_output. KGC_ROOT prefixes every path read.",
+        'R="${KGC_ROOT:-}"',
+        f"B='{b}'",
+        f"M={MAX_FILE_BYTES}",
+        "export LC_ALL=C",
+        "T=''",
+        f'command -v timeout >/dev/null 2>&1 && T="timeout ${{KGC_CMD_TIMEOUT:-{CMD_TIMEOUT_S}}}"',
+        'ex() { [ -e "$1" ] || [ -L "$1" ]; }',
+        # one file: its lines (at most M bytes), then R 0, or R 1 when it cannot be opened
+        "rd() {",
+        "  printf '%s F %s\\n' \"$B\" \"${1#\"$R\"}\"",
+        '  if [ -r "$1" ] && { n=0; while IFS= read -r l || [ -n "$l" ]; do',
+        "    [ \"$n\" -lt \"$M\" ] && printf '%s\\n' \"$l\"; n=$((n + ${#l} + 1)); done < \"$1\"; }"
+        " 2>/dev/null",
+        "  then printf '%s R 0\\n' \"$B\"; else printf '%s R 1\\n' \"$B\"; fi",
+        "}",
+        "printf '%s V 2\\n' \"$B\"",
+    ]
+    for pat in FILES:
+        out.append(f'for p in {_path(pat)}; do ex "$p" || continue; [ -d "$p" ] && continue; '
+                   'rd "$p"; done')
+    out.append("printf '%s LS %s\\n' \"$B\" \"$R\"")
+    for pat in LINKS:
+        out.append(f'for p in {_path(pat)}; do [ -L "$p" ] || continue; '
+                   't=$(cd -P -- "$p" 2>/dev/null && pwd -P) && printf \'l %s -> %s\\n\' "$p" "$t"; '
+                   "done")
+    out.append("printf '%s R 0\\n' \"$B\"")
+    for pat in DIRS:
+        out.append(
+            f'for p in {_path(pat)}; do [ -d "$p" ] || continue; '
+            'printf \'%s D %s\\n\' "$B" "${p#"$R"}"; '
+            'for e in "$p"/* "$p"/.[!.]* "$p"/..?*; do ex "$e" && printf \'%s\\n\' "${e##*/}"; '
+            "done; printf '%s R 0\\n' \"$B\"; done"
+        )
+    for name, cmd in COMMANDS:
+        out.append(f"printf '%s C %s\\n' \"$B\" '{name}'; ( {cmd} ) </dev/null 2>&1; rc=$?; "
+                   "printf '\\n%s R %s\\n' \"$B\" \"$rc\"")
+    out.append("printf '%s END\\n' \"$B\"")
+    return "\n".join(out) + "\n"
+
+
+def script(boundary: str | None = None) -> tuple[str, str]:
+    """(script text, its boundary)."""
+    b = boundary or new_boundary()
+    return build_script(b), b
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m kgc.guest", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python3 -m kgc.guest",
+                                 description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--out", type=Path, help="write guest-bundle.json and guest-raw.txt here")
     ap.add_argument("--script", action="store_true", help="print the collector script and exit")
+    ap.add_argument("--shell", default="sh", help="shell to run the script with (default: sh)")
     ap.add_argument("--label", default="", help="free text stored with the evidence (where/when)")
     a = ap.parse_args(argv)
     text, boundary = script()
@@ -112,9 +219,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.out is None:
         ap.error("--out or --script is required")
+    from kgc.core.hostfs import parse_output
+    from kgc.evidence.guest import parse_guest
+
     t0 = time.monotonic()
     proc = subprocess.run(
-        ["sh", "-c", text], capture_output=True, text=True, timeout=600, check=False
+        [*a.shell.split(), "-c", text], capture_output=True, text=True, timeout=600, check=False
     )
     wall = time.monotonic() - t0
     snap = parse_output(proc.stdout, boundary)
@@ -128,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         "collector_wall_s": round(wall, 3),
         "collector_rc": proc.returncode,
         "host": snap.to_dict(),
+        "guest": parse_guest(snap).to_dict(),
     }
     (a.out / "guest-bundle.json").write_text(json.dumps(doc, indent=1, sort_keys=True))
     print(

@@ -1,15 +1,25 @@
 """pytest plugin: targets, profile, the ``certify`` fixture and the run's outputs.
 
-Suites stay thin: ``certify("iommu.enabled")`` judges one check on the current target and
-records the verdict. The plugin parametrises every test that uses ``certify`` by target
-(``--hosts`` from testinfra, or ``--snapshot`` bundles), and at the end writes
-``verdict.json``, JUnit XML and allure-results into the report directory.
+Suites stay thin: a suite module says which layer it certifies
+(``pytestmark = pytest.mark.layer("iommu")``) and each test calls ``certify("iommu.enabled")``.
+The layer's scope decides how the plugin parametrises it: node layers once per node target
+(``--hosts``, default this machine), cluster layers once per cluster (``--kubeconfig`` /
+``--context``, default ``$KUBECONFIG`` then ``~/.kube/config``); with ``--snapshot`` the
+recorded bundles are the targets. The layer's markers (``host``, ``cluster``, ...) come
+from the layer registry.
+
+A conformance run writes ``verdict.json``, ``junit.xml`` and ``allure-results/`` into the
+report directory (``--report-dir``, default ``./reports``). Runs that judge nothing
+(``--collect-only``, self-tests) leave an existing verdict.json alone.
+
+Exit codes (the same for ``kgc``): 0 certified (for the layers run), 1 not certified,
+2 bad input or usage (one line on stderr, nothing written), 3 internal error.
 """
 
 from __future__ import annotations
 
+import importlib.resources
 import json
-import os
 import platform
 import sys
 import time
@@ -21,12 +31,18 @@ import pytest
 
 from kgc import __version__
 from kgc.core import report
-from kgc.core.engine import Context, load_layers
-from kgc.core.model import Status, Verdict
+from kgc.core.bundle import BundleError, load_bundle
+from kgc.core.engine import Context
+from kgc.core.layer import Layer, Scope
+from kgc.core.model import Check, Outcome, Status, Verdict
 from kgc.core.profile import DEFAULT_PROFILE, Profile, ProfileError, load_profile
-from kgc.core.target import BundleTarget, LiveTarget, TargetError
+from kgc.core.registry import catalogue, load_layers, markers
+from kgc.core.target import ClusterTarget, NodeTarget, TargetError, default_kubeconfig
 
 USER_PROP = "kgc_verdict"
+NO_TARGET = "none"
+ITEM_INFO = pytest.StashKey[tuple[str, str]]()  # (layer, target key)
+RECORDED = pytest.StashKey[bool]()
 
 
 class KgcWarning(UserWarning):
@@ -37,55 +53,104 @@ class CheckError(Exception):
     """A check could not decide (``error`` verdict): shown as broken, counted as failed."""
 
 
+def suites_dir() -> Path:
+    """The conformance suites: the repository's conformance/ folder, shipped in the wheel
+    as the package ``kgc.conformance``."""
+    return Path(str(importlib.resources.files("kgc.conformance")))
+
+
+def _bad_input(msg: str) -> None:
+    """Bad input: one line on stderr, exit 2, nothing written."""
+    pytest.exit(f"kgc: {msg}", returncode=2)
+
+
 class KgcState:
     def __init__(self, config: pytest.Config, profile: Profile) -> None:
         self.config = config
         self.profile = profile
-        self.layers = load_layers()
+        self.layers: dict[str, Layer] = load_layers()
+        self.targets: dict[str, Any] = {}  # key -> NodeTarget | ClusterTarget | Bundle
+        self.ids: dict[str, str] = {}  # key -> the target's name (test id)
+        self.by_scope: dict[Scope, list[str]] = {Scope.NODE: [], Scope.CLUSTER: []}
         self.contexts: dict[str, Context] = {}
-        self.verdicts: list[dict[str, Any]] = []
+        self.verdicts: dict[tuple[str, str], dict[str, Any]] = {}
+        self.selected: set[str] = set()
+        self.selected_layers: set[str] = set()
         self.started = time.time()
         self.active = False
+        self.snapshot_mode = bool(config.option.kgc_snapshot)
+        self.final: dict[str, Any] | None = None
 
+    # -- options and targets -----------------------------------------------------------
     def options(self) -> dict[str, Any]:
         opt = self.config.option
         return {
             "allow_reboot": bool(opt.kgc_allow_reboot),
             "reboot_timeout_s": float(opt.kgc_reboot_timeout),
-            "kubeconfig": opt.kgc_kubeconfig,
+            "nri_probe": bool(opt.kgc_nri_probe),
             "nri_socket": opt.kgc_nri_socket,
             "cri_socket": opt.kgc_cri_socket,
         }
 
-    def context(self, spec: str) -> Context:
-        ctx = self.contexts.get(spec)
-        if ctx is None:
-            opt = self.config.option
-            if spec.startswith("bundle://"):
-                target: Any = BundleTarget(Path(spec[len("bundle://") :]))
-            else:
-                target = LiveTarget(
+    def add_target(self, t: Any) -> None:
+        key = f"{t.scope}{len(self.by_scope[t.scope])}"
+        name = t.name
+        taken = set(self.ids.values())
+        n = 2
+        while name in taken:  # two targets with one name would merge their verdicts
+            name = f"{t.name}#{n}"
+            n += 1
+        self.targets[key] = t
+        self.ids[key] = name
+        self.by_scope[t.scope].append(key)
+
+    def build_targets(self) -> None:
+        opt = self.config.option
+        if opt.kgc_snapshot:
+            for path in [s for s in opt.kgc_snapshot.split(",") if s.strip()]:
+                try:
+                    self.add_target(load_bundle(path.strip(), self.layers))
+                except BundleError as exc:
+                    _bad_input(str(exc))
+            return
+        hosts = getattr(opt, "hosts", None)
+        specs = [h.strip() for h in hosts.split(",") if h.strip()] if hosts else ["local://"]
+        for spec in specs:
+            try:
+                self.add_target(NodeTarget(
                     spec=spec,
                     root=opt.kgc_root or "",
                     sudo=bool(getattr(opt, "sudo", False)),
                     ssh_config=getattr(opt, "ssh_config", None),
                     ssh_identity_file=getattr(opt, "ssh_identity_file", None),
-                )
-            ctx = Context(
-                target=target, profile=self.profile, layers=self.layers, options=self.options()
-            )
-            self.contexts[spec] = ctx
+                    host_keys="accept-new" if opt.kgc_accept_new_host_keys else "strict",
+                ))
+            except TargetError as exc:
+                _bad_input(str(exc))
+        kube = opt.kgc_kubeconfig or default_kubeconfig()
+        if opt.kgc_kubeconfig and not Path(opt.kgc_kubeconfig).is_file():
+            _bad_input(f"--kubeconfig {opt.kgc_kubeconfig}: no such file")
+        if kube:
+            self.add_target(ClusterTarget(kube, opt.kgc_context))
+
+    def context(self, key: str) -> Context:
+        ctx = self.contexts.get(key)
+        if ctx is None:
+            ctx = Context(target=self.targets[key], profile=self.profile, layers=self.layers,
+                          options=self.options())
+            self.contexts[key] = ctx
         return ctx
+
+    def target_names(self) -> list[str]:
+        return [self.targets[k].redacted for k in self.targets]
 
     # registered as a plugin: on the controller this also sees xdist workers' reports
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when != "call":
-            return
         for key, val in report.user_properties:
             if key == USER_PROP and isinstance(val, str):
                 d = json.loads(val)
                 d["test"] = report.nodeid
-                self.verdicts.append(d)
+                self.verdicts.setdefault((report.nodeid, d["check"]), d)
 
 
 STATE = pytest.StashKey[KgcState]()
@@ -93,146 +158,164 @@ STATE = pytest.StashKey[KgcState]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("kgc", "kata-gpu-conformance")
-    g.addoption(
-        "--profile",
-        dest="kgc_profile",
-        default=None,
-        metavar="NAME|PATH",
-        help=f"platform profile (built-in name or YAML path; default {DEFAULT_PROFILE})",
-    )
-    g.addoption(
-        "--snapshot",
-        dest="kgc_snapshot",
-        default=None,
-        metavar="FILE[,FILE]",
-        help="evaluate recorded evidence bundles (kgc snapshot) instead of live nodes",
-    )
-    g.addoption(
-        "--report-dir",
-        dest="kgc_report_dir",
-        default=None,
-        metavar="DIR",
-        help="where verdict.json, junit.xml and allure-results go (default reports/)",
-    )
-    g.addoption(
-        "--kgc-root",
-        dest="kgc_root",
-        default=None,
-        metavar="PATH",
-        help="read host files under PATH instead of / (an offline tree)",
-    )
-    g.addoption(
-        "--allow-reboot",
-        dest="kgc_allow_reboot",
-        action="store_true",
-        default=False,
-        help="DESTRUCTIVE: allow the reboot test to reboot the target nodes",
-    )
-    g.addoption(
-        "--reboot-timeout",
-        dest="kgc_reboot_timeout",
-        default=600,
-        type=float,
-        help="seconds to wait for a rebooted node to come back (default 600)",
-    )
-    g.addoption(
-        "--nri-socket",
-        dest="kgc_nri_socket",
-        default=None,
-        metavar="PATH",
-        help="NRI socket to probe (default: from the node's containerd config); for a remote "
-        "node, a local path forwarded with `ssh -L`",
-    )
-    g.addoption(
-        "--cri-socket",
-        dest="kgc_cri_socket",
-        default=None,
-        metavar="PATH",
-        help="CRI socket the NRI probe uses to start its probe pod",
-    )
-    g.addoption(
-        "--kubeconfig",
-        dest="kgc_kubeconfig",
-        default=None,
-        metavar="FILE",
-        help="kubeconfig of the cluster the cluster layers certify",
-    )
+    g.addoption("--profile", dest="kgc_profile", default=None, metavar="NAME|PATH",
+                help=f"platform profile (built-in name or YAML path; default {DEFAULT_PROFILE})")
+    g.addoption("--snapshot", dest="kgc_snapshot", default=None, metavar="FILE[,FILE]",
+                help="judge recorded evidence bundles (kgc snapshot) instead of live targets")
+    g.addoption("--report-dir", dest="kgc_report_dir", default=None, metavar="DIR",
+                help="where verdict.json, junit.xml and allure-results go (default ./reports)")
+    g.addoption("--kgc-root", dest="kgc_root", default=None, metavar="PATH",
+                help="read host files under PATH instead of / (an offline tree)")
+    g.addoption("--allow-reboot", dest="kgc_allow_reboot", action="store_true", default=False,
+                help="DESTRUCTIVE: allow the reboot test to reboot the target nodes")
+    g.addoption("--reboot-timeout", dest="kgc_reboot_timeout", default=600, type=float,
+                help="seconds to wait for a rebooted node to come back (default 600)")
+    g.addoption("--nri-probe", dest="kgc_nri_probe", action="store_true", default=False,
+                help="run the live NRI probe: registers a plugin and starts a labelled probe "
+                "pod on the node (not read-only)")
+    g.addoption("--nri-socket", dest="kgc_nri_socket", default=None, metavar="PATH",
+                help="NRI socket to probe (default: from the node's containerd config); for a "
+                "remote node, a local path forwarded with `ssh -L`")
+    g.addoption("--cri-socket", dest="kgc_cri_socket", default=None, metavar="PATH",
+                help="CRI socket the NRI probe uses to start its probe pod")
+    g.addoption("--kubeconfig", dest="kgc_kubeconfig", default=None, metavar="FILE",
+                help="kubeconfig of the cluster the cluster layers certify (default "
+                "$KUBECONFIG, then ~/.kube/config)")
+    g.addoption("--context", dest="kgc_context", default=None, metavar="NAME",
+                help="kubeconfig context (default: its current-context)")
+    g.addoption("--ssh-accept-new-host-keys", dest="kgc_accept_new_host_keys",
+                action="store_true", default=False,
+                help="INSECURE: accept SSH host keys not yet known (default: refuse them)")
 
 
-def _is_conformance_run(config: pytest.Config) -> bool:
-    """Reports are written only for runs of the conformance suites, not for self-tests."""
-    if config.option.kgc_report_dir or config.option.kgc_snapshot:
+def _suite_args(config: pytest.Config) -> bool:
+    """Point a run without explicit paths at the installed suites; True when every
+    collection argument lies inside them (a conformance run that writes reports)."""
+    suites = suites_dir().resolve()
+    if config.args_source is not pytest.Config.ArgsSource.ARGS:
+        config.args = [str(suites)]
         return True
-    args = [a for a in config.args if not a.startswith("-")]
-    if not args or args == [str(config.rootpath)]:
-        return "conformance" in (config.getini("testpaths") or [])
-    return any("conformance" in Path(a.split("::")[0]).resolve().parts for a in args)
+    for a in config.args:
+        p = Path(a.split("::")[0])
+        p = (Path(config.invocation_params.dir) / p).resolve()
+        if not (p == suites or suites in p.parents):
+            return False
+    return True
 
 
 def _report_dir(config: pytest.Config) -> Path:
-    d = config.option.kgc_report_dir or os.environ.get("KGC_REPORT_DIR") or "reports"
+    d = config.option.kgc_report_dir or "reports"
     p = Path(d)
     return p if p.is_absolute() else Path(config.invocation_params.dir) / p
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    for name, desc in markers().items():
+        config.addinivalue_line("markers", f"{name}: {desc}")
+    config.addinivalue_line("markers", "layer(name): the layer a conformance suite certifies")
     try:
         profile = load_profile(config.option.kgc_profile or DEFAULT_PROFILE)
     except ProfileError as exc:
-        raise pytest.UsageError(str(exc)) from None
+        _bad_input(str(exc).replace("\n", " "))
+        return
     state = KgcState(config, profile)
     config.stash[STATE] = state
     config.pluginmanager.register(state, "kgc-state")
-    if _is_conformance_run(config) and not hasattr(config, "workerinput"):
-        state.active = True
-        rdir = _report_dir(config)
-        rdir.mkdir(parents=True, exist_ok=True)
-        if config.option.allure_report_dir is None:
-            config.option.allure_report_dir = str(rdir / "allure-results")
-            config.option.clean_alluredir = True
-        if config.option.xmlpath is None:
-            config.option.xmlpath = str(rdir / "junit.xml")
-    elif hasattr(config, "workerinput"):
-        # xdist workers inherit the controller's command line, not its mutated options
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_XdistHooks(), "kgc-xdist")
+    worker = hasattr(config, "workerinput")
+    conformance = _suite_args(config)
+    if not conformance and not config.option.kgc_snapshot:
+        return  # self-tests or other suites: the plugin stays out of the way
+    state.build_targets()
+    if worker:
         wi = config.workerinput  # type: ignore[attr-defined]
         if wi.get("kgc_alluredir") and config.option.allure_report_dir is None:
             config.option.allure_report_dir = wi["kgc_alluredir"]
+        return
+    if config.option.collectonly:
+        return
+    state.active = True
+    rdir = _report_dir(config)
+    if config.option.allure_report_dir is None:
+        config.option.allure_report_dir = str(rdir / "allure-results")
+        config.option.clean_alluredir = True
+    if config.option.xmlpath is None:
+        config.option.xmlpath = str(rdir / "junit.xml")
 
 
-def pytest_configure_node(node: Any) -> None:  # xdist hook, controller side
-    node.workerinput["kgc_alluredir"] = node.config.option.allure_report_dir
+class _XdistHooks:
+    """Only registered when pytest-xdist is installed (its hooks are unknown otherwise)."""
 
+    @staticmethod
+    def pytest_configure_node(node: Any) -> None:  # controller side
+        node.workerinput["kgc_alluredir"] = node.config.option.allure_report_dir
 
-def _targets(config: pytest.Config) -> list[str]:
-    snap = config.option.kgc_snapshot
-    if snap:
-        return [f"bundle://{Path(s).resolve()}" for s in snap.split(",") if s]
-    hosts = getattr(config.option, "hosts", None)
-    if hosts:
-        return [h.strip() for h in hosts.split(",") if h.strip()]
-    return ["local://"]
+    @staticmethod
+    def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+        state = node.config.stash.get(STATE, None)
+        if state is not None and not state.selected:
+            state.selected = set(ids)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "kgc_target" in metafunc.fixturenames:
-        targets = _targets(metafunc.config)
-        metafunc.parametrize("kgc_target", targets, ids=[_tid(t) for t in targets], scope="module")
+    if "kgc_target" not in metafunc.fixturenames:
+        return
+    state = metafunc.config.stash.get(STATE, None)
+    mark = metafunc.definition.get_closest_marker("layer")
+    if state is None or mark is None or not mark.args:
+        raise pytest.UsageError(
+            f"{metafunc.definition.nodeid}: a conformance suite declares its layer "
+            "(pytestmark = pytest.mark.layer('NAME'))")
+    lay = state.layers.get(mark.args[0])
+    if lay is None:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: unknown layer {mark.args[0]!r}")
+    keys = state.by_scope[lay.scope] or [NO_TARGET]
+    ids = [state.ids.get(k, f"no-{lay.scope}") for k in keys]
+    metafunc.parametrize("kgc_target", keys, ids=ids, scope="module")
 
 
-def _tid(spec: str) -> str:
-    if spec.startswith("bundle://"):
-        return "bundle:" + Path(spec).name
-    return spec.replace("://", ":").rstrip(":") or "local"
-
-
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # with `-n N --dist loadgroup` every test of one node runs in one worker: one
-    # collection round trip per node, however the checks are spread
+    state = config.stash.get(STATE, None)
+    if state is None:
+        return
+    keep, drop = [], []
     for item in items:
         cs = getattr(item, "callspec", None)
-        if cs is not None and "kgc_target" in cs.params:
-            item.add_marker(pytest.mark.xdist_group(name=_tid(cs.params["kgc_target"])))
+        mark = item.get_closest_marker("layer")
+        if cs is None or "kgc_target" not in cs.params or mark is None:
+            keep.append(item)
+            continue
+        lay = state.layers[mark.args[0]]
+        key = cs.params["kgc_target"]
+        for m in lay.all_markers:
+            item.add_marker(m)
+        # with `-n N --dist loadgroup` every test of one target runs in one worker: one
+        # collection round trip per node, however the checks are spread
+        item.add_marker(pytest.mark.xdist_group(name=state.ids.get(key, NO_TARGET)))
+        item.stash[ITEM_INFO] = (lay.name, key)
+        if key == NO_TARGET and state.snapshot_mode:
+            drop.append(item)  # no bundle of this scope: the layer is not part of the run
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    state = session.config.stash.get(STATE, None)
+    if state is None:
+        return
+    state.selected = {it.nodeid for it in session.items if ITEM_INFO in it.stash}
+    state.selected_layers = {it.stash[ITEM_INFO][0] for it in session.items
+                             if ITEM_INFO in it.stash}
+    if state.active:
+        # a run in progress (or one that crashes) never leaves an older verdict in place
+        report.write_verdict_json(_report_dir(session.config) / "verdict.json", [],
+                                  _run_meta(state, session, -1), incomplete=True)
 
 
 @pytest.fixture(scope="session")
@@ -246,12 +329,13 @@ def kgc_profile(kgc_state: KgcState) -> Profile:
 
 
 @pytest.fixture(scope="module")
-def kgc_context(kgc_state: KgcState, kgc_target: str) -> Context:
-    return kgc_state.context(kgc_target)
+def kgc_context(kgc_state: KgcState, kgc_target: str) -> Context | None:
+    return None if kgc_target == NO_TARGET else kgc_state.context(kgc_target)
 
 
-def _record(request: pytest.FixtureRequest, v: Verdict) -> None:
-    request.node.user_properties.append((USER_PROP, json.dumps(v.to_dict(), default=str)))
+def _record(item: pytest.Item, v: Verdict) -> None:
+    item.user_properties.append((USER_PROP, json.dumps(v.to_dict(), default=str)))
+    item.stash[RECORDED] = True
     try:
         import allure
 
@@ -262,19 +346,22 @@ def _record(request: pytest.FixtureRequest, v: Verdict) -> None:
         allure.dynamic.parent_suite(v.target)
         allure.dynamic.severity(str(v.severity))
         allure.dynamic.tag(str(v.status))
+        allure.dynamic.tag(f"origin:{v.origin}")
+        if v.simulated:
+            allure.dynamic.tag("simulated")
+        if v.category:
+            allure.dynamic.label("kgc_category", v.category)
         allure.dynamic.description(
             f"**{v.title}**\n\nTarget: `{v.target}`\n\nStatus: **{v.status}** — {v.reason}"
-            + (f"\n\nRemediation: {v.remediation}" if v.remediation else "")
+            + (f"\n\n**Simulated evidence**: {v.simulated_why}" if v.simulated else "")
+            + ("\n\nEvidence replayed from a bundle" if v.origin == "bundle" else "")
+            + (f"\n\nRemediation:\n\n```\n{v.remediation}\n```" if v.remediation else "")
         )
-        allure.attach(
-            json.dumps(v.to_dict(), indent=2, default=str),
-            name="verdict+evidence",
-            attachment_type=allure.attachment_type.JSON,
-        )
+        allure.attach(json.dumps(v.to_dict(), indent=2, default=str), name="verdict+evidence",
+                      attachment_type=allure.attachment_type.JSON)
         if v.remediation:
-            allure.attach(
-                v.remediation, name="remediation", attachment_type=allure.attachment_type.TEXT
-            )
+            allure.attach(v.remediation, name="remediation",
+                          attachment_type=allure.attachment_type.TEXT)
     except ImportError:  # allure-pytest is a dependency; without it only allure output is lost
         pass
 
@@ -284,17 +371,31 @@ def format_verdict(v: Verdict) -> str:
     if v.expected is not None or v.found is not None:
         lines.append(f"  expected: {v.expected}    found: {v.found}")
     if v.remediation:
-        lines.append(f"  remediation: {v.remediation}")
+        lines.append("  remediation: " + v.remediation.replace("\n", "\n    "))
     return "\n".join(lines)
 
 
+def _no_target_verdict(state: KgcState, check_id: str) -> Verdict:
+    """A selected check whose scope has no target in this run: a skip that says what to give."""
+    chk = catalogue(state.layers).get(check_id)
+    scope = state.layers[chk.layer].scope
+    why = ("no cluster to judge: give --kubeconfig FILE [--context NAME] (or set $KUBECONFIG)"
+           if scope is Scope.CLUSTER else "no node to judge: give --hosts SPEC")
+    out = Outcome(Status.SKIP, why)
+    return Check(chk.id, chk.layer, chk.title, chk.severity, chk.remediation,
+                 lambda _e, _p: out).judge(None, None, f"no-{scope}")
+
+
 @pytest.fixture
-def certify(request: pytest.FixtureRequest, kgc_context: Context):  # type: ignore[no-untyped-def]
+def certify(request: pytest.FixtureRequest, kgc_state: KgcState, kgc_context: Context | None):  # type: ignore[no-untyped-def]  # noqa: E501
     """Judge one check on this test's target; fail/skip the test according to the verdict."""
 
     def _certify(check_id: str) -> Verdict:
-        v = kgc_context.judge(check_id)
-        _record(request, v)
+        if kgc_context is None:
+            v = _no_target_verdict(kgc_state, check_id)
+        else:
+            v = kgc_context.judge(check_id)
+        _record(request.node, v)
         if v.status is Status.PASS:
             return v
         if v.status is Status.WARN:
@@ -310,34 +411,92 @@ def certify(request: pytest.FixtureRequest, kgc_context: Context):  # type: igno
     return _certify
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]  # noqa: E501
+    """A suite test that broke before it recorded a verdict still leaves one: ``error``
+    (or ``skip``) with what happened — never a silent hole in verdict.json."""
+    rep: pytest.TestReport = yield
+    info = item.stash.get(ITEM_INFO, None)
+    if info is None or item.stash.get(RECORDED, False) or rep.when == "teardown":
+        return rep
+    if rep.passed and rep.when == "setup":
+        return rep
+    layer, key = info
+    state = item.config.stash[STATE]
+    text = str(rep.longrepr)[-1500:] if rep.longrepr else "(no detail)"
+    status = "skip" if rep.skipped else "error"
+    d = {
+        "check": f"{layer}.(suite)", "layer": layer, "title": item.name,
+        "severity": "blocker", "target": state.ids.get(key, NO_TARGET), "status": status,
+        "reason": f"the suite test did not record a verdict ({rep.when} {rep.outcome}): "
+                  + text.strip().splitlines()[-1][:500],
+        "remediation": "" if status == "skip" else
+        "This is a defect in kgc or its installation: report it with this output.",
+        "expected": None, "found": None, "origin": "live", "simulated": False,
+        "simulated_why": "", "evidence": {"detail": text},
+    }
+    item.stash[RECORDED] = True
+    item.user_properties.append((USER_PROP, json.dumps(d)))
+    rep.user_properties = list(item.user_properties)
+    return rep
+
+
+def _run_meta(state: KgcState, session: pytest.Session, exitstatus: int) -> dict[str, Any]:
+    results = list(state.verdicts.values())
+    judged = sorted({r["layer"] for r in results if r["status"] != "skip"},
+                    key=list(state.layers).index)
+    selected = sorted(state.selected_layers or {r["layer"] for r in results},
+                      key=list(state.layers).index)
+    return {
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(state.started)),
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "duration_s": round(time.time() - state.started, 3),
+        "kgc_version": __version__,
+        "profile": state.profile.name,
+        "profile_source": state.profile.source,
+        "targets": state.target_names(),
+        "layers": selected,
+        "layers_judged": judged,
+        "scope": report.scope_note(selected, judged, list(state.layers)),
+        "command": ["pytest", *(_redact_args(session.config.invocation_params.args))],
+        "pytest_exit": int(exitstatus),
+        "ssh_host_keys": "accept-new (INSECURE)" if session.config.option.kgc_accept_new_host_keys
+        else "strict",
+    }
+
+
+def _redact_args(args: Any) -> list[str]:
+    from kgc.core.target import redact_url
+
+    return [redact_url(str(a)) for a in args]
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     state = config.stash.get(STATE, None)
     if state is None or not state.active:
         return
     rdir = _report_dir(config)
-    verdicts = state.verdicts
+    results = list(state.verdicts.values())
+    recorded = {r["test"] for r in results}
+    missing = len(state.selected - recorded)
+    interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+    run = _run_meta(state, session, exitstatus)
     env = _environment(state)
-    report.write_verdict_json(
-        rdir / "verdict.json",
-        verdicts,
-        run={
-            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(state.started)),
-            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "duration_s": round(time.time() - state.started, 3),
-            "kgc_version": __version__,
-            "profile": state.profile.name,
-            "profile_source": state.profile.source,
-            "targets": _targets(config),
-            "command": ["pytest", *config.invocation_params.args],
-            "pytest_exit": int(exitstatus),
-            "environment": env,
-        },
-    )
+    run["environment"] = env
+    report.write_verdict_json(rdir / "verdict.json", results, run, missing=missing,
+                              incomplete=interrupted)
+    status, why = report.overall_and_reason(results, missing)
+    state.final = {"overall": "fail" if interrupted else status, "reason": why, "run": run,
+                   "results": results}
     alluredir = config.option.allure_report_dir
     if alluredir:
         report.write_allure_environment(Path(alluredir), env)
         report.write_allure_categories(Path(alluredir))
+        report.clean_skipped_results(Path(alluredir))
+    if exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED,
+                      pytest.ExitCode.NO_TESTS_COLLECTED):
+        session.exitstatus = 0 if status == "pass" else 1
 
 
 def _environment(state: KgcState) -> dict[str, str]:
@@ -348,12 +507,16 @@ def _environment(state: KgcState) -> dict[str, str]:
         "profile": state.profile.name,
         "runner": platform.node(),
     }
-    for spec, ctx in state.contexts.items():
+    for key, ctx in state.contexts.items():
+        tag = state.ids[key]
+        env[f"{tag}.origin"] = ctx.target.origin
+        env.update({f"{tag}.{k}": v for k, v in ctx.describe().items()})
+        if ctx.scope is not Scope.NODE:
+            continue
         try:
             snap = ctx.host()
         except TargetError:
             continue
-        tag = _tid(spec)
         kernel = snap.text("/proc/sys/kernel/osrelease")
         if kernel:
             env[f"{tag}.kernel"] = kernel
@@ -366,19 +529,26 @@ def _environment(state: KgcState) -> dict[str, str]:
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     state = config.stash.get(STATE, None)
-    if state is None or not state.active or not state.verdicts:
+    if state is None or not state.active or state.final is None:
         return
     tr = terminalreporter
+    fin = state.final
     tr.section("kata-gpu-conformance verdicts")
-    for line in report.summary_table(state.verdicts):
+    for line in report.summary_table(fin["results"]):
         tr.write_line(line)
-    overall = report.overall(state.verdicts)
+    det = report.details(fin["results"])
+    if det:
+        tr.section("what to fix (fail, error, warn)")
+        for line in det:
+            tr.write_line(line)
     tr.write_line("")
+    ok = fin["overall"] == "pass"
     tr.write_line(
-        f"overall: {overall.upper()}    report: {_report_dir(config) / 'verdict.json'}",
-        red=overall == "fail",
-        green=overall == "pass",
-        bold=True,
-    )
+        f"overall: {fin['overall'].upper()} {fin['run']['scope']} — {fin['reason']}",
+        red=not ok, green=ok, bold=True)
+    tr.write_line(f"report: {_report_dir(config) / 'verdict.json'}")
     if sys.stdout.isatty():
         tr.write_line("HTML: kgc report")
+    if config.option.kgc_accept_new_host_keys:
+        tr.write_line("WARNING: SSH host keys were accepted without verification "
+                      "(--ssh-accept-new-host-keys)", red=True, bold=True)

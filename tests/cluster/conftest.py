@@ -2,20 +2,19 @@
 
 ``lab_cluster`` brings the lab (``kgc.lab.cluster``) up once per session in a temporary
 run directory and takes it down at the end, also when tests fail. Tests talk to it through
-the ``kubernetes`` client (watch streams for timing) and tenacity for bounded waits.
+``kgc.kube`` (a run namespace per test, watch streams for timing, bounded waits).
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from kubernetes import client, config
-from kubernetes.client.rest import ApiException
+from kubernetes import client
 
-from cluster.kubehelp import LabInfo, PodWatcher, wait_until
+from cluster.kubehelp import LabInfo
+from kgc import kube
 from kgc.lab import cluster as labc
 
 
@@ -36,7 +35,7 @@ def lab_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabInfo]:
     except labc.LabError as exc:
         pytest.fail(f"kgc lab cluster up failed: {exc}", pytrace=False)
     try:
-        api = config.new_client_from_config(config_file=state["kubeconfig"])
+        k = kube.connect(state["kubeconfig"])
         yield LabInfo(
             run_dir=run_dir,
             kubeconfig=Path(state["kubeconfig"]),
@@ -44,7 +43,7 @@ def lab_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabInfo]:
             metric_url=state["metric_url"],
             cluster=lab.cluster,
             state=state,
-            api=api,
+            kube=k,
             keda_missing=tuple(str(p) for p in keda_missing),
         )
     finally:
@@ -54,36 +53,27 @@ def lab_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabInfo]:
 
 @pytest.fixture
 def core(lab_cluster: LabInfo) -> client.CoreV1Api:
-    return client.CoreV1Api(lab_cluster.api)
+    return lab_cluster.kube.core
 
 
 @pytest.fixture
-def namespace(lab_cluster: LabInfo) -> Iterator[str]:
-    core = client.CoreV1Api(lab_cluster.api)
-    name = f"kgc-{uuid.uuid4().hex[:8]}"
-    core.create_namespace({"metadata": {"name": name, "labels": {"kgc.io/run": "selftest"}}})
-    wait_until(lambda: _has_default_sa(core, name), 60, f"default ServiceAccount in {name}")
-    yield name
-    try:
-        core.delete_namespace(name)
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
-
-
-def _has_default_sa(core: client.CoreV1Api, ns: str) -> bool:
-    return any(
-        sa.metadata.name == "default" for sa in core.list_namespaced_service_account(ns).items
-    )
+def run(lab_cluster: LabInfo) -> Iterator[kube.Run]:
+    """A kgc.kube run: a fresh labelled namespace, torn down after the test."""
+    with kube.Run.for_profile(lab_cluster.kube, lab_cluster.cluster) as r:
+        yield r
 
 
 @pytest.fixture
-def pod_watcher(core: client.CoreV1Api) -> Iterator[Callable[[str], PodWatcher]]:
-    started: list[PodWatcher] = []
+def namespace(run: kube.Run) -> str:
+    return run.namespace
 
-    def make(ns: str) -> PodWatcher:
-        rv = core.list_namespaced_pod(ns).metadata.resource_version
-        w = PodWatcher(core, ns, rv).start()
+
+@pytest.fixture
+def pod_watcher(lab_cluster: LabInfo) -> Iterator[Callable[[str], kube.PodWatcher]]:
+    started: list[kube.PodWatcher] = []
+
+    def make(ns: str) -> kube.PodWatcher:
+        w = kube.PodWatcher(lab_cluster.kube, ns).start()  # lists first: before the trigger
         started.append(w)
         return w
 

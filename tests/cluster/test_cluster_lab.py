@@ -16,48 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from cluster.kubehelp import LabInfo, PodWatcher, wait_until
+from cluster.kubehelp import LabInfo, gpu_pod
+from kgc import kube
 from kgc.core.profile import ClusterLabProfile, ClusterProfile
+from kgc.kube import builders
 from kgc.lab import cluster as labc
 
 pytestmark = [pytest.mark.lab, pytest.mark.cluster]
-
-
-def gpu_pod(name: str, resource: str, runtime_class: str = "kata") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "runtimeClassName": runtime_class,
-            "containers": [
-                {
-                    "name": "cuda",
-                    "image": "registry.invalid/kgc/cuda-vectoradd:lab",
-                    "resources": {
-                        "limits": {resource: "1", "cpu": "1", "memory": "1Gi"},
-                        "requests": {resource: "1", "cpu": "1", "memory": "1Gi"},
-                    },
-                }
-            ],
-        },
-    }
-
-
-def pod_scheduled(core: client.CoreV1Api, ns: str, name: str) -> Any:
-    pod = core.read_namespaced_pod(name, ns)
-    return pod if pod.spec.node_name else None
-
-
-def unschedulable_message(core: client.CoreV1Api, ns: str, name: str) -> str | None:
-    pod = core.read_namespaced_pod(name, ns)
-    for c in pod.status.conditions or []:
-        if c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable":
-            return str(c.message)
-    return None
 
 
 # --------------------------------------------------------------------------- GPU scheduling
@@ -76,21 +44,15 @@ def test_kata_gpu_pod_lands_on_gpu_node_with_runtimeclass_overhead(
         "memory": cl.lab.kata_overhead_memory,
     }, created.spec.overhead
 
-    pod = wait_until(lambda: pod_scheduled(core, namespace, "gpu-kata"), 60, "pod scheduled")
+    k = lab_cluster.kube
+    pod = kube.wait_for_pod(k, namespace, "gpu-kata", kube.pod_scheduled(), 60)
     node = core.read_node(pod.spec.node_name)
     assert int(node.status.allocatable.get(resource, "0")) >= 1, (
         f"scheduled onto {node.metadata.name} which has no {resource}: {node.status.allocatable}"
     )
     assert node.metadata.labels.get("kgc.io/gpu") == "true"
     # The simulated kubelet then runs the pod to Ready through the sandbox stage.
-    wait_until(
-        lambda: any(
-            c.type == "Ready" and c.status == "True"
-            for c in core.read_namespaced_pod("gpu-kata", namespace).status.conditions or []
-        ),
-        60,
-        "gpu-kata Ready",
-    )
+    kube.wait_for_pod(k, namespace, "gpu-kata", kube.pod_ready(), 60)
 
 
 def test_runtimeclass_overhead_counts_against_resourcequota(
@@ -106,8 +68,10 @@ def test_runtimeclass_overhead_counts_against_resourcequota(
             "spec": {"hard": {"requests.cpu": "1", "requests.memory": "4Gi"}},
         },
     )
-    wait_until(
-        lambda: core.read_namespaced_resource_quota("q", namespace).status.hard, 30, "quota status"
+    kube.watch_until(
+        "ResourceQuota q status", core.list_namespaced_resource_quota,
+        lambda objs: objs.get(f"{namespace}/q") and objs[f"{namespace}/q"].status
+        and objs[f"{namespace}/q"].status.hard, 30, namespace,
     )
     with pytest.raises(ApiException) as err:
         core.create_namespaced_pod(
@@ -173,88 +137,38 @@ def test_gpu_pod_stays_pending_with_insufficient_reason_without_gpu_capacity(
     gpuless_lab: Any,
 ) -> None:
     _run_dir, state, cl = gpuless_lab
-    core = client.CoreV1Api(config.new_client_from_config(config_file=state["kubeconfig"]))
+    k = kube.connect(state["kubeconfig"])
+    core = k.core
     resource = cl.gpu_resources[0]
     nodes = core.list_node().items
     assert nodes and all(resource not in (n.status.allocatable or {}) for n in nodes)
-    wait_until(lambda: any(s.metadata.name == "default" for s in
-                           core.list_namespaced_service_account("default").items), 60, "default SA")
-    core.create_namespaced_pod("default", gpu_pod("gpu-kata", resource, cl.runtime_class))
-    msg = wait_until(
-        lambda: unschedulable_message(core, "default", "gpu-kata"), 60, "Unschedulable condition"
-    )
+    with kube.Run.for_profile(k, cl) as run:
+        run.create(gpu_pod("gpu-kata", resource, cl.runtime_class))
+        pod = kube.wait_for_pod(k, run.namespace, "gpu-kata", kube.pod_unschedulable(), 60)
+        msg = next(c.message for c in pod.status.conditions if c.type == "PodScheduled")
+        # Waiting for Ready times out saying why: the scheduler's message.
+        with pytest.raises(kube.WaitTimeout) as timeout:
+            kube.wait_for_pod(k, run.namespace, "gpu-kata", kube.pod_ready(), 2)
+        assert f"Insufficient {resource}" in str(timeout.value.last_observed)
+        # And it stays Pending: nothing binds it later.
+        pod = core.read_namespaced_pod("gpu-kata", run.namespace)
     assert f"Insufficient {resource}" in msg, msg
     assert f"0/{len(nodes)} nodes are available" in msg, msg
-    # And it stays Pending: nothing binds it later.
-    pod = core.read_namespaced_pod("gpu-kata", "default")
     assert pod.status.phase == "Pending" and not pod.spec.node_name
 
 
 # --------------------------------------------------------------------------- KEDA
 
 
-def _deployment(name: str, runtime_class: str) -> dict[str, Any]:
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {
-            "replicas": 0,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "runtimeClassName": runtime_class,
-                    "containers": [
-                        {
-                            "name": "app",
-                            "image": "registry.invalid/kgc/app:lab",
-                            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
-                        }
-                    ],
-                },
-            },
-        },
-    }
+def _so_ready(objs: dict[str, Any], key: str) -> Any:
+    so = objs.get(key) or {}
+    conds = {c["type"]: c["status"] for c in (so.get("status") or {}).get("conditions") or []}
+    return conds.get("Ready") == "True" or kube.NotYet(f"{key} conditions {conds}")
 
 
-def _scaled_object(name: str, url: str, max_replicas: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "keda.sh/v1alpha1",
-        "kind": "ScaledObject",
-        "metadata": {"name": name},
-        "spec": {
-            "scaleTargetRef": {"name": name},
-            "pollingInterval": 1,
-            "cooldownPeriod": 300,
-            "minReplicaCount": 0,
-            "maxReplicaCount": max_replicas,
-            "triggers": [
-                {
-                    "type": "metrics-api",
-                    "metricType": "AverageValue",
-                    "metadata": {
-                        "url": url,
-                        "valueLocation": "value",
-                        "targetValue": "1",
-                        "activationTargetValue": "0.5",
-                    },
-                }
-            ],
-        },
-    }
-
-
-def _so_ready(custom: client.CustomObjectsApi, ns: str, name: str) -> bool:
-    so = custom.get_namespaced_custom_object("keda.sh", "v1alpha1", ns, "scaledobjects", name)
-    conds = {c["type"]: c["status"] for c in so.get("status", {}).get("conditions", [])}
-    return conds.get("Ready") == "True"
-
-
-def _ready_replicas(apps: client.AppsV1Api, ns: str, name: str) -> int:
-    d = apps.read_namespaced_deployment(name, ns)
-    if (d.status.observed_generation or 0) < d.metadata.generation:
+def _ready_replicas(d: Any) -> int:
+    """Ready replicas of a Deployment the controller has caught up with (-1: not yet)."""
+    if d is None or (d.status.observed_generation or 0) < d.metadata.generation:
         return -1
     return d.status.ready_replicas or 0
 
@@ -262,7 +176,7 @@ def _ready_replicas(apps: client.AppsV1Api, ns: str, name: str) -> int:
 def test_keda_scales_zero_to_n_and_kata_pods_ready_later_than_runc(
     lab_cluster: LabInfo,
     core: client.CoreV1Api,
-    namespace: str,
+    run: kube.Run,
     pod_watcher: Any,
     request: pytest.FixtureRequest,
 ) -> None:
@@ -271,46 +185,42 @@ def test_keda_scales_zero_to_n_and_kata_pods_ready_later_than_runc(
                     + ") — run scripts/bootstrap.d/30-cluster.sh; the lab came up without KEDA")
     cl = lab_cluster.cluster
     n = 4  # one HPA step: scale-up may add max(100 %, 4 pods) per period
-    apps = client.AppsV1Api(lab_cluster.api)
-    custom = client.CustomObjectsApi(lab_cluster.api)
+    k, namespace = lab_cluster.kube, run.namespace
     lab_cluster.set_metric(0)
     kata, runc = "app-kata", "app-runc"
     for name, rc in ((kata, cl.runtime_class), (runc, cl.baseline_runtime_class)):
-        apps.create_namespaced_deployment(namespace, _deployment(name, rc))
-        custom.create_namespaced_custom_object(
-            "keda.sh", "v1alpha1", namespace, "scaledobjects",
-            _scaled_object(name, lab_cluster.metric_url, n),
-        )
+        run.create(builders.deployment(
+            name, [builders.container("app", "registry.invalid/kgc/app:lab",
+                                      requests={"cpu": "100m", "memory": "64Mi"})],
+            replicas=0, runtime_class=rc))
+        run.create(builders.scaled_object(name, target=name, url=lab_cluster.metric_url,
+                                          max_replicas=n))
     for name in (kata, runc):
-        wait_until(
-            lambda name=name: _so_ready(custom, namespace, name), 90, f"ScaledObject {name} Ready"
-        )
+        kube.watch_until(f"ScaledObject {name} Ready", k.custom.list_namespaced_custom_object,
+                         lambda objs, name=name: _so_ready(objs, f"{namespace}/{name}"), 90,
+                         "keda.sh", "v1alpha1", namespace, "scaledobjects")
         # KEDA created the HPA for it (keda-hpa-<name>).
-        wait_until(
-            lambda name=name: client.AutoscalingV2Api(lab_cluster.api)
-            .read_namespaced_horizontal_pod_autoscaler(f"keda-hpa-{name}", namespace),
-            30,
-            f"HPA keda-hpa-{name}",
-            retry_on=(ApiException,),
-        )
-    assert _ready_replicas(apps, namespace, kata) == 0
-    assert _ready_replicas(apps, namespace, runc) == 0
+        kube.watch_until(f"HPA keda-hpa-{name}",
+                         k.autoscaling.list_namespaced_horizontal_pod_autoscaler,
+                         lambda objs, name=name: f"{namespace}/keda-hpa-{name}" in objs, 30,
+                         namespace)
+    deps = {d.metadata.name: d for d in k.apps.list_namespaced_deployment(namespace).items}
+    assert _ready_replicas(deps[kata]) == 0
+    assert _ready_replicas(deps[runc]) == 0
 
-    watcher: PodWatcher = pod_watcher(namespace)
+    watcher: kube.PodWatcher = pod_watcher(namespace)
     t0 = time.monotonic()
     lab_cluster.set_metric(n)  # AverageValue target 1 -> desired = n replicas
-    wait_until(
-        lambda: _ready_replicas(apps, namespace, kata) == n
-        and _ready_replicas(apps, namespace, runc) == n,
-        180,
-        f"both Deployments at {n} ready replicas",
-        every=0.5,
-    )
+
+    def both_at_n(objs: dict[str, Any]) -> Any:
+        got = {nm: _ready_replicas(objs.get(f"{namespace}/{nm}")) for nm in (kata, runc)}
+        return all(v == n for v in got.values()) or kube.NotYet(f"ready replicas {got}")
+
+    kube.watch_until(f"both Deployments at {n} ready replicas", k.apps.list_namespaced_deployment,
+                     both_at_n, 180, namespace)
     elapsed = time.monotonic() - t0
-    wait_until(
-        lambda: sum(1 for t in watcher.timelines.values() if t.ready) >= 2 * n, 30,
-        "watch saw every pod Ready",
-    )
+    watcher.wait("the watch to see every pod Ready",
+                 lambda tls: sum(1 for t in tls.values() if t.ready) >= 2 * n, 30)
     watcher.stop()
     assert watcher.error is None, watcher.error
     request.node.user_properties.append(("keda_zero_to_n_s", round(elapsed, 2)))
@@ -369,11 +279,12 @@ def test_serviceaccount_with_narrow_role_is_refused_the_rest(
     cfg.host = lab_cluster.server
     cfg.ssl_ca_cert = str(lab_cluster.run_dir / "pki" / "ca.crt")
     cfg.api_key = {"authorization": f"Bearer {token}"}
-    sa_core = client.CoreV1Api(client.ApiClient(cfg))
+    sa = kube.Kube.from_api_client(client.ApiClient(cfg), context="narrow")
+    sa_core = sa.core
 
     # Allowed by the Role (RBAC may take a moment to see the new binding).
-    wait_until(lambda: sa_core.list_namespaced_pod(namespace) is not None, 30,
-               "pod list allowed", retry_on=(ApiException,))
+    kube.wait_for("pod list allowed", lambda: sa_core.list_namespaced_pod(namespace) is not None,
+                  30, retry_on=(ApiException,))
     user = f"system:serviceaccount:{namespace}:narrow"
     refused = {
         "create configmap": lambda: sa_core.create_namespaced_config_map(
@@ -388,6 +299,12 @@ def test_serviceaccount_with_narrow_role_is_refused_the_rest(
             call()
         assert err.value.status == 403, (what, err.value.status, err.value.body)
         assert user in err.value.body and "forbidden" in err.value.body, (what, err.value.body)
+    # Through kgc.kube the refusal is a KubeError naming the verb and resource refused.
+    with pytest.raises(kube.KubeError) as kerr:
+        sa.call("list", "secrets", sa_core.list_namespaced_secret, namespace)
+    assert "refused list secrets (403 Forbidden)" in str(kerr.value), str(kerr.value)
+    assert user in str(kerr.value) and "'list' on 'secrets'" in kerr.value.remediation
+    assert token not in str(kerr.value) + kerr.value.remediation
 
 
 # --------------------------------------------------------------------------- lifecycle
@@ -395,7 +312,7 @@ def test_serviceaccount_with_narrow_role_is_refused_the_rest(
 
 def _kgc(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(  # noqa: S603 - our own CLI
-        [sys.executable, "-m", "kgc.cli", "lab", "cluster", *args],
+        [sys.executable, "-m", "kgc.lab.cli", "cluster", *args],
         capture_output=True, text=True, timeout=300, check=False,
     )
 
@@ -504,13 +421,13 @@ def test_simulated_gpu_pod_serves_recorded_evidence_as_its_log(
     assert cl.simulated, "the lab profile must mark cluster checks as simulated"
     core.create_namespaced_pod(namespace, gpu_pod("gpu-evidence", cl.gpu_resources[0]))
     labc.serve_recorded_logs(
-        lab_cluster.api, namespace, "gpu-evidence", fixture, run_dir=lab_cluster.run_dir
+        lab_cluster.kube, namespace, "gpu-evidence", fixture, run_dir=lab_cluster.run_dir
     )
-    wait_until(lambda: pod_scheduled(core, namespace, "gpu-evidence"), 60, "pod scheduled")
-    log = wait_until(
+    kube.wait_for_pod(lab_cluster.kube, namespace, "gpu-evidence", kube.pod_scheduled(), 60)
+    log = kube.wait_for(
+        "pod log served",
         lambda: core.read_namespaced_pod_log("gpu-evidence", namespace, container="cuda"),
         60,
-        "pod log served",
         retry_on=(ApiException,),
     )
     assert log == fixture.read_text(), "served log differs from the recorded fixture"

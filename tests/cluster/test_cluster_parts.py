@@ -13,10 +13,10 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from cluster.kubehelp import wait_until
 from kgc.core.profile import ClusterLabProfile, ClusterProfile
+from kgc.kube import wait_for
 from kgc.lab import cluster as labc
-from kgc.lab import cluster_pki
+from kgc.lab.cluster import pki as cluster_pki
 
 
 def test_nodes_carry_gpu_capacity_under_profile_resource_names() -> None:
@@ -72,10 +72,11 @@ def test_cri_log_frames_every_line() -> None:
 def test_metric_server_get_and_set(tmp_path: Path) -> None:
     port_file = tmp_path / "port"
     proc = subprocess.Popen(  # noqa: S603
-        [sys.executable, "-m", "kgc.lab.metric_server", f"--port-file={port_file}", "--value=2"]
+        [sys.executable, "-m", "kgc.lab.cluster.metric_server", f"--port-file={port_file}",
+         "--value=2"]
     )
     try:
-        wait_until(port_file.exists, 20, "metric server port file")
+        wait_for("metric server port file", port_file.exists, 20)
         url = f"http://127.0.0.1:{int(port_file.read_text())}/metric"
         with urllib.request.urlopen(url, timeout=5) as r:  # noqa: S310
             assert json.loads(r.read())["value"] == 2

@@ -1,6 +1,6 @@
 """Build a /sys-, /dev- and /etc-shaped tree in a temporary directory for the host layers.
 
-The tree is read through the real collector (``LiveTarget("local://", root=tree)``), so the
+The tree is read through the real collector (``NodeTarget("local://", root=tree)``), so the
 same shell script, parser and evaluators run as on a node. Only the two command outputs
 that depend on the machine's kernel module database and /boot (``pci_modalias_drivers``,
 ``initramfs_list``) are replaced by recorded outputs, as a node would have printed them.
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kgc.core.hostfs import CommandResult, HostQuery, HostSnapshot
-from kgc.core.target import LiveTarget
+from kgc.core.target import NodeTarget
 
 
 @dataclass
@@ -84,7 +84,7 @@ class FakeHost:
     def collect(self, query: HostQuery) -> HostSnapshot:
         if not (self.root / "proc/cmdline").exists():
             self.build()
-        snap = LiveTarget("local://", root=str(self.root)).collect(query)
+        snap = NodeTarget("local://", root=str(self.root)).collect(query)
         cmds: dict[str, CommandResult] = dict(snap.commands)
         lines = []
         for d in self.devices:

@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 from fakehost import FakeHost, lab_devices
 
-from kgc.core.engine import Context, load_layers
+from kgc.core.bundle import load_bundle, write_bundle
+from kgc.core.engine import Context
 from kgc.core.hostfs import CommandResult, HostQuery, HostSnapshot, build_script, parse_output
+from kgc.core.layer import Scope
 from kgc.core.model import Status
 from kgc.core.profile import load_profile
-from kgc.core.target import BundleTarget, write_bundle
+from kgc.core.registry import load_layers
 from kgc.evidence.vfio_config import CONFIG_QUERY, parse_modalias_drivers
 from kgc.layers import iommu, persistence, reboot, vfio
 from kgc.layers.reboot.collect import RebootEvidence
@@ -45,8 +47,10 @@ def bound(**kw: str | None) -> list:  # type: ignore[type-arg]
 # -- 1. missing evidence is never a pass ---------------------------------------------------
 @pytest.mark.parametrize("profile", [LAB, GENERIC], ids=["lab", "generic"])
 def test_a_bundle_with_no_host_evidence_passes_nothing(tmp_path: Path, profile) -> None:  # type: ignore[no-untyped-def]
-    b = write_bundle(tmp_path / "empty.json", "empty", HostSnapshot())
-    ctx = Context(BundleTarget(b), profile, load_layers())
+    layers = load_layers()
+    b = write_bundle(tmp_path / "empty.json", scope=Scope.NODE, target="empty",
+                     host=HostSnapshot())
+    ctx = Context(load_bundle(b, layers), profile, layers)
     verdicts = ctx.judge_all(["iommu", "vfio", "persistence", "reboot"])
     passed = {v.check: v.reason for v in verdicts if v.status is Status.PASS}
     assert passed == {}, passed
@@ -150,9 +154,9 @@ def test_kernel_support_without_a_kernel_config_needs_vfio_pci_shown(tmp_path: P
 
 
 def _collect(root: Path, q: HostQuery) -> HostSnapshot:
-    from kgc.core.target import LiveTarget
+    from kgc.core.target import NodeTarget
 
-    return LiveTarget("local://", root=str(root)).collect(q)
+    return NodeTarget("local://", root=str(root)).collect(q)
 
 
 def test_host_kept_and_over_capture_skip_when_no_host_kept_device_is_present(

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from kgc.core.engine import Context, load_layers
+from kgc.core.engine import Context
 from kgc.core.model import Status
-from kgc.core.target import LiveTarget
+from kgc.core.registry import load_layers
+from kgc.core.target import NodeTarget
 from kgc.lab.node.lab import NodeVM
 from kgc.lab.node.runner import ScenarioResult, digest, lab_profile, replay, run_scenarios
 from kgc.lab.node.scenarios import SCENARIO_SPECS, Scenario
@@ -31,7 +32,7 @@ MISSING = [t for t in ("qemu-system-x86_64", "qemu-img", "debootstrap", "mkfs.ex
 HUNG: dict[str, Any] = {}
 
 
-class FreezingTarget(LiveTarget):
+class FreezingTarget(NodeTarget):
     """A live SSH target whose node freezes (QEMU `stop`) right after it accepts the
     reboot: the node never comes back, as a hung firmware or kernel would."""
 

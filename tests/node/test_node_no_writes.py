@@ -17,8 +17,9 @@ import shutil
 
 import pytest
 
-from kgc.core.engine import Context, load_layers
-from kgc.core.target import LiveTarget
+from kgc.core.engine import Context
+from kgc.core.registry import load_layers
+from kgc.core.target import NodeTarget
 from kgc.lab.node.lab import Hardware, NodeVM, build_variant
 from kgc.lab.node.runner import lab_profile
 from kgc.lab.node.scenarios import VARIANTS
@@ -88,8 +89,8 @@ def test_host_layers_write_nothing_on_the_whole_filesystem() -> None:
         assert all(p.startswith("/var/log") for p in noise), sorted(noise)
         # the read-only host run: every host layer, through the real collector over SSH
         layers = load_layers()
-        host = [n for n, lay in layers.items() if lay.host and n not in ("reboot", "nri")]
-        target = LiveTarget(vm.spec, ssh_config=str(vm.ssh_config), timeout_s=60)
+        host = [n for n in ("iommu", "vfio", "persistence", "runtime") if n in layers]
+        target = NodeTarget(vm.spec, ssh_config=str(vm.ssh_config), timeout_s=60)
         verdicts = Context(target, lab_profile(), layers).judge_all(host)
         assert verdicts and target.round_trips == 1
         c = _listing(vm)

@@ -1,6 +1,6 @@
 """End to end: the thin conformance suites (`pytest conformance/runtime conformance/nri`)
 certify a real containerd 2.x lab node wired for Kata + NRI, through the kgc pytest plugin —
-live, and replayed offline from a `kgc snapshot --with-nri` bundle."""
+live, and replayed offline from a `kgc snapshot --nri-probe` bundle."""
 
 from __future__ import annotations
 
@@ -69,21 +69,21 @@ def suites(
 
 def test_conformance_suites_pass_on_a_good_lab_node(tmp_path: Path):
     with good_lab_node(tmp_path) as prof:
-        statuses, res = suites(prof, tmp_path / "rep")
+        statuses, res = suites(prof, tmp_path / "rep", "--nri-probe")
     assert len(statuses) == 14, statuses
     assert all(s == "pass" for s in statuses.values()), (statuses, res.stdout[-3000:])
     assert res.returncode == 0, res.stdout[-3000:]
 
 
 def test_snapshot_with_nri_replays_to_the_live_verdicts(tmp_path: Path):
-    """`kgc snapshot --with-nri` records the live probe's observations beside the host
+    """`kgc snapshot --nri-probe` records the live probe's observations beside the host
     evidence; `--snapshot` judges the bundle offline to the same verdicts, containerd gone."""
     bundle = tmp_path / "node.json"
     with good_lab_node(tmp_path) as prof:
-        snap = run("kgc.cli", "snapshot", "--profile", str(prof), "--with-nri", "-o", str(bundle))
+        snap = run("kgc.cli", "snapshot", "--profile", str(prof), "--nri-probe", "-o", str(bundle))
         assert snap.returncode == 0, snap.stderr
     doc = json.loads(bundle.read_text())
-    assert doc["nri"]["mode"] != "unavailable", doc["nri"]
+    assert doc["layers"]["nri"]["mode"] != "unavailable", doc["layers"]["nri"]
     statuses, res = suites(prof, tmp_path / "rep", "--snapshot", str(bundle))
     assert len(statuses) == 14, statuses
     assert all(s == "pass" for s in statuses.values()), (statuses, res.stdout[-3000:])

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kgc.core.engine import Context, load_layers
+from kgc.core.bundle import load_bundle, write_bundle
+from kgc.core.engine import Context
 from kgc.core.hostfs import HostSnapshot
+from kgc.core.layer import Scope
 from kgc.core.model import Status
 from kgc.core.profile import load_profile
-from kgc.core.target import BundleTarget, LiveTarget, write_bundle
+from kgc.core.registry import load_layers
+from kgc.core.target import NodeTarget
 from kgc.layers.nri.checks import CHECKS
 from kgc.layers.nri.collect import NriEvidence
 
@@ -132,21 +135,21 @@ def test_connections_disabled_reason_comes_from_the_runtime_context():
 
 def test_remote_target_says_what_is_needed():
     layers = load_layers(("kgc.layers.nri",))
-    ctx = Context(target=LiveTarget("ssh://root@node:22"), profile=PROFILE, layers=layers)  # type: ignore[arg-type]
+    ctx = Context(target=NodeTarget("ssh://root@node:22"), profile=PROFILE, layers=layers,
+                  options={"nri_probe": True})
     v = ctx.judge("nri.events")
     assert v.status is Status.SKIP
-    assert "ssh -N -L" in v.reason and "nri_socket=" in v.reason
+    assert "ssh -N -L" in v.reason and "--nri-socket" in v.reason
 
 
 def test_bundle_replays_recorded_probe_evidence(tmp_path: Path):
-    p = write_bundle(tmp_path / "b.json", "node1", HostSnapshot(), {"nri": _ev().to_dict()})
+    p = write_bundle(tmp_path / "b.json", scope=Scope.NODE, target="node1",
+                     host=HostSnapshot(), parts={"nri": _ev().to_dict()})
     json.loads(p.read_text())
     layers = load_layers(("kgc.layers.nri",))
-    ctx = Context(target=BundleTarget(p), profile=PROFILE, layers=layers)
+    ctx = Context(target=load_bundle(p, layers), profile=PROFILE, layers=layers)
     assert ctx.judge("nri.events").status is Status.PASS
-    ctx2 = Context(
-        target=BundleTarget(write_bundle(tmp_path / "c.json", "n", HostSnapshot())),
-        profile=PROFILE,
-        layers=layers,
-    )
-    assert ctx2.judge("nri.events").status is Status.SKIP
+    empty = write_bundle(tmp_path / "c.json", scope=Scope.NODE, target="n", host=HostSnapshot())
+    ctx2 = Context(target=load_bundle(empty, layers), profile=PROFILE, layers=layers)
+    v = ctx2.judge("nri.events")
+    assert v.status is Status.SKIP and "holds no nri evidence" in v.reason

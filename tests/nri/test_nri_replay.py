@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from kgc.core.engine import Context, load_layers
+from kgc.core.bundle import load_bundle
+from kgc.core.engine import Context
 from kgc.core.profile import load_profile
-from kgc.core.target import BundleTarget
+from kgc.core.registry import load_layers
 from kgc.lab.containerd import SCENARIOS
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "nri"
@@ -25,11 +26,9 @@ def test_fixtures_exist():
 def test_recorded_lab_evidence_replays_to_the_documented_verdicts(name):
     sc = SCENARIOS[name]
     profile = load_profile(FIX / f"{name}.profile.yaml")
-    ctx = Context(
-        target=BundleTarget(FIX / f"{name}.bundle.json"),
-        profile=profile,
-        layers=load_layers(("kgc.layers.runtime", "kgc.layers.nri")),
-    )
+    layers = load_layers(("kgc.layers.runtime", "kgc.layers.nri"))
+    ctx = Context(target=load_bundle(FIX / f"{name}.bundle.json", layers), profile=profile,
+                  layers=layers)
     got = {v.check: v for v in ctx.judge_all(["runtime", "nri"])}
     for cid, want in sc.expected.items():
         assert got[cid].status == want, (cid, got[cid].reason)

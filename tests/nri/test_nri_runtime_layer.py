@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from kgc.core.hostfs import CommandResult, HostSnapshot, StatResult
 from kgc.core.model import Status
 from kgc.core.profile import load_profile
-from kgc.core.target import LiveTarget
+from kgc.core.target import NodeTarget
 from kgc.evidence.containerd import parse_version, strip_log_lines
 from kgc.layers.runtime import QUERY, parse
 from kgc.layers.runtime.checks import CHECKS
@@ -64,7 +64,7 @@ def tree(root: Path, files: dict[str, str]) -> HostSnapshot:
         p = root / rel.lstrip("/")
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
-    return LiveTarget("local://", root=str(root)).collect(QUERY)
+    return NodeTarget("local://", root=str(root)).collect(QUERY)
 
 
 def judge(snap: HostSnapshot, profile=PROFILE):  # type: ignore[no-untyped-def]
@@ -296,12 +296,13 @@ def test_evaluators_never_crash_on_odd_structures(doc, version):
 
 
 def test_a_profile_that_moves_paths_costs_no_extra_round_trip(tmp_path: Path):
-    from kgc.core.engine import Context, load_layers
+    from kgc.core.engine import Context
+    from kgc.core.registry import load_layers
 
     root = tmp_path / "node"
     tree(root, {"/etc/containerd/config.toml": SEED})
     layers = load_layers(("kgc.layers.runtime",))
-    target = LiveTarget("local://", root=str(root))
+    target = NodeTarget("local://", root=str(root))
     ctx = Context(target=target, profile=PROFILE, layers=layers)  # type: ignore[arg-type]
     ctx.judge_all(["runtime"])
     assert target.round_trips == 1  # the whole layer in one batched script
@@ -312,7 +313,7 @@ def test_a_profile_that_moves_paths_costs_no_extra_round_trip(tmp_path: Path):
         }
     )
     tree(root, {"/srv/ctd.toml": CRI_KEY_ONLY})
-    target2 = LiveTarget("local://", root=str(root))
+    target2 = NodeTarget("local://", root=str(root))
     ctx2 = Context(target=target2, profile=moved, layers=layers)  # type: ignore[arg-type]
     assert ctx2.judge("runtime.nri-enabled").status is Status.FAIL
     assert target2.round_trips == 1  # the moved paths join the one batched script

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from kgc.core.engine import Context, load_layers
+from kgc.core.engine import Context
 from kgc.core.model import Status
-from kgc.core.target import LiveTarget
+from kgc.core.registry import load_layers
+from kgc.core.target import NodeTarget
 from kgc.lab.containerd import lab_profile
 from kgc.lab.containerd_instance import (
     ContainerdInstance,
@@ -92,7 +93,7 @@ def test_kata_handler_verdict_matches_what_containerd_loads(flavour: str, fmt: s
             prof = lab_profile(tmp)
             prof = prof.model_copy(update={"runtime": prof.runtime.model_copy(
                 update={"containerd_bin": inst.containerd})})
-            ctx = Context(LiveTarget("local://"), prof, load_layers(("kgc.layers.runtime",)))
+            ctx = Context(NodeTarget("local://"), prof, load_layers(("kgc.layers.runtime",)))
             v = ctx.judge("runtime.kata-handler")
         finally:
             inst.stop()

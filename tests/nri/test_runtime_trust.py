@@ -14,7 +14,7 @@ import pytest
 from kgc.core.hostfs import CommandResult, HostSnapshot, StatResult
 from kgc.core.model import Status
 from kgc.core.profile import load_profile
-from kgc.core.target import LiveTarget
+from kgc.core.target import NodeTarget
 from kgc.evidence.containerd import containerd_warnings
 from kgc.layers.runtime import parse, query_for
 from kgc.layers.runtime.checks import CHECKS
@@ -30,7 +30,7 @@ def judge(snap: HostSnapshot, profile=PROFILE):  # type: ignore[no-untyped-def]
 
 
 def collect(root: Path, profile=PROFILE) -> HostSnapshot:  # type: ignore[no-untyped-def]
-    return LiveTarget("local://", root=str(root)).collect(query_for(profile.runtime))
+    return NodeTarget("local://", root=str(root)).collect(query_for(profile.runtime))
 
 
 def write(root: Path, rel: str, text: str, mode: int = 0o644) -> Path:

@@ -1,162 +1,228 @@
-"""The engine: layers, the per-target context, and judging checks.
+"""The engine: one :class:`Context` per target (a node, a cluster, or a bundle of either)
+gets each layer's evidence once and judges checks against the profile.
 
-A layer is data: its checks, the host query its collector needs (if any), and a ``gather``
-function that does the layer's I/O and returns the evidence object its pure evaluators
-judge. The context caches the one batched host snapshot and each layer's evidence, so a
-whole host run costs one round trip per node however many checks and devices there are.
+Collection never loses a verdict: whatever goes wrong while evidence is gathered becomes
+an ``error`` (or, for a layer whose explicit flag was not given, a ``skip`` naming the flag)
+for every check of that layer, with a remediation that fits the failure:
+
+- the target could not be reached  -> the transport's own remediation;
+- recorded evidence is malformed    -> re-record it;
+- the collector itself crashed      -> a kgc defect, with the exception.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Iterable, Mapping
+import fnmatch
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kgc.core.bundle import Bundle
 from kgc.core.hostfs import HostQuery, HostSnapshot
-from kgc.core.model import Check, Outcome, Registry, Status, Verdict
+from kgc.core.layer import Layer, Scope
+from kgc.core.model import Check, EvidenceError, Outcome, Registry, Status, Verdict
 from kgc.core.profile import Profile
-from kgc.core.target import BundleTarget, Target, TargetError
+from kgc.core.registry import catalogue, load_layers
+from kgc.core.target import ClusterTarget, NodeTarget, TargetError
 
-# Every layer package the product knows, in report order. A package that is not present
-# in this build is simply absent from the catalogue.
-LAYER_MODULES = (
-    "kgc.layers.iommu",
-    "kgc.layers.vfio",
-    "kgc.layers.persistence",
-    "kgc.layers.reboot",
-    "kgc.layers.runtime",
-    "kgc.layers.nri",
-    "kgc.layers.gpu",
-    "kgc.layers.sizing",
-    "kgc.layers.keda",
-)
+Target = NodeTarget | ClusterTarget | Bundle
+
+SUITE_DEFECT = ("This is a defect in kgc, not in the node: report it with the evidence "
+                "bundle (`kgc snapshot`) and the message above.")
+RERECORD = ("Record the evidence again with this kgc version (`kgc snapshot`); a bundle that "
+            "was edited or written by another tool is not judged.")
 
 
-@dataclass(frozen=True)
-class Layer:
-    name: str
-    checks: Registry
-    gather: Callable[[Context], Any]
-    # what the layer reads from a node: fixed, or derived from the profile (paths it moves)
-    query: HostQuery | Callable[[Profile], HostQuery] | None = None
-    host: bool = True  # part of `pytest -m host`
+class Unavailable(Exception):
+    """A layer's evidence could not be had: every check of the layer gets this outcome."""
 
-    def __post_init__(self) -> None:
-        for c in self.checks:
-            if c.layer != self.name:
-                raise ValueError(f"check {c.id} registered under layer {self.name}")
+    def __init__(self, status: Status, reason: str, remediation: str | None = None,
+                 category: str = "environment") -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+        self.remediation = remediation
+        self.category = category  # environment | node | suite
 
-
-def load_layers(modules: Iterable[str] = LAYER_MODULES) -> dict[str, Layer]:
-    layers: dict[str, Layer] = {}
-    for mod in modules:
-        try:
-            m = importlib.import_module(mod)
-        except ModuleNotFoundError as exc:
-            if exc.name == mod:
-                continue
-            raise
-        layer: Layer = m.LAYER
-        layers[layer.name] = layer
-    return layers
-
-
-def catalogue(layers: Mapping[str, Layer] | None = None) -> Registry:
-    layers = load_layers() if layers is None else layers
-    reg = Registry()
-    return reg.merge(*(lay.checks for lay in layers.values()))
+    def outcome(self) -> Outcome:
+        return Outcome(self.status, self.reason, {"evidence_unavailable": self.category},
+                       self.remediation)
 
 
 def host_query(layers: Mapping[str, Layer], profile: Profile) -> HostQuery:
-    """The union of every host layer's query for this profile: one script, one round trip."""
+    """The union of every snapshot layer's query: one script, one round trip per node."""
     q = HostQuery()
     for lay in layers.values():
-        if lay.query is None:
-            continue
-        q = q | (lay.query(profile) if callable(lay.query) else lay.query)
+        lq = lay.query_for(profile)
+        if lq is not None:
+            q = q | lq
     return q
 
 
 @dataclass
 class Context:
-    """Everything one target's checks see. I/O happens only through ``gather``."""
+    """Everything one target's checks see. I/O happens only in the layers' collectors."""
 
     target: Target
     profile: Profile
-    layers: Mapping[str, Layer]
+    layers: Mapping[str, Layer] = field(default_factory=load_layers)
     options: Mapping[str, Any] = field(default_factory=dict)
     _host: HostSnapshot | None = None
-    _host_error: str | None = None
+    _host_error: TargetError | None = None
     _evidence: dict[str, Any] = field(default_factory=dict)
-    _gather_errors: dict[str, str] = field(default_factory=dict)
+    _unavailable: dict[str, Unavailable] = field(default_factory=dict)
     _checks: Registry | None = None
 
     @property
     def name(self) -> str:
         return self.target.name
 
-    def host(self) -> HostSnapshot:
-        """The node's one batched snapshot for all host layers (collected once)."""
-        if self._host is None:
-            if self._host_error is not None:
-                raise TargetError(self._host_error)
-            try:
-                self._host = self.target.collect(host_query(self.layers, self.profile))
-            except TargetError as exc:
-                self._host_error = str(exc)
-                raise
-        return self._host
-
-    def bundle_extra(self, key: str) -> Any:
-        if isinstance(self.target, BundleTarget):
-            return self.target.extra(key)
-        return None
+    @property
+    def scope(self) -> Scope:
+        return self.target.scope
 
     @property
     def offline(self) -> bool:
-        return isinstance(self.target, BundleTarget)
+        return isinstance(self.target, Bundle)
 
+    # -- the node's one snapshot ----------------------------------------------------------
+    def host(self) -> HostSnapshot:
+        """The node's one batched snapshot for all snapshot layers (collected once)."""
+        if self._host is None:
+            if self._host_error is not None:
+                raise self._host_error
+            t = self.target
+            if isinstance(t, Bundle):
+                if t.host is None:
+                    raise TargetError(f"{t.path}: a {t.scope} bundle has no host snapshot")
+                snap = t.host
+            elif isinstance(t, NodeTarget):
+                try:
+                    snap = t.collect(host_query(self.layers, self.profile))
+                except TargetError as exc:
+                    self._host_error = exc
+                    raise
+            else:
+                raise TargetError(f"{t.name} is a cluster, it has no host snapshot")
+            for lay in self.layers.values():
+                if lay.redact is not None:
+                    snap = lay.redact(snap, self.profile)
+            self._host = snap
+        return self._host
+
+    # -- evidence per layer ------------------------------------------------------------------
     def evidence(self, layer: str) -> Any:
-        if layer in self._gather_errors:
-            raise TargetError(self._gather_errors[layer])
+        """The layer's evidence, gathered (or replayed) once; raises :class:`Unavailable`."""
+        if layer in self._unavailable:
+            raise self._unavailable[layer]
         if layer not in self._evidence:
             try:
-                self._evidence[layer] = self.layers[layer].gather(self)
-            except TargetError as exc:
-                self._gather_errors[layer] = str(exc)
+                self._evidence[layer] = self._gather(self.layers[layer])
+            except Unavailable as u:
+                self._unavailable[layer] = u
                 raise
+            except TargetError as exc:
+                rem = exc.remediation or getattr(self.target, "remediation", None)
+                self._unavailable[layer] = Unavailable(
+                    Status.ERROR, f"evidence could not be collected: {exc}", rem)
+                raise self._unavailable[layer] from None
+            except EvidenceError as exc:
+                self._unavailable[layer] = Unavailable(
+                    Status.ERROR, f"the {layer} evidence is malformed: {exc}", RERECORD, "suite")
+                raise self._unavailable[layer] from None
+            except Exception as exc:  # noqa: BLE001 - every crash becomes an error verdict
+                self._unavailable[layer] = Unavailable(
+                    Status.ERROR,
+                    f"collecting the {layer} evidence crashed: {type(exc).__name__}: {exc}",
+                    SUITE_DEFECT, "suite")
+                raise self._unavailable[layer] from None
         return self._evidence[layer]
 
+    def _gather(self, lay: Layer) -> Any:
+        t = self.target
+        if lay.scope is not t.scope:
+            raise Unavailable(Status.SKIP, f"layer {lay.name} is {lay.scope}-scoped; "
+                              f"{t.name} is a {t.scope}")
+        if isinstance(t, Bundle):
+            if lay.parse is not None:
+                return lay.parse(self.host(), self.profile)
+            part = t.part(lay.name)
+            if part is None:
+                how = f" (recorded without {lay.gate.flag})" if lay.gate else ""
+                raise Unavailable(Status.SKIP, f"the bundle {t.path.name} holds no {lay.name} "
+                                  f"evidence{how}")
+            assert lay.replay is not None
+            return lay.replay(part)
+        if lay.gate is not None and not self.options.get(lay.gate.option):
+            raise Unavailable(Status.SKIP, f"not run: needs {lay.gate.flag} ({lay.gate.why})")
+        if lay.parse is not None:
+            return lay.parse(self.host(), self.profile)
+        assert lay.gather is not None
+        return lay.gather(self)
+
+    def describe(self) -> dict[str, str]:
+        """Environment facts the layers whose evidence was had tell about this target."""
+        out: dict[str, str] = {}
+        for n, ev in self._evidence.items():
+            lay = self.layers[n]
+            if lay.describe is None:
+                continue
+            try:
+                facts = lay.describe(ev)
+            except Exception as exc:  # noqa: BLE001 - the panel never breaks a run
+                facts = {f"{n}.describe_error": f"{type(exc).__name__}: {exc}"}
+            out.update({k: str(v) for k, v in facts.items() if v not in (None, "")})
+        return out
+
+    def record(self, names: Iterable[str] | None = None) -> dict[str, Mapping[str, Any]]:
+        """The probe layers' records for a bundle (only layers whose evidence was had)."""
+        out: dict[str, Mapping[str, Any]] = {}
+        for n in names if names is not None else self.layers:
+            lay = self.layers[n]
+            if lay.record is None or lay.scope is not self.scope:
+                continue
+            try:
+                ev = self.evidence(n)
+            except Unavailable:
+                continue
+            out[n] = lay.record(ev)
+        return out
+
+    # -- judging -----------------------------------------------------------------------------
     def check(self, check_id: str) -> Check:
         if self._checks is None:
             self._checks = catalogue(self.layers)
         return self._checks.get(check_id)
 
+    def simulated(self, chk: Check) -> str | None:
+        """Why this check's evidence comes from a stand-in, or None when it is real."""
+        for pattern, why in self.profile.simulated.items():
+            if fnmatch.fnmatchcase(chk.id, pattern):
+                return why
+        lay = self.layers.get(chk.layer)
+        if lay is not None and lay.scope is Scope.CLUSTER and self.profile.cluster.simulated:
+            return "the cluster's nodes and pods are simulated (kwok), not real microVMs"
+        return None
+
     def judge(self, check_id: str) -> Verdict:
         chk = self.check(check_id)
         try:
             ev = self.evidence(chk.layer)
-        except TargetError as exc:
-            return _error_verdict(chk, self.name, f"evidence could not be collected: {exc}")
-        return chk.judge(ev, self.profile, self.name)
+        except Unavailable as u:
+            out = u.outcome()
+            v = Check(chk.id, chk.layer, chk.title, chk.severity, chk.remediation,
+                      lambda _e, _p: out).judge(None, None, self.name)
+        else:
+            v = chk.judge(ev, self.profile, self.name)
+        return v.with_origin(self.target.origin, self.simulated(chk))
 
     def judge_all(self, layer_names: Iterable[str] | None = None) -> list[Verdict]:
-        names = list(self.layers) if layer_names is None else list(layer_names)
-        out = []
-        for n in names:
-            for chk in self.layers[n].checks:
-                out.append(self.judge(chk.id))
-        return out
+        names = [n for n in self.layers if self.layers[n].scope is self.scope] \
+            if layer_names is None else list(layer_names)
+        return [self.judge(chk.id) for n in names for chk in self.layers[n].checks]
 
 
-def _error_verdict(chk: Check, target: str, reason: str) -> Verdict:
-    out = Outcome(
-        Status.ERROR,
-        reason,
-        {},
-        "Make the node reachable and the collector runnable (see the reason), then rerun.",
-    )
-    return Check(
-        chk.id, chk.layer, chk.title, chk.severity, chk.remediation, lambda _e, _p: out
-    ).judge(None, None, target)
+def error_verdict(chk: Check, target: str, reason: str, remediation: str) -> Verdict:
+    out = Outcome(Status.ERROR, reason, {}, remediation)
+    return Check(chk.id, chk.layer, chk.title, chk.severity, chk.remediation,
+                 lambda _e, _p: out).judge(None, None, target)

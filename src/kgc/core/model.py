@@ -8,8 +8,9 @@ state; the same catalogue judges any number of nodes.
 from __future__ import annotations
 
 import enum
+from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -38,9 +39,6 @@ class Severity(enum.StrEnum):
     NORMAL = "normal"
     MINOR = "minor"
     TRIVIAL = "trivial"
-
-
-LAYERS = ("iommu", "vfio", "persistence", "reboot", "runtime", "nri", "gpu", "sizing", "keda")
 
 
 @dataclass(frozen=True)
@@ -150,6 +148,33 @@ class Verdict:
     evidence: Mapping[str, Any]
     expected: str | None = None
     found: str | None = None
+    # where the evidence came from: "live" (collected in this run) or "bundle" (replayed)
+    origin: str = "live"
+    # the evidence came from a stand-in (a lab's simulated cluster, a stub binary): a pass
+    # here proves the suite, not a node
+    simulated: bool = False
+    simulated_why: str = ""
+
+    @property
+    def category(self) -> str | None:
+        """Who has to act: ``node`` (the node or cluster is not conformant), ``environment``
+        (kgc could not decide: unreachable, unreadable, missing permission, a lab problem)
+        or ``suite`` (a defect in kgc). None for pass and skip."""
+        if self.status in (Status.FAIL, Status.WARN):
+            return "node"
+        if self.status is Status.ERROR:
+            if self.evidence.get("evidence_unavailable") == "suite" or self.reason.startswith(
+                    "evaluator crashed"):
+                return "suite"
+            return "environment"
+        return None
+
+    def with_origin(self, origin: str, simulated_why: str | None) -> Verdict:
+        reason = self.reason
+        if simulated_why:
+            reason = f"{reason} [simulated: {simulated_why}]"
+        return replace(self, origin=origin, simulated=bool(simulated_why),
+                       simulated_why=simulated_why or "", reason=reason)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -163,6 +188,10 @@ class Verdict:
             "remediation": self.remediation,
             "expected": self.expected,
             "found": self.found,
+            "origin": self.origin,
+            "simulated": self.simulated,
+            "simulated_why": self.simulated_why,
+            "category": self.category,
             "evidence": self.evidence,
         }
 
@@ -232,3 +261,35 @@ class Registry:
             for c in reg:
                 out.add(c)
         return out
+
+
+_WORST = {Status.FAIL: 0, Status.ERROR: 1, Status.WARN: 2, Status.PASS: 3, Status.SKIP: 4}
+
+
+def aggregate(results: list[tuple[str, Outcome]], noun: str = "pod") -> Outcome:
+    """One check judged per subject (a pod, a shape) -> one outcome for the cluster.
+
+    The worst status wins (fail, error, warn, pass, skip): a single failing pod fails the
+    check. The reason names every subject that decided the status; every subject's own
+    outcome is kept in the evidence. No subject at all is a skip, never a pass."""
+    if not results:
+        return skipped(f"no {noun} to judge")
+    worst = min((o.status for _, o in results), key=_WORST.__getitem__)
+    deciding = [(s, o) for s, o in results if o.status is worst]
+    others = [(s, o) for s, o in results if o.status is not worst]
+    if len(results) == 1:
+        s, o = results[0]
+        reason = f"{s}: {o.reason}"
+    else:
+        reason = f"{len(deciding)} of {len(results)} {noun}s {worst}: " + "; ".join(
+            f"{s}: {o.reason}" for s, o in deciding)
+        if others and worst is not Status.SKIP:
+            counts = Counter(str(o.status) for _, o in others)
+            reason += " (" + ", ".join(f"{n} {st}" for st, n in sorted(counts.items())) + ")"
+    remedies = list(dict.fromkeys(o.remediation for _, o in deciding if o.remediation))
+    evidence = {f"{noun}s": {s: {"status": str(o.status), "reason": o.reason,
+                                 "expected": o.expected, "found": o.found,
+                                 "evidence": dict(o.evidence)} for s, o in results}}
+    one = deciding[0][1] if len(deciding) == 1 else None
+    return Outcome(worst, reason, evidence, "\n".join(remedies) if remedies else None,
+                   one.expected if one else None, one.found if one else None)

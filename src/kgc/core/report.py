@@ -1,16 +1,23 @@
-"""Outputs from one verdict model: verdict.json, the console table, Allure extras, HTML.
+"""Outputs from one verdict model: verdict.json, the console, Allure extras, HTML.
 
 verdict.json schema (``kgc-verdict/1``)::
 
     {
       "schema": "kgc-verdict/1",
       "run": {started_at, finished_at, duration_s, kgc_version, profile, profile_source,
-              targets[], command[], pytest_exit, environment{}},
-      "overall": "pass" | "fail",          # fail if any result is fail or error, or none ran
+              targets[], layers[] (selected), layers_judged[], command[], pytest_exit,
+              environment{}},
+      "overall": "pass" | "fail",
+      "overall_reason": "...",
+      "incomplete": false,                 # true while a run is in progress or if it crashed
       "counts": {"pass": n, "fail": n, "warn": n, "skip": n, "error": n},
       "results": [ {check, layer, title, severity, target, status, reason, remediation,
-                    expected, found, evidence{}, test} ... ]
+                    expected, found, origin, simulated, simulated_why, evidence{}, test} ]
     }
+
+``overall`` is ``pass`` only when at least one check passed, every selected check has a
+verdict, and none is ``fail`` or ``error``. A run that selected only some layers passes
+*for those layers*: ``run.layers`` says which, and so does the console.
 """
 
 from __future__ import annotations
@@ -19,20 +26,38 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 SCHEMA = "kgc-verdict/1"
 STATUSES = ("pass", "fail", "warn", "skip", "error")
-REPO_ROOT = Path(__file__).resolve().parents[3]
+# Allure 3 (npm package `allure`), the version kgc's report is built and tested with
+ALLURE_VERSION = "3.18.0"
+
+
+def overall_and_reason(
+    results: Iterable[Mapping[str, Any]], missing: int = 0
+) -> tuple[str, str]:
+    rs = list(results)
+    c = counts(rs)
+    if missing:
+        return "fail", f"{missing} selected check(s) left no verdict (the run broke off)"
+    if not rs:
+        return "fail", "nothing was judged"
+    bad = c["fail"] + c["error"]
+    if bad:
+        return "fail", f"{c['fail']} failed, {c['error']} could not decide (error)"
+    if not c["pass"]:
+        return "fail", (f"no check passed ({c['skip']} skipped, {c['warn']} warned): nothing "
+                        "was certified")
+    return "pass", f"{c['pass']} passed" + (f", {c['warn']} warned" if c["warn"] else "") + (
+        f", {c['skip']} skipped" if c["skip"] else "")
 
 
 def overall(results: Iterable[Mapping[str, Any]]) -> str:
-    rs = list(results)
-    if not rs:
-        return "fail"
-    return "fail" if any(r["status"] in ("fail", "error") for r in rs) else "pass"
+    return overall_and_reason(results)[0]
 
 
 def counts(results: Iterable[Mapping[str, Any]]) -> dict[str, int]:
@@ -42,22 +67,53 @@ def counts(results: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     return c
 
 
-def write_verdict_json(path: Path, results: list[dict[str, Any]], run: Mapping[str, Any]) -> Path:
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_verdict_json(
+    path: Path,
+    results: list[dict[str, Any]],
+    run: Mapping[str, Any],
+    *,
+    missing: int = 0,
+    incomplete: bool = False,
+) -> Path:
+    status, why = overall_and_reason(results, missing)
+    if incomplete:
+        status, why = "fail", "the run did not finish (in progress, or it crashed)"
     doc = {
         "schema": SCHEMA,
         "run": dict(run),
-        "overall": overall(results),
+        "overall": status,
+        "overall_reason": why,
+        "incomplete": incomplete,
         "counts": counts(results),
         "results": sorted(results, key=lambda r: (r["target"], r["check"])),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=2, default=str))
-    os.replace(tmp, path)
-    return path
+    _atomic_write(Path(path), json.dumps(doc, indent=2, default=str))
+    return Path(path)
+
+
+def scope_note(selected: Sequence[str], judged: Sequence[str], all_layers: Sequence[str]) -> str:
+    """Which layers a result covers: 'for iommu, vfio only (not run: ...)'."""
+    if set(all_layers) <= set(judged):
+        return "for every layer"
+    left = [n for n in all_layers if n not in judged]
+    return f"for {', '.join(judged) or 'no layer'} only (not judged: {', '.join(left)})"
 
 
 def summary_table(results: Iterable[Mapping[str, Any]], width: int = 110) -> list[str]:
+    """One line per verdict (reasons shortened); the full text follows in
+    :func:`details`."""
     rows = sorted(results, key=lambda r: (r["target"], r["check"]))
     if not rows:
         return ["(no checks ran)"]
@@ -78,49 +134,230 @@ def summary_table(results: Iterable[Mapping[str, Any]], width: int = 110) -> lis
     return lines
 
 
+def details(results: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The full reason and remediation of every fail, error and warn (kube-bench's
+    remediation section), blockers first. Remediation keeps its line breaks."""
+    order = {"fail": 0, "error": 1, "warn": 2}
+    sev = {"blocker": 0, "critical": 1, "normal": 2, "minor": 3, "trivial": 4}
+    rows = sorted(
+        (r for r in results if r["status"] in order),
+        key=lambda r: (order[r["status"]], sev.get(r.get("severity", ""), 9), r["target"],
+                       r["check"]),
+    )
+    lines: list[str] = []
+    for r in rows:
+        lines.append(f"[{r['status'].upper()}] {r['check']} on {r['target']} "
+                     f"({r.get('severity', '')}): {r.get('title', '')}")
+        lines.append(f"  why: {r['reason']}")
+        if r.get("expected") is not None or r.get("found") is not None:
+            lines.append(f"  expected: {r.get('expected')}")
+            lines.append(f"  found:    {r.get('found')}")
+        if r.get("remediation"):
+            lines.append("  fix:")
+            lines.extend(f"    {ln}" for ln in str(r["remediation"]).splitlines())
+        lines.append("")
+    return lines
+
+
 def write_allure_environment(alluredir: Path, env: Mapping[str, str]) -> None:
     alluredir.mkdir(parents=True, exist_ok=True)
     lines = [f"{k}={str(v).replace(chr(10), ' ')}" for k, v in sorted(env.items())]
     (alluredir / "environment.properties").write_text("\n".join(lines) + "\n")
 
 
+# kgc's own categories (label ``kgc_category`` on every result that needs someone to act)
+CATEGORIES = (
+    ("node", "Node defect: not conformant (fail/warn)"),
+    ("environment", "Environment or lab problem: kgc could not decide (error)"),
+    ("suite", "Suite defect: a bug in kgc (error)"),
+)
+
+
 def write_allure_categories(alluredir: Path) -> None:
-    cats = [
-        {"name": "Check could not decide (error)", "matchedStatuses": ["broken"]},
-        {"name": "Node not certified (fail)", "matchedStatuses": ["failed"]},
-        {"name": "Skipped with a reason", "matchedStatuses": ["skipped"]},
-    ]
+    """Allure 2's categories.json (read by Allure 2 viewers); Allure 3 reads the same
+    rules from the allurerc written by :func:`generate_html`."""
+    cats = [{"name": name, "matchedStatuses": ["failed", "broken"],
+             "messageRegex": ".*", "labels": {"kgc_category": key}} for key, name in CATEGORIES]
     (alluredir / "categories.json").write_text(json.dumps(cats, indent=1))
+
+
+def clean_skipped_results(alluredir: Path) -> None:
+    """A skip is a decision with a reason, not an error: move pytest's "Skipped: ..." message
+    out of the status details (shown in an error box) into the description."""
+    for f in alluredir.glob("*-result.json"):
+        try:
+            doc = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        if doc.get("status") != "skipped" or not doc.get("statusDetails"):
+            continue
+        doc.pop("statusDetails", None)
+        f.write_text(json.dumps(doc))
 
 
 class ReportError(Exception):
     pass
 
 
-def allure_bin(tool_dir: Path = REPO_ROOT) -> Path:
-    b = tool_dir / "node_modules" / ".bin" / "allure"
-    if not b.exists():
-        raise ReportError(
-            f"Allure 3 is not installed ({b} missing): run `npm ci` in {tool_dir} "
-            "(scripts/bootstrap.sh does it)"
-        )
-    return b
+INSTALL_ALLURE = (
+    f"install Allure 3 with Node.js >= 20: `npm install --global allure@{ALLURE_VERSION}` "
+    "(or put it anywhere and set KGC_ALLURE=/path/to/node_modules/.bin/allure)"
+)
 
 
-def generate_html(results_dir: Path, out_dir: Path, name: str = "kata-gpu-conformance") -> Path:
-    """Allure 3 static report, one self-contained index.html (renders from file://)."""
+def _dev_checkout_allure() -> Path | None:
+    """A source checkout's own pinned Allure (`npm ci` in the repository)."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        cand = parent / "node_modules" / ".bin" / "allure"
+        if (parent / "package-lock.json").exists() and cand.exists():
+            return cand
+    return None
+
+
+def allure_bin() -> Path:
+    """Where Allure 3 is: $KGC_ALLURE, a source checkout's pinned copy, then PATH."""
+    env = os.environ.get("KGC_ALLURE")
+    if env:
+        p = Path(env)
+        if not (p.is_file() and os.access(p, os.X_OK)):
+            raise ReportError(f"KGC_ALLURE={env} is not an executable file; {INSTALL_ALLURE}")
+        return p
+    dev = _dev_checkout_allure()
+    if dev is not None:
+        return dev
+    found = shutil.which("allure")
+    if found:
+        return Path(found)
+    raise ReportError(f"Allure 3 not found; {INSTALL_ALLURE}")
+
+
+def _check_allure_major(binp: Path) -> None:
+    try:
+        out = subprocess.run([str(binp), "--version"], capture_output=True, text=True,
+                             timeout=60, check=False).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ReportError(f"{binp} does not run ({exc}); {INSTALL_ALLURE}") from None
+    if not out.split(".")[0].strip().isdigit() or int(out.split(".")[0]) < 3:
+        raise ReportError(f"{binp} is Allure {out or '(unknown version)'}, not Allure 3; "
+                          f"{INSTALL_ALLURE}")
+
+
+def headline(verdict: Mapping[str, Any] | None) -> str:
+    """CERTIFIED / NOT CERTIFIED, for which profile and layers — the report's first words."""
+    if not verdict:
+        return "kata-gpu-conformance"
+    run = verdict.get("run", {})
+    word = "CERTIFIED" if verdict.get("overall") == "pass" else "NOT CERTIFIED"
+    scope = run.get("scope") or ""
+    return f"{word} — profile {run.get('profile', '?')} {scope}".strip()
+
+
+def _esc(x: Any) -> str:
+    import html
+
+    return html.escape("" if x is None else str(x), quote=True)
+
+
+def banner_html(verdict: Mapping[str, Any]) -> str:
+    """The report's first screen: the verdict, the blocking failures with their reasons and
+    remediation (line breaks kept), what was not judged, and each target's environment."""
+    run = verdict.get("run", {})
+    ok = verdict.get("overall") == "pass"
+    results = list(verdict.get("results", []))
+    blocking = [r for r in results if r.get("status") in ("fail", "error")]
+    sev = {"blocker": 0, "critical": 1, "normal": 2, "minor": 3, "trivial": 4}
+    blocking.sort(key=lambda r: (r["status"] != "fail", sev.get(r.get("severity", ""), 9),
+                                 r.get("target", ""), r.get("check", "")))
+    simulated = [r for r in results if r.get("simulated")]
+    colour = "#1b7f3b" if ok else "#b3261e"
+    parts = [
+        '<section id="kgc-verdict" style="font-family:sans-serif;margin:0;padding:16px 24px;'
+        f'border-bottom:4px solid {colour};background:#fafafa">',
+        f'<h1 id="kgc-headline" style="color:{colour};margin:0 0 6px 0;font-size:28px;'
+        'font-weight:bold">'
+        f'{"CERTIFIED" if ok else "NOT CERTIFIED"}</h1>',
+        f'<p id="kgc-scope">profile <b>{_esc(run.get("profile"))}</b> — '
+        f'{_esc(run.get("scope", ""))} — {_esc(verdict.get("overall_reason", ""))}</p>',
+    ]
+    if simulated:
+        parts.append(f'<p id="kgc-simulated"><b>{len(simulated)} result(s) come from simulated '
+                     "evidence</b> (lab stand-ins): they prove the suite, not a node.</p>")
+    if blocking:
+        parts.append(f'<h2 style="margin:12px 0 4px 0">Blocking ({len(blocking)})</h2>'
+                     '<ol id="kgc-blocking">')
+        for r in blocking:
+            parts.append(
+                f'<li><b>[{_esc(r["status"]).upper()}] {_esc(r["check"])}</b> on '
+                f'{_esc(r.get("target"))} ({_esc(r.get("severity"))}): {_esc(r.get("reason"))}'
+                + (f'<pre class="kgc-remediation" style="white-space:pre-wrap;'
+                   f'background:#fff;border:1px solid #ddd;padding:6px">'
+                   f'{_esc(r.get("remediation"))}</pre>' if r.get("remediation") else "")
+                + "</li>")
+        parts.append("</ol>")
+    env = run.get("environment", {}) or {}
+    targets = sorted({k.rsplit(".", 1)[0] for k in env if "." in k and not k.startswith(
+        ("kgc", "python", "pytest"))})
+    if targets:
+        keys = sorted({k.rsplit(".", 1)[1] for k in env if k.rsplit(".", 1)[0] in targets})
+        parts.append('<h2 style="margin:12px 0 4px 0">Targets</h2><table id="kgc-targets" '
+                     'style="border-collapse:collapse"><tr><th>target</th>'
+                     + "".join(f"<th>{_esc(k)}</th>" for k in keys) + "</tr>")
+        for t in targets:
+            parts.append(f"<tr><td>{_esc(t)}</td>"
+                         + "".join(f"<td>{_esc(env.get(f'{t}.{k}', ''))}</td>" for k in keys)
+                         + "</tr>")
+        parts.append("</table>")
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def allure_config(name: str, out_dir: Path, extra: Mapping[str, Any] | None = None) -> str:
+    """allurerc.mjs: one self-contained page, kgc's categories, and any extra settings (the
+    verdict policy's quality gate)."""
+    cats = [{"name": name_, "matchers": {"labels": {"kgc_category": key}}}
+            for key, name_ in CATEGORIES]
+    cfg: dict[str, Any] = {
+        "name": name,
+        "output": str(out_dir),
+        "categories": cats,
+        "plugins": {"awesome": {"options": {"singleFile": True, "reportLanguage": "en",
+                                            "reportName": name}}},
+        **(extra or {}),
+    }
+    return "export default " + json.dumps(cfg, indent=2) + ";\n"
+
+
+def generate_html(results_dir: Path, out_dir: Path, verdict: Path | None = None,
+                  extra_config: Mapping[str, Any] | None = None,
+                  history: Path | None = None) -> Path:
+    """Allure 3 static report, one self-contained index.html (renders from file://), whose
+    first screen is kgc's verdict (from ``verdict``, default: verdict.json beside the
+    results)."""
     if not results_dir.is_dir() or not any(results_dir.glob("*-result.json")):
         raise ReportError(f"no allure results in {results_dir}: run the suite first")
+    vpath = verdict if verdict is not None else results_dir.parent / "verdict.json"
+    doc: dict[str, Any] | None = None
+    if vpath.is_file():
+        try:
+            doc = json.loads(vpath.read_text())
+        except ValueError:
+            raise ReportError(f"{vpath}: not JSON (a verdict.json from kgc)") from None
+        if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+            raise ReportError(f"{vpath}: not a {SCHEMA} verdict")
+    elif verdict is not None:
+        raise ReportError(f"{vpath}: no such verdict file")
     binp = allure_bin()
-    cfg = out_dir.parent / "allurerc.mjs"
+    _check_allure_major(binp)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    cfg.write_text(
-        "export default {\n"
-        f"  name: {json.dumps(name)},\n"
-        f"  output: {json.dumps(str(out_dir))},\n"
-        '  plugins: { awesome: { options: { singleFile: true, reportLanguage: "en" } } },\n'
-        "};\n"
-    )
+    cfg = out_dir.parent / "allurerc.mjs"
+    extra = dict(extra_config or {})
+    if history is not None:
+        # Allure 3 appends this run to the file and draws trends from it: a nightly job keeps
+        # the file between runs (e.g. --history /var/lib/kgc/history.jsonl)
+        history.parent.mkdir(parents=True, exist_ok=True)
+        extra.update({"historyPath": str(history.resolve()), "historyLimit": 60})
+    cfg.write_text(allure_config(headline(doc), out_dir, extra))
     if out_dir.exists():
         shutil.rmtree(out_dir)
     proc = subprocess.run(
@@ -136,4 +373,11 @@ def generate_html(results_dir: Path, out_dir: Path, name: str = "kata-gpu-confor
             f"allure generate failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}"
             f"{proc.stdout.strip()[-1000:]}"
         )
+    if doc is not None:
+        page = index.read_text()
+        at = page.find("<body")
+        at = page.find(">", at) + 1 if at >= 0 else -1
+        if at <= 0:
+            raise ReportError(f"{index}: no <body> to put the verdict on")
+        index.write_text(page[:at] + banner_html(doc) + page[at:])
     return index

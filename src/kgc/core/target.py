@@ -1,77 +1,246 @@
-"""Where evidence comes from: a live node (through a testinfra backend) or a bundle file.
+"""Targets: where evidence comes from.
 
-A live target runs the batched collection script once per :meth:`collect` call. The
-number of round trips is counted so benchmarks and tests can hold it to its budget.
+- :class:`NodeTarget` — a live node reached through a testinfra transport (``local://``,
+  ``ssh://``, ``paramiko://``, ``chroot://``, ``kubectl://``, ``docker://`` …), optionally
+  reading files under an offline tree (``root``).
+- :class:`ClusterTarget` — a Kubernetes cluster: a kubeconfig and a context.
+- a recorded bundle (:mod:`kgc.core.bundle`) stands in for either.
+
+Everything a layer may ask about *where* it runs is decided here, once: the name used in
+verdicts, test ids and the environment (:attr:`name`, never with credentials), whether
+the target is this machine, whether it is a whole machine that may be rebooted, whether
+its unix sockets are reachable from here, and — when it fails — what the user should do
+about it (the remediation comes from the transport that failed).
 """
 
 from __future__ import annotations
 
-import json
+import functools
+import ipaddress
 import os
 import platform
-import time
-from collections.abc import Mapping
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal
 
-from kgc import __version__
-from kgc.core.hostfs import (
-    HostQuery,
-    HostSnapshot,
-    build_script,
-    new_boundary,
-    parse_output,
-)
+import yaml
 
-BUNDLE_FORMAT = "kgc-bundle/1"
+from kgc.core.hostfs import HostQuery, HostSnapshot, build_script, new_boundary, parse_output
+from kgc.core.layer import Scope
+
+HostKeys = Literal["strict", "accept-new"]
+
+# transports that reach a whole machine (kernel, boot loader): the only ones a reboot
+# test may use
+WHOLE_MACHINE = ("local", "ssh", "safe-ssh", "paramiko")
+SSH_KINDS = ("ssh", "safe-ssh", "paramiko")
+CONTAINER_KINDS = ("docker", "podman", "lxc", "kubectl", "openshift")
 
 
 class TargetError(Exception):
-    """The target could not be reached or answered nothing usable."""
+    """The target could not be reached or answered nothing usable. ``remediation`` says what
+    to do about it, in terms of the transport that failed."""
+
+    def __init__(self, message: str, remediation: str = "") -> None:
+        super().__init__(message)
+        self.remediation = remediation
 
 
-class Target(Protocol):
+# -- names without secrets ---------------------------------------------------------------
+def redact_url(spec: str) -> str:
+    """``ssh://user:secret@host`` -> ``ssh://user:***@host``; other text unchanged."""
+    if "://" not in spec:
+        user, sep, rest = spec.rpartition("@")
+        if sep and ":" in user:
+            return f"{user.split(':', 1)[0]}:***@{rest}"
+        return spec
+    try:
+        u = urllib.parse.urlsplit(spec)
+    except ValueError:
+        return "(unparseable target)"
+    if u.password is None:
+        return spec
+    netloc = u.netloc.rsplit("@", 1)[1]
+    user = urllib.parse.unquote(u.username or "")
+    return urllib.parse.urlunsplit((u.scheme, f"{user}:***@{netloc}", u.path, u.query, ""))
+
+
+@dataclass(frozen=True)
+class Address:
+    """A ``--hosts`` entry taken apart. ``raw`` may hold a password: never print it."""
+
+    raw: str
+    kind: str
+    host: str = ""
+    port: str = ""
+    user: str = ""
+    path: str = ""
+    params: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def parse(cls, spec: str) -> Address:
+        spec = spec.strip()
+        if spec in ("", "local", "local://"):
+            return cls(spec or "local://", "local")
+        if "://" not in spec:  # testinfra's default transport for a bare host name
+            spec = "paramiko://" + spec
+        try:
+            u = urllib.parse.urlsplit(spec)
+            port = str(u.port or "")
+        except ValueError as exc:
+            raise TargetError(
+                f"cannot parse target {redact_url(spec)!r}: {exc}",
+                "Give targets as SCHEME://[user@]host[:port], e.g. ssh://root@gpu-a",
+            ) from None
+        kind = u.scheme.lower()
+        params = tuple((k, v[0]) for k, v in urllib.parse.parse_qs(u.query).items())
+        return cls(
+            raw=spec,
+            kind=kind,
+            host=urllib.parse.unquote(u.hostname or ""),
+            port=port,
+            user=urllib.parse.unquote(u.username or ""),
+            path=urllib.parse.unquote(u.path),
+            params=params,
+        )
+
+    def param(self, key: str) -> str | None:
+        return dict(self.params).get(key)
+
     @property
-    def name(self) -> str: ...
+    def redacted(self) -> str:
+        return redact_url(self.raw)
 
-    def collect(self, query: HostQuery) -> HostSnapshot: ...
+    @property
+    def name(self) -> str:
+        """One name per node: verdicts, test ids and the environment all use it."""
+        if self.kind == "local":
+            return platform.node() or "localhost"
+        if self.kind in SSH_KINDS:
+            host = f"[{self.host}]" if ":" in self.host else self.host
+            return f"{host}:{self.port}" if self.port else host
+        if self.kind == "chroot":
+            return f"chroot:{self.path or self.host}"
+        if self.kind in ("kubectl", "openshift"):
+            ns = self.param("namespace")
+            return f"{ns}/{self.host}" if ns else self.host
+        return f"{self.kind}:{self.host or self.path}"
+
+    @property
+    def loopback(self) -> bool:
+        h = self.host.strip("[]").lower()
+        if h in ("localhost", "localhost.localdomain", "ip6-localhost"):
+            return True
+        try:
+            return ipaddress.ip_address(h).is_loopback
+        except ValueError:
+            return False
 
 
+# -- remediation per transport -------------------------------------------------------------
+def _remedy(addr: Address, host_keys: HostKeys) -> str:
+    k = addr.kind
+    if k == "local":
+        return ("Run kgc with permission to read /sys, /proc and /boot (root, or --sudo) and "
+                "make sure `sh` and `awk` are on PATH.")
+    if k in SSH_KINDS:
+        keys = (
+            "its host key must be known (ssh-keyscan -H HOST >> ~/.ssh/known_hosts after "
+            "checking the fingerprint, or UserKnownHostsFile in --ssh-config); "
+            if host_keys == "strict"
+            else ""
+        )
+        return (f"Make {addr.name} reachable over SSH as {addr.user or 'the configured user'}: "
+                f"`ssh {addr.name} true` must work without a prompt ({keys}key in "
+                "--ssh-identity-file or the agent), and the user must read /sys, /proc and /boot "
+                "(root, or --sudo).")
+    if k == "chroot":
+        return "Run kgc as root (chroot needs it) with an existing, populated directory tree."
+    if k in ("kubectl", "openshift"):
+        return (f"Make `kubectl exec {addr.host}` work (pod running, kubeconfig/context, RBAC "
+                "pods/exec) and mount the node's /sys, /proc, /boot and /etc read-only into it.")
+    if k in ("docker", "podman", "lxc"):
+        return f"Make `{k} exec {addr.host} sh` work (container running, permission to exec)."
+    return f"Make the {k}:// transport work for {addr.name} (see testinfra's documentation)."
+
+
+# -- live node ---------------------------------------------------------------------------------
 @dataclass
-class LiveTarget:
-    """A node reached through testinfra: ``local://``, ``ssh://user@host:port``,
-    ``chroot:///path``, ``kubectl://pod``... ``root`` prefixes every path read (used by
-    self-tests on a directory tree shaped like /sys and /proc)."""
+class NodeTarget:
+    """A live node behind a testinfra transport. ``root`` prefixes every path read (an
+    offline tree such as a mounted node image, or a self-test's fake /sys)."""
 
     spec: str = "local://"
     root: str = ""
     sudo: bool = False
     ssh_config: str | None = None
     ssh_identity_file: str | None = None
+    host_keys: HostKeys = "strict"
     timeout_s: int = 120
     round_trips: int = 0
     _host: Any = field(default=None, repr=False)
 
+    scope = Scope.NODE
+    origin = "live"
+
+    def __post_init__(self) -> None:
+        self.address = Address.parse(self.spec)
+
+    @property
+    def kind(self) -> str:
+        return self.address.kind
+
     @property
     def name(self) -> str:
-        if self.spec in ("local://", "local", ""):
-            return platform.node() or "localhost"
-        return self.spec
+        n = self.address.name
+        return f"{n}:{self.root}" if self.root else n
 
+    @property
+    def redacted(self) -> str:
+        return self.address.redacted + (f" (root {self.root})" if self.root else "")
+
+    @property
+    def offline_tree(self) -> bool:
+        """Files only: an image or a directory tree, no running kernel or services."""
+        return bool(self.root) or self.kind == "chroot"
+
+    @property
+    def is_this_machine(self) -> bool:
+        return self.kind == "local" and not self.root
+
+    @property
+    def sockets_reachable(self) -> bool:
+        """Can kgc open the node's unix sockets (NRI, CRI) directly from here?"""
+        return self.is_this_machine
+
+    @property
+    def remediation(self) -> str:
+        return _remedy(self.address, self.host_keys)
+
+    def reboot_refusal(self) -> str | None:
+        """Why this target must not be rebooted (None: it may, given --allow-reboot)."""
+        a = self.address
+        if self.kind == "local":
+            return ("refusing to reboot the machine that runs kgc (local:// target); run the "
+                    "reboot test against a remote node: --hosts ssh://root@NODE --allow-reboot")
+        if self.root or self.kind == "chroot":
+            return f"refusing to reboot {self.name}: an offline tree, not a running machine"
+        if self.kind in CONTAINER_KINDS:
+            return (f"refusing to reboot through {self.kind}://: a pod or container shares the "
+                    "node with others; reboot over SSH to the node itself")
+        if self.kind not in WHOLE_MACHINE:
+            return f"refusing to reboot through {self.kind}://: not known to reach a whole machine"
+        if a.loopback:
+            return (f"refusing to reboot {self.name}: a loopback address is this machine or a "
+                    "port forwarded to it; name the node (an ssh_config Host alias for a VM)")
+        return None
+
+    # -- I/O ---------------------------------------------------------------------------
     @property
     def host(self) -> Any:
         if self._host is None:
-            import testinfra
-
-            kw: dict[str, Any] = {"sudo": self.sudo}
-            if self.ssh_config:
-                kw["ssh_config"] = self.ssh_config
-            if self.ssh_identity_file:
-                kw["ssh_identity_file"] = self.ssh_identity_file
-            if self.spec.startswith(("ssh://", "paramiko://")):
-                kw["timeout"] = self.timeout_s
-            self._host = testinfra.get_host(self.spec, **kw)
+            self._host = _testinfra_host(self)
         return self._host
 
     def run(self, script: str) -> tuple[int, str, str]:
@@ -82,7 +251,10 @@ class LiveTarget:
         try:
             res = self.host.run(cmd)
         except Exception as exc:  # noqa: BLE001 - transport failures become TargetError
-            raise TargetError(f"{self.name}: could not run the collector: {_brief(exc)}") from exc
+            raise TargetError(
+                f"{self.name}: could not run the collector over {self.kind}://: {_brief(exc)}",
+                self.remediation,
+            ) from exc
         return res.rc, res.stdout, res.stderr
 
     def collect(self, query: HostQuery) -> HostSnapshot:
@@ -92,9 +264,89 @@ class LiveTarget:
         if not snap.complete:
             raise TargetError(
                 f"{self.name}: the collector did not finish (exit {rc}); "
-                f"stderr: {err.strip()[:500]}"
+                f"stderr: {err.strip()[:500] or '(none)'}",
+                self.remediation,
             )
         return snap
+
+
+def _testinfra_host(t: NodeTarget) -> Any:
+    import testinfra
+
+    kw: dict[str, Any] = {"sudo": t.sudo}
+    if t.ssh_config:
+        kw["ssh_config"] = t.ssh_config
+    if t.ssh_identity_file:
+        kw["ssh_identity_file"] = t.ssh_identity_file
+    if t.kind in SSH_KINDS:
+        kw["timeout"] = t.timeout_s
+    if t.kind in ("ssh", "safe-ssh"):
+        # command-line -o wins over any ssh_config: unknown host keys are refused unless the
+        # user opted out loudly
+        policy = "yes" if t.host_keys == "strict" else "accept-new"
+        kw["ssh_extra_args"] = f"-o StrictHostKeyChecking={policy}"
+    if t.kind == "paramiko":
+        from testinfra.host import Host
+
+        host_spec, extra = _parse_testinfra(t.address.raw)
+        kw.update({k: v for k, v in extra.items() if k != "connection"})
+        backend = _strict_paramiko()(host_spec, host_keys=t.host_keys, **kw)
+        h = Host(backend)
+        backend.set_host(h)
+        return h
+    return testinfra.get_host(t.address.raw, **kw)
+
+
+def _parse_testinfra(spec: str) -> tuple[str, dict[str, Any]]:
+    from testinfra.backend import parse_hostspec
+
+    return parse_hostspec(spec)
+
+
+@functools.cache
+def _strict_paramiko() -> type:
+    """testinfra's paramiko backend with a host-key policy: unknown keys are refused
+    (RejectPolicy) unless the user opted out; known_hosts from ~/.ssh and the ssh_config's
+    UserKnownHostsFile are loaded. (testinfra's own backend warns and accepts any key.)"""
+    import paramiko
+    from testinfra.backend.paramiko import ParamikoBackend
+
+    class StrictParamikoBackend(ParamikoBackend):  # type: ignore[misc]
+        def __init__(self, hostspec: str, host_keys: HostKeys = "strict", **kw: Any) -> None:
+            self._kgc_host_keys = host_keys
+            super().__init__(hostspec, **kw)
+
+        @functools.cached_property
+        def client(self) -> paramiko.SSHClient:  # type: ignore[override]
+            client = paramiko.SSHClient()
+            client.load_system_host_keys()
+            cfg: dict[str, Any] = {
+                "hostname": self.host.name,
+                "port": int(self.host.port) if self.host.port else 22,
+                "username": self.host.user,
+                "timeout": self.timeout,
+                "password": self.host.password,
+            }
+            conf_path = self.ssh_config or os.path.expanduser("~/.ssh/config")
+            if os.path.exists(conf_path):
+                sc = paramiko.SSHConfig.from_path(conf_path)
+                self._load_ssh_config(client, cfg, sc, os.path.dirname(conf_path))
+                for kh in sc.lookup(self.host.name).get("userknownhostsfile", "").split():
+                    kh = os.path.expanduser(kh)
+                    if os.path.exists(kh):
+                        client.load_host_keys(kh)
+            # after the config: its StrictHostKeyChecking=no does not weaken the default
+            client.set_missing_host_key_policy(
+                paramiko.RejectPolicy()
+                if self._kgc_host_keys == "strict"
+                else paramiko.AutoAddPolicy()
+            )
+            if self.ssh_identity_file:
+                cfg["key_filename"] = self.ssh_identity_file
+            client.connect(**cfg)
+            return client
+
+    return StrictParamikoBackend
 
 
 def _brief(exc: Exception) -> str:
@@ -105,8 +357,8 @@ def _brief(exc: Exception) -> str:
         err = getattr(arg, "stderr", "") or ""
         if isinstance(err, bytes):
             err = err.decode(errors="replace")
-        return f"exit {rc}: {err.strip()[-500:] or '(no stderr)'}"
-    text = str(exc)
+        return f"exit {rc}: {redact_url(err.strip()[-500:]) or '(no stderr)'}"
+    text = redact_url(f"{type(exc).__name__}: {exc}")
     return text if len(text) <= 600 else text[:300] + " … " + text[-300:]
 
 
@@ -114,57 +366,74 @@ def _q(s: str) -> str:
     return "'" + s.replace("'", "'\"'\"'") + "'"
 
 
-@dataclass
-class BundleTarget:
-    """Evidence recorded earlier by ``kgc snapshot``; evaluated offline, no I/O to a node."""
+# -- cluster -----------------------------------------------------------------------------
+def default_kubeconfig() -> str | None:
+    env = os.environ.get("KUBECONFIG")
+    if env:
+        return env.split(os.pathsep)[0]
+    home = Path.home() / ".kube" / "config"
+    return str(home) if home.exists() else None
 
-    path: Path
-    data: Mapping[str, Any] = field(default_factory=dict)
+
+@dataclass
+class ClusterTarget:
+    """A Kubernetes cluster: the kubeconfig file and context the run uses. The kubeconfig's
+    content (tokens, client keys) never leaves this object."""
+
+    kubeconfig: str | None = None
+    context: str | None = None
+    round_trips: int = 0
+
+    scope = Scope.CLUSTER
+    origin = "live"
 
     def __post_init__(self) -> None:
-        try:
-            raw = json.loads(Path(self.path).read_text())
-        except (OSError, ValueError) as exc:
-            raise TargetError(f"cannot read evidence bundle {self.path}: {exc}") from exc
-        if not isinstance(raw, dict) or raw.get("format") != BUNDLE_FORMAT:
-            raise TargetError(f"{self.path}: not a {BUNDLE_FORMAT} evidence bundle")
-        self.data = raw
+        if self.kubeconfig is None:
+            self.kubeconfig = default_kubeconfig()
 
     @property
     def name(self) -> str:
-        return str(self.data.get("target", Path(self.path).stem))
+        ctx, cluster = _context_names(self.kubeconfig, self.context)
+        return cluster or ctx or "cluster"
 
-    round_trips: int = 0
+    @property
+    def redacted(self) -> str:
+        return f"kubeconfig {self.kubeconfig or '(none)'}" + (
+            f" context {self.context}" if self.context else ""
+        )
 
-    def collect(self, query: HostQuery) -> HostSnapshot:
-        return HostSnapshot.from_dict(self.data.get("host", {}))
+    @property
+    def remediation(self) -> str:
+        return ("Point kgc at the cluster: --kubeconfig FILE [--context NAME] (or $KUBECONFIG), "
+                "with credentials bound to the certification role (deploy/rbac/"
+                "kgc-certify.yaml), and check `kubectl --kubeconfig FILE get nodes` works.")
 
-    def extra(self, key: str) -> Any:
-        """Non-host evidence recorded in the bundle (e.g. ``nri``, ``reboot``)."""
-        return self.data.get(key)
+    def connect(self) -> Any:
+        """A :class:`kgc.kube.Kube` client (imported only when a cluster layer runs)."""
+        if not self.kubeconfig:
+            raise TargetError("no kubeconfig: none given, $KUBECONFIG unset and ~/.kube/config "
+                              "absent", self.remediation)
+        from kgc.kube import connect
 
-
-def write_bundle(
-    path: Path, target: str, snapshot: HostSnapshot, extra: Mapping[str, Any] | None = None
-) -> Path:
-    doc: dict[str, Any] = {
-        "format": BUNDLE_FORMAT,
-        "kgc_version": __version__,
-        "target": target,
-        "collected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "host": snapshot.to_dict(),
-    }
-    if extra:
-        doc.update(extra)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True))
-    os.replace(tmp, path)
-    return path
+        try:
+            return connect(self.kubeconfig, self.context)
+        except Exception as exc:  # noqa: BLE001 - reported with the transport's remedy
+            raise TargetError(f"cluster {self.name}: {_brief(exc)}",
+                              getattr(exc, "remediation", "") or self.remediation) from exc
 
 
-def make_target(spec: str, **kw: Any) -> LiveTarget | BundleTarget:
-    if spec.startswith("bundle://"):
-        return BundleTarget(Path(spec[len("bundle://") :]))
-    return LiveTarget(spec, **kw)
+def _context_names(path: str | None, context: str | None) -> tuple[str, str]:
+    """(context, cluster) names from a kubeconfig, read for naming only."""
+    if not path:
+        return "", ""
+    try:
+        doc = yaml.safe_load(Path(path).read_text())
+    except (OSError, ValueError, yaml.YAMLError):
+        return context or "", ""
+    if not isinstance(doc, dict):
+        return context or "", ""
+    ctx = context or str(doc.get("current-context") or "")
+    for c in doc.get("contexts") or []:
+        if isinstance(c, dict) and c.get("name") == ctx and isinstance(c.get("context"), dict):
+            return ctx, str(c["context"].get("cluster") or "")
+    return ctx, ""

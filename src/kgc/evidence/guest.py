@@ -1,26 +1,205 @@
-"""Parse what the in-guest collector (:mod:`kgc.guest`) recorded: the evidence the GPU-pod
-and VM-sizing layers judge. Pure and total: malformed input yields ``None`` fields and
-entries in ``problems``, never an exception."""
+"""Parse what the in-guest collector (:mod:`kgc.guest`) printed: the evidence the GPU-pod
+and VM-sizing layers judge.
+
+Two entry points, one result shape (:class:`GuestEvidence`):
+
+- :func:`parse_guest_output` reads the collector's raw output (a pod's log): it finds the
+  record boundary itself, so the caller needs nothing but the text;
+- :func:`parse_guest` reads an already split snapshot (a recorded ``kgc-bundle/1`` file from
+  ``python3 -m kgc.guest --out``, as in ``fixtures/guest/``).
+
+Pure and total: malformed input yields ``None`` fields and entries in ``problems``, never an
+exception; inputs are bounded (:data:`MAX_OUTPUT_CHARS`, :data:`MAX_XML_CHARS`) so a hostile
+or runaway pod cannot make the parser hang. The nvidia-smi XML goes through ``defusedxml``:
+no entity expansion, no DTD or external resource is ever fetched.
+
+``GuestEvidence.to_dict`` / ``from_dict`` record and replay it; ``from_dict`` raises
+:class:`kgc.core.model.EvidenceError` (one line, naming the field) on malformed input.
+"""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
-import xml.etree.ElementTree as ET
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+from xml.etree.ElementTree import Element, ParseError
 
-from kgc.core.hostfs import HostSnapshot
-from kgc.evidence.pci import PciDevice, parse_pci
+from defusedxml import DefusedXmlException
+from defusedxml.ElementTree import fromstring as _safe_fromstring
+
+from kgc.core.hostfs import HostSnapshot, parse_output
+from kgc.core.model import EvidenceError
+
+PCI = "/sys/bus/pci/devices"
+IOMMU_GROUPS = "/sys/kernel/iommu_groups"
+
+# A pod log is at most a few hundred KiB (nvidia-smi -q -x is ~25 KiB per GPU); anything
+# beyond these bounds is cut, and the cut is reported in ``problems``.
+MAX_OUTPUT_CHARS = 8 * 1024 * 1024
+MAX_XML_CHARS = 2 * 1024 * 1024
+MAX_TEXT_CHARS = 4096  # free-text fields kept in the evidence (error lines, cmdline)
+
+_BOUNDARY_V = re.compile(r"^(@@KGC-[0-9a-f]{8,64}@@) V \S+$", re.M)
+
+# IORESOURCE_* flag bits (include/linux/ioport.h) as sysfs `resource` prints them
+IORESOURCE_IO = 0x100
+IORESOURCE_MEM = 0x200
+IORESOURCE_PREFETCH = 0x2000
+IORESOURCE_MEM_64 = 0x100000
+ROM_INDEX = 6
 
 
+# --------------------------------------------------------------------------- strict dicts
+T = TypeVar("T")
+
+
+class Fields:
+    """Typed reads from a recorded dict; every failure is one :class:`EvidenceError` line
+    naming the field path (``pods[0].guest.vcpus: expected int, got str``)."""
+
+    def __init__(self, d: Any, where: str) -> None:
+        if not isinstance(d, Mapping):
+            raise EvidenceError(f"{where or 'evidence'}: expected an object, got {_tn(d)}")
+        self.d = d
+        self.where = where
+
+    def _path(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
+    def _get(self, key: str, optional: bool) -> Any:
+        if key not in self.d:
+            if optional:
+                return None
+            raise EvidenceError(f"{self._path(key)}: missing")
+        return self.d[key]
+
+    def _typed(self, key: str, types: tuple[type, ...], name: str, optional: bool) -> Any:
+        v = self._get(key, optional)
+        if v is None:
+            if optional:
+                return None
+            raise EvidenceError(f"{self._path(key)}: expected {name}, got null")
+        if isinstance(v, bool) and bool not in types:
+            raise EvidenceError(f"{self._path(key)}: expected {name}, got bool")
+        if not isinstance(v, types):
+            raise EvidenceError(f"{self._path(key)}: expected {name}, got {_tn(v)}")
+        return v
+
+    def text(self, key: str) -> str:
+        return self._typed(key, (str,), "string", False)
+
+    def opt_str(self, key: str) -> str | None:
+        return self._typed(key, (str,), "string", True)
+
+    def integer(self, key: str) -> int:
+        return self._typed(key, (int,), "int", False)
+
+    def opt_int(self, key: str) -> int | None:
+        return self._typed(key, (int,), "int", True)
+
+    def opt_float(self, key: str) -> float | None:
+        v = self._typed(key, (int, float), "number", True)
+        return None if v is None else float(v)
+
+    def flag(self, key: str) -> bool:
+        return self._typed(key, (bool,), "bool", False)
+
+    def opt_flag(self, key: str) -> bool | None:
+        return self._typed(key, (bool,), "bool", True)
+
+    def str_map(self, key: str, optional: bool = False) -> dict[str, str]:
+        v = self._typed(key, (dict,), "object", optional)
+        if v is None:
+            return {}
+        for k, x in v.items():
+            if not isinstance(x, str):
+                raise EvidenceError(f"{self._path(key)}.{k}: expected string, got {_tn(x)}")
+        return dict(v)
+
+    def strs(self, key: str) -> tuple[str, ...]:
+        v = self._typed(key, (list, tuple), "list", False)
+        for i, x in enumerate(v):
+            if not isinstance(x, str):
+                raise EvidenceError(f"{self._path(key)}[{i}]: expected string, got {_tn(x)}")
+        return tuple(v)
+
+    def opt_strs(self, key: str) -> tuple[str, ...] | None:
+        if self._get(key, True) is None:
+            return None
+        return self.strs(key)
+
+    def objs(self, key: str, build: Callable[[Any, str], T]) -> tuple[T, ...]:
+        v = self._typed(key, (list, tuple), "list", False)
+        return tuple(build(x, f"{self._path(key)}[{i}]") for i, x in enumerate(v))
+
+    def opt_objs(self, key: str, build: Callable[[Any, str], T]) -> tuple[T, ...] | None:
+        if self._get(key, True) is None:
+            return None
+        return self.objs(key, build)
+
+    def obj(self, key: str, build: Callable[[Any, str], T]) -> T:
+        v = self._get(key, False)
+        if v is None:
+            raise EvidenceError(f"{self._path(key)}: expected an object, got null")
+        return build(v, self._path(key))
+
+    def opt_obj(self, key: str, build: Callable[[Any, str], T]) -> T | None:
+        v = self._get(key, True)
+        return None if v is None else build(v, self._path(key))
+
+    def opt_json_obj(self, key: str) -> dict[str, Any] | None:
+        return self._typed(key, (dict,), "object", True)
+
+
+def _tn(v: Any) -> str:
+    return "null" if v is None else type(v).__name__
+
+
+def clip(text: str | None, n: int = MAX_TEXT_CHARS) -> str | None:
+    if text is None:
+        return None
+    return text if len(text) <= n else text[:n] + f"... [{len(text) - n} more characters]"
+
+
+# --------------------------------------------------------------------------- nvidia-smi
 @dataclass(frozen=True)
 class SmiGpu:
     bus_id: str | None
     product_name: str | None
     uuid: str | None
     memory_total_mib: int | None
-    pci_device_id: str | None  # e.g. "233510de" as nvidia-smi prints it
+    pci_device_id: str | None  # e.g. "233510DE" as nvidia-smi prints it
+    virtualization_mode: str | None = None  # "Pass-Through" inside a VM with a VFIO GPU
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "bus_id": self.bus_id,
+            "product_name": self.product_name,
+            "uuid": self.uuid,
+            "memory_total_mib": self.memory_total_mib,
+            "pci_device_id": self.pci_device_id,
+            "virtualization_mode": self.virtualization_mode,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "smi_gpu") -> SmiGpu:
+        f = Fields(d, where)
+        return cls(
+            bus_id=f.opt_str("bus_id"),
+            product_name=f.opt_str("product_name"),
+            uuid=f.opt_str("uuid"),
+            memory_total_mib=f.opt_int("memory_total_mib"),
+            pci_device_id=f.opt_str("pci_device_id"),
+            virtualization_mode=f.opt_str("virtualization_mode"),
+        )
+
+    def describe(self) -> str:
+        mem = f"{self.memory_total_mib} MiB" if self.memory_total_mib is not None else "? MiB"
+        return f"{self.product_name or '?'} ({self.uuid or 'no UUID'}, {self.bus_id or '?'}, {mem})"
 
 
 @dataclass(frozen=True)
@@ -28,103 +207,472 @@ class NvidiaSmi:
     driver_version: str | None
     cuda_version: str | None
     gpus: tuple[SmiGpu, ...]
+    attached_gpus: int | None = None
+    source: str = "xml"  # "xml" (nvidia-smi -q -x) or "csv" (the query fallback)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "driver_version": self.driver_version,
+            "cuda_version": self.cuda_version,
+            "attached_gpus": self.attached_gpus,
+            "source": self.source,
+            "gpus": [g.to_dict() for g in self.gpus],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "smi") -> NvidiaSmi:
+        f = Fields(d, where)
+        return cls(
+            driver_version=f.opt_str("driver_version"),
+            cuda_version=f.opt_str("cuda_version"),
+            gpus=f.objs("gpus", SmiGpu.from_dict),
+            attached_gpus=f.opt_int("attached_gpus"),
+            source=f.text("source"),
+        )
 
 
 def _mib(text: str | None) -> int | None:
-    m = re.match(r"\s*(\d+)\s*MiB", text or "")
+    m = re.match(r"\s*(\d{1,12})\s*MiB", text or "")
     return int(m.group(1)) if m else None
 
 
-def parse_nvidia_smi_xml(text: str | None) -> NvidiaSmi | None:
-    if not text or "<nvidia_smi_log" not in text:
+def _text(el: Element, path: str) -> str | None:
+    t = el.findtext(path)
+    if t is None:
         return None
-    # the DOCTYPE names an external DTD; drop it rather than resolve anything
-    body = re.sub(r"<!DOCTYPE[^>]*>", "", text, count=1)
+    t = t.strip()
+    return clip(t, 256) if t else None
+
+
+def parse_nvidia_smi_xml(text: str | None) -> NvidiaSmi | None:
+    """``nvidia-smi -q -x`` -> :class:`NvidiaSmi`; None when it is not such a report.
+
+    Hardened: defusedxml refuses entity declarations (no billion laughs) and never fetches
+    the external DTD the report names; the input is bounded to :data:`MAX_XML_CHARS`.
+    """
+    if not text or "<nvidia_smi_log" not in text or len(text) > MAX_XML_CHARS:
+        return None
+    # nvidia-smi names an external DTD (SYSTEM "nvsmi_device_vNN.dtd"); drop the declaration
+    # so that even a parser configured to forbid DTDs accepts the genuine report.
+    body = re.sub(r"<!DOCTYPE[^>\[]{0,512}>", "", text, count=1)
     try:
-        root = ET.fromstring(body)
-    except ET.ParseError:
+        root = _safe_fromstring(body, forbid_dtd=True, forbid_entities=True,
+                                forbid_external=True)
+    except (ParseError, DefusedXmlException, ValueError):
+        return None
+    if root.tag != "nvidia_smi_log":
         return None
     gpus = []
     for g in root.findall("gpu"):
         gpus.append(
             SmiGpu(
-                bus_id=g.get("id"),
-                product_name=g.findtext("product_name"),
-                uuid=g.findtext("uuid"),
+                bus_id=clip(g.get("id"), 64),
+                product_name=_text(g, "product_name"),
+                uuid=_text(g, "uuid"),
                 memory_total_mib=_mib(g.findtext("fb_memory_usage/total")),
-                pci_device_id=g.findtext("pci/pci_device_id"),
+                pci_device_id=_text(g, "pci/pci_device_id"),
+                virtualization_mode=_text(g, "gpu_virtualization_mode/virtualization_mode"),
             )
         )
-    return NvidiaSmi(root.findtext("driver_version"), root.findtext("cuda_version"), tuple(gpus))
+    attached = _text(root, "attached_gpus")
+    return NvidiaSmi(
+        driver_version=_text(root, "driver_version"),
+        cuda_version=_text(root, "cuda_version"),
+        gpus=tuple(gpus),
+        attached_gpus=int(attached) if attached and attached.isdigit() else None,
+        source="xml",
+    )
 
 
-def meminfo_kib(text: str | None, key: str = "MemTotal") -> int | None:
-    for line in (text or "").splitlines():
-        k, _, v = line.partition(":")
-        if k.strip() == key:
-            m = re.match(r"\s*(\d+)\s*kB", v)
-            return int(m.group(1)) if m else None
-    return None
+def parse_nvidia_smi_csv(text: str | None) -> NvidiaSmi | None:
+    """The ``--query-gpu=name,uuid,pci.bus_id,memory.total,driver_version --format=csv``
+    fallback (no CUDA version in it). None unless it has that header."""
+    if not text or len(text) > MAX_XML_CHARS:
+        return None
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines or not lines[0].replace(" ", "").startswith("name,uuid,pci.bus_id,memory.total"):
+        return None
+    gpus = []
+    drivers = set()
+    for row in csv.reader(io.StringIO("\n".join(lines[1:])), skipinitialspace=True):
+        if len(row) < 5:
+            continue
+        name, uuid, bus, mem, drv = (c.strip() for c in row[:5])
+        gpus.append(SmiGpu(bus or None, clip(name, 256) or None, uuid or None, _mib(mem), None))
+        if drv:
+            drivers.add(drv)
+    driver = drivers.pop() if len(drivers) == 1 else None
+    return NvidiaSmi(driver, None, tuple(gpus), len(gpus), source="csv")
+
+
+# --------------------------------------------------------------------------- PCI
+@dataclass(frozen=True)
+class Bar:
+    """One line of a PCI function's sysfs ``resource`` file (index 0-5 BARs, 6 the ROM)."""
+
+    index: int
+    start: int
+    size: int
+    flags: int
+
+    @property
+    def is_mem(self) -> bool:
+        return bool(self.flags & IORESOURCE_MEM)
+
+    @property
+    def is_io(self) -> bool:
+        return bool(self.flags & IORESOURCE_IO)
+
+    @property
+    def prefetch(self) -> bool:
+        return bool(self.flags & IORESOURCE_PREFETCH)
+
+    @property
+    def mem64(self) -> bool:
+        return bool(self.flags & IORESOURCE_MEM_64)
+
+    @property
+    def assigned(self) -> bool:
+        return self.start != 0 and self.size > 0
+
+    def describe(self) -> str:
+        name = "ROM" if self.index == ROM_INDEX else f"BAR{self.index}"
+        kind = "io" if self.is_io else ("mem64" if self.mem64 else "mem")
+        pf = " pref" if self.prefetch else ""
+        where = f"@{self.start:#x}" if self.assigned else " unassigned"
+        return f"{name} {human_size(self.size)} {kind}{pf}{where}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "start": self.start, "size": self.size, "flags": self.flags}
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "bar") -> Bar:
+        f = Fields(d, where)
+        return cls(f.integer("index"), f.integer("start"), f.integer("size"), f.integer("flags"))
+
+
+def human_size(n: int) -> str:
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} B"
+
+
+def parse_resource(text: str | None) -> tuple[Bar, ...] | None:
+    """sysfs ``resource``: ``start end flags`` in hex per line. Absent lines (all zero) are
+    dropped; None when the file is missing or not in that format."""
+    if text is None:
+        return None
+    bars = []
+    for i, line in enumerate(text.splitlines()[:ROM_INDEX + 1]):
+        parts = line.split()
+        if len(parts) != 3:
+            return None
+        try:
+            start, end, flags = (int(p, 16) for p in parts)
+        except ValueError:
+            return None
+        if start == 0 and end == 0 and flags == 0:
+            continue
+        size = end - start + 1 if end >= start else 0
+        bars.append(Bar(i, start, size, flags))
+    return tuple(bars)
 
 
 @dataclass(frozen=True)
+class GuestPciFunction:
+    bdf: str
+    vendor: str | None
+    device: str | None
+    pci_class: str | None  # 6 hex digits, e.g. "030200"
+    subsystem_vendor: str | None = None
+    subsystem_device: str | None = None
+    driver: str | None = None
+    bars: tuple[Bar, ...] | None = None  # None: the resource file was not read
+
+    @property
+    def ident(self) -> str:
+        return f"{self.vendor or '????'}:{self.device or '????'}"
+
+    @property
+    def is_nvidia_gpu(self) -> bool:
+        """NVIDIA (10de) display-class function: a GPU, not its audio or USB function."""
+        return self.vendor == "10de" and (self.pci_class or "").startswith("03")
+
+    def describe(self) -> str:
+        return (f"{self.bdf} [{self.ident}] class {self.pci_class or '?'} "
+                f"({self.driver or 'no driver'})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "bdf": self.bdf,
+            "vendor": self.vendor,
+            "device": self.device,
+            "class": self.pci_class,
+            "subsystem_vendor": self.subsystem_vendor,
+            "subsystem_device": self.subsystem_device,
+            "driver": self.driver,
+            "bars": None if self.bars is None else [b.to_dict() for b in self.bars],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "pci") -> GuestPciFunction:
+        f = Fields(d, where)
+        return cls(
+            bdf=f.text("bdf"),
+            vendor=f.opt_str("vendor"),
+            device=f.opt_str("device"),
+            pci_class=f.opt_str("class"),
+            subsystem_vendor=f.opt_str("subsystem_vendor"),
+            subsystem_device=f.opt_str("subsystem_device"),
+            driver=f.opt_str("driver"),
+            bars=f.opt_objs("bars", Bar.from_dict),
+        )
+
+
+def _hex(v: str | None) -> str | None:
+    if v is None:
+        return None
+    v = v.strip().lower().removeprefix("0x")
+    return v if v and len(v) <= 8 and all(c in "0123456789abcdef" for c in v) else None
+
+
+def _pci_functions(snap: HostSnapshot) -> tuple[GuestPciFunction, ...]:
+    out = []
+    for bdf in snap.listdir(PCI) or ():
+        base = f"{PCI}/{bdf}"
+        cls = _hex(snap.text(f"{base}/class"))
+        drv = snap.link_name(f"{base}/driver")
+        out.append(
+            GuestPciFunction(
+                bdf=bdf,
+                vendor=_hex(snap.text(f"{base}/vendor")),
+                device=_hex(snap.text(f"{base}/device")),
+                pci_class=cls.rjust(6, "0") if cls else None,
+                subsystem_vendor=_hex(snap.text(f"{base}/subsystem_vendor")),
+                subsystem_device=_hex(snap.text(f"{base}/subsystem_device")),
+                driver=drv or None,
+                bars=parse_resource(snap.read(f"{base}/resource")),
+            )
+        )
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------- the guest
+@dataclass(frozen=True)
 class GuestEvidence:
-    kernel: str | None
-    hypervisor_flag: bool  # the CPU reports running under a hypervisor
+    """What one guest (a GPU pod's microVM, or a machine the collector ran on) showed."""
+
+    kernel: str | None  # uname -r
+    hypervisor_flag: bool  # /proc/cpuinfo flags carry "hypervisor" (x86 under a hypervisor)
     gvisor: bool  # gVisor reports kernel 4.4.0 and is a sandbox, not a VM
-    vcpus: int | None  # nproc --all
+    vcpus: int | None  # nproc --all (or the processor lines of /proc/cpuinfo)
     memtotal_kib: int | None
     cmdline: str | None
-    nvidia_pci: tuple[PciDevice, ...]
-    smi: NvidiaSmi | None
-    smi_rc: int | None
-    cuda_check: dict[str, Any] | None
+    pci: tuple[GuestPciFunction, ...] = ()
+    pci_listed: bool = False  # /sys/bus/pci/devices was listed at all
+    iommu_groups: tuple[str, ...] | None = None  # None: /sys/kernel/iommu_groups absent
+    smi: NvidiaSmi | None = None
+    smi_rc: int | None = None  # exit status of `nvidia-smi -q -x` (127: not found)
+    smi_error: str | None = None  # what nvidia-smi printed when it failed
+    dev_nvidia: tuple[str, ...] = ()
+    cuda_check: dict[str, Any] | None = None  # the torch probe's JSON (see kgc.guest)
+    dmesg: tuple[str, ...] | None = None  # guest kernel lines about BARs/vfio/NVRM
+    collector: str | None = None  # "kgc-guest/2"; None for older captures
+    complete: bool = True  # the output ended with the collector's END record
     problems: tuple[str, ...] = field(default_factory=tuple)
 
     @property
     def is_vm(self) -> bool:
         return self.hypervisor_flag and not self.gvisor
 
+    @property
+    def nvidia_pci(self) -> tuple[GuestPciFunction, ...]:
+        return tuple(d for d in self.pci if d.vendor == "10de")
+
+    @property
+    def nvidia_gpus(self) -> tuple[GuestPciFunction, ...]:
+        return tuple(d for d in self.pci if d.is_nvidia_gpu)
+
+    @property
+    def gpu_uuids(self) -> tuple[str, ...]:
+        return tuple(g.uuid for g in (self.smi.gpus if self.smi else ()) if g.uuid)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kernel": self.kernel,
+            "hypervisor_flag": self.hypervisor_flag,
+            "gvisor": self.gvisor,
+            "vcpus": self.vcpus,
+            "memtotal_kib": self.memtotal_kib,
+            "cmdline": self.cmdline,
+            "pci": [p.to_dict() for p in self.pci],
+            "pci_listed": self.pci_listed,
+            "iommu_groups": None if self.iommu_groups is None else list(self.iommu_groups),
+            "smi": None if self.smi is None else self.smi.to_dict(),
+            "smi_rc": self.smi_rc,
+            "smi_error": self.smi_error,
+            "dev_nvidia": list(self.dev_nvidia),
+            "cuda_check": self.cuda_check,
+            "dmesg": None if self.dmesg is None else list(self.dmesg),
+            "collector": self.collector,
+            "complete": self.complete,
+            "problems": list(self.problems),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "guest") -> GuestEvidence:
+        f = Fields(d, where)
+        cuda = f.opt_json_obj("cuda_check")
+        return cls(
+            kernel=f.opt_str("kernel"),
+            hypervisor_flag=f.flag("hypervisor_flag"),
+            gvisor=f.flag("gvisor"),
+            vcpus=f.opt_int("vcpus"),
+            memtotal_kib=f.opt_int("memtotal_kib"),
+            cmdline=f.opt_str("cmdline"),
+            pci=f.objs("pci", GuestPciFunction.from_dict),
+            pci_listed=f.flag("pci_listed"),
+            iommu_groups=f.opt_strs("iommu_groups"),
+            smi=f.opt_obj("smi", NvidiaSmi.from_dict),
+            smi_rc=f.opt_int("smi_rc"),
+            smi_error=f.opt_str("smi_error"),
+            dev_nvidia=f.strs("dev_nvidia"),
+            cuda_check=None if cuda is None else dict(cuda),
+            dmesg=f.opt_strs("dmesg"),
+            collector=f.opt_str("collector"),
+            complete=f.flag("complete"),
+            problems=f.strs("problems"),
+        )
+
+
+def meminfo_kib(text: str | None, key: str = "MemTotal") -> int | None:
+    for line in (text or "").splitlines():
+        k, _, v = line.partition(":")
+        if k.strip() == key:
+            m = re.match(r"\s*(\d{1,15})\s*kB", v)
+            return int(m.group(1)) if m else None
+    return None
+
+
+def _first_line(text: str) -> str:
+    for ln in text.splitlines():
+        if ln.strip():
+            return clip(ln.strip(), 300) or ""
+    return ""
+
 
 def parse_guest(snap: HostSnapshot) -> GuestEvidence:
+    """A split snapshot -> :class:`GuestEvidence`. Never raises."""
     problems: list[str] = []
     cpuinfo = snap.read("/proc/cpuinfo") or ""
     flags = next((ln.split(":", 1)[1].split() for ln in cpuinfo.splitlines()
-                  if ln.startswith("flags")), [])
+                  if ln.startswith("flags") and ":" in ln), [])
     kernel = snap.text("/proc/sys/kernel/osrelease")
+    ur = snap.command("uname_r")
+    if not kernel and ur is not None and ur.rc == 0 and ur.output.strip():
+        kernel = ur.output.strip().splitlines()[0]
+    kernel = clip(kernel, 256) if kernel else None
+
     vcpus = None
-    np = snap.command("nproc")
-    if np is not None and np.rc == 0 and np.output.split():
-        try:
-            vcpus = int(np.output.split()[0])
-        except ValueError:
-            problems.append(f"nproc printed {np.output[:40]!r}")
+    np_ = snap.command("nproc")
+    if np_ is not None and np_.rc == 0 and np_.output.split():
+        word = np_.output.split()[0]
+        if word.isdigit() and len(word) < 7:
+            vcpus = int(word)
+        else:
+            problems.append(f"nproc printed {np_.output[:40]!r}")
+    if vcpus is None:
+        procs = sum(1 for ln in cpuinfo.splitlines() if re.match(r"processor\s*:", ln))
+        if procs:
+            vcpus = procs
     mem = meminfo_kib(snap.read("/proc/meminfo"))
     if mem is None:
         problems.append("no MemTotal in /proc/meminfo")
+
     smi_cmd = snap.command("nvidia_smi_xml")
     smi = parse_nvidia_smi_xml(smi_cmd.output if smi_cmd else None)
+    smi_error = None
     if smi_cmd is not None and smi_cmd.rc != 0:
-        problems.append(f"nvidia-smi -q -x exited {smi_cmd.rc}: {smi_cmd.output.strip()[:120]}")
+        smi_error = _first_line(smi_cmd.output) or f"exit {smi_cmd.rc}, no output"
+        problems.append(f"nvidia-smi -q -x exited {smi_cmd.rc}: {smi_error[:120]}")
+    elif smi_cmd is not None and smi is None:
+        csv_cmd = snap.command("nvidia_smi_csv")
+        smi = parse_nvidia_smi_csv(csv_cmd.output if csv_cmd and csv_cmd.rc == 0 else None)
+        problems.append("nvidia-smi -q -x printed no parseable report"
+                        + ("; used the CSV query instead" if smi else ""))
+
     cc = snap.command("cuda_check")
     cuda: dict[str, Any] | None = None
-    if cc is not None and cc.rc == 0:
+    if cc is not None and cc.output.strip():
         try:
-            loaded = json.loads(cc.output.strip().splitlines()[-1]) if cc.output.strip() else None
+            loaded = json.loads(cc.output.strip().splitlines()[-1])
             cuda = loaded if isinstance(loaded, dict) else None
         except ValueError:
-            problems.append("cuda check printed no JSON")
-    inv = parse_pci(snap)
+            cuda = None
+        if cuda is None:
+            problems.append(f"compute probe printed no JSON (exit {cc.rc}): "
+                            f"{_first_line(cc.output)[:120]}")
+            cuda = {"error": f"no JSON (exit {cc.rc}): {_first_line(cc.output)}"}
+        elif cc.rc not in (0, None):
+            cuda = {**cuda, "exit": cc.rc}
+
+    dm = snap.command("dmesg_pci")
+    dmesg = None
+    if dm is not None and dm.rc == 0:
+        dmesg = tuple(clip(ln, 300) or "" for ln in dm.output.splitlines() if ln.strip())[-200:]
+
+    dev = snap.command("dev_nvidia")
+    dev_nvidia = tuple(sorted({ln.strip() for ln in (dev.output if dev else "").splitlines()
+                               if ln.strip()}))[:256]
+    col = snap.command("collector")
+    collector = col.output.strip() if col is not None and col.rc == 0 else None
+
     return GuestEvidence(
         kernel=kernel,
         hypervisor_flag="hypervisor" in flags,
         gvisor=(kernel or "").startswith("4.4.0"),
         vcpus=vcpus,
         memtotal_kib=mem,
-        cmdline=snap.text("/proc/cmdline"),
-        nvidia_pci=tuple(d for d in inv.devices.values() if d.vendor == "10de"),
+        cmdline=clip(snap.text("/proc/cmdline")),
+        pci=_pci_functions(snap),
+        pci_listed=snap.listdir(PCI) is not None,
+        iommu_groups=snap.listdir(IOMMU_GROUPS),
         smi=smi,
         smi_rc=smi_cmd.rc if smi_cmd else None,
+        smi_error=smi_error,
+        dev_nvidia=dev_nvidia,
         cuda_check=cuda,
+        dmesg=dmesg,
+        collector=clip(collector, 64) if collector else None,
+        complete=snap.complete,
         problems=tuple(problems),
     )
+
+
+def find_boundary(text: str) -> str | None:
+    """The record boundary the collector chose, from its ``V`` line (pod logs may carry
+    other lines before it)."""
+    m = _BOUNDARY_V.search(text[:65536])
+    return m.group(1) if m else None
+
+
+def parse_guest_output(text: str) -> GuestEvidence:
+    """The collector's raw output (a pod log) -> :class:`GuestEvidence`. Never raises."""
+    problems = []
+    if len(text) > MAX_OUTPUT_CHARS:
+        problems.append(f"collector output cut at {MAX_OUTPUT_CHARS} of {len(text)} characters")
+        text = text[:MAX_OUTPUT_CHARS]
+    boundary = find_boundary(text)
+    if boundary is None:
+        return GuestEvidence(
+            kernel=None, hypervisor_flag=False, gvisor=False, vcpus=None, memtotal_kib=None,
+            cmdline=None, complete=False,
+            problems=(*problems, "no kgc collector output found (no @@KGC-…@@ V record)"),
+        )
+    ev = parse_guest(parse_output(text, boundary))
+    if not ev.complete:
+        problems.append("collector output ends before its END record (truncated or killed)")
+    if problems:
+        ev = GuestEvidence(**{**ev.__dict__, "problems": (*ev.problems, *problems)})
+    return ev

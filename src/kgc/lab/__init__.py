@@ -1,9 +1,13 @@
 """Labs: real components (QEMU node images, containerd, a Kubernetes control plane) that the
-self-tests and `kgc lab` use. Labs live beside the product; the product never imports them.
+self-tests and ``kgc lab`` use. Labs live beside the product; the product never imports them.
 
-Each lab module exposes ``register(subparsers)`` adding its ``kgc lab <name>`` commands, and
-may expose ``SCENARIOS: dict[str, Callable[[argparse.Namespace], int]]`` for
-``kgc lab run --scenario NAME``.
+One entry: ``kgc.lab.cli:main(argv)`` (``kgc lab ...``). Shared by every lab: ``common``
+(``LabError``, ``free_port``, the cache ``${KGC_CACHE:-~/.cache/kgc}``), ``supervise``
+(starting and stopping processes), ``ledger`` (the record of what each lab started) and
+``cleanup`` (``kgc lab cleanup``), ``scenarios`` (the registry behind
+``kgc lab run --scenario``). Each lab module exposes ``register(subparsers)`` adding its
+``kgc lab <name>`` commands.
 """
 
+# Modules with a ``register(subparsers)`` adding their ``kgc lab <name>`` commands.
 LAB_MODULES = ("kgc.lab.node", "kgc.lab.containerd", "kgc.lab.cluster", "kgc.lab.certify")

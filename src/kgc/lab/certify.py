@@ -66,6 +66,7 @@ def _containerd_stage(work: Path) -> Iterator[list[str]]:
             str(prof),
             "--cri-socket",
             inst.address,
+            "--nri-probe",  # the lab's own containerd: the live probe is wanted
         ]
 
 

@@ -19,15 +19,20 @@ from pathlib import Path
 
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
+from kgc.lab import procs
+from kgc.lab.common import LabUnavailable, lab_cache
+from kgc.lab.ledger import LabRecord
+
 FLAVOURS = {"1.7": "trixie", "2": "sid"}
+# What a lab containerd starts on its own: shims (which start runc and the containers).
+HELPER_EXES = ["containerd-shim*", "runc"]
 
-
-class LabUnavailable(Exception):
-    """The lab cannot run here (binaries missing, not root...); the message says why."""
+__all__ = ["ContainerdInstance", "LabUnavailable", "base_config", "bin_dir", "cache_dir",
+           "new_tmp", "require_lab"]
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("KGC_CACHE", str(Path.home() / ".cache" / "kgc"))) / "containerd"
+    return lab_cache("containerd")
 
 
 def bin_dir(flavour: str) -> Path:
@@ -114,6 +119,7 @@ class ContainerdInstance:
     extra_path: tuple[str, ...] = ()
     proc: subprocess.Popen[bytes] | None = None
     log_path: Path = field(init=False)
+    record: LabRecord | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.bin = bin_dir(self.flavour)
@@ -147,6 +153,13 @@ class ContainerdInstance:
         for d in ("cni/bin", "cni/conf", "opt"):
             (self.tmp / d).mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(self.config_text)
+        # Recorded before it starts: `kgc lab cleanup` finds this containerd, its shims and
+        # containers, its mounts and sockets even if this process is killed right now.
+        self.record = LabRecord.create("containerd", name=f"containerd{self.flavour}",
+                                       tmp=str(self.tmp))
+        self.record.add_owned(self.tmp, ["containerd", *HELPER_EXES])
+        self.record.add_mounts(self.tmp)
+        self.record.add_cri(self.address)
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             [self.containerd, "--config", str(self.config_path)],
@@ -156,6 +169,8 @@ class ContainerdInstance:
             start_new_session=True,
         )
         log.close()
+        self.record.add_process("containerd", self.proc.pid, exe=self.containerd, group=True,
+                                log=str(self.log_path))
 
         def up() -> bool:
             if self.proc is not None and self.proc.poll() is not None:
@@ -219,7 +234,15 @@ class ContainerdInstance:
                 self.proc.kill()
                 self.proc.wait(timeout=5)
         self.proc = None
+        # Shims outlive containerd by design; a pod left running keeps its shim (and the
+        # container under it): stop them, children first.
+        helpers = procs.referencing(str(self.tmp), HELPER_EXES)
+        for pid in [*reversed(procs.descendants(helpers)), *helpers]:
+            procs.stop(pid, procs.proc_start(pid), grace_s=3.0)
         self._cleanup_mounts()
+        if self.record is not None and not procs.mounts_under(str(self.tmp)):
+            self.record.close()
+            self.record = None
 
     def _cleanup_mounts(self) -> None:
         """Unmount anything containerd left mounted under our temp dir (deepest first)."""

@@ -14,8 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from kgc.core.engine import Context, load_layers
-from kgc.core.target import LiveTarget
+from kgc.core.engine import Context
+from kgc.core.registry import load_layers
+from kgc.core.target import NodeTarget
 from kgc.lab.node.lab import Hardware, NodeVM, build_variant, run_dir
 from kgc.lab.node.runner import HOST_LAYERS, lab_profile
 from kgc.lab.node.scenarios import VARIANTS
@@ -25,7 +26,7 @@ REPO = Path(__file__).resolve().parents[4]
 
 def host_run(vm: NodeVM) -> tuple[int, float, int]:
     """One full host run (iommu + vfio + persistence): round trips, seconds, verdicts."""
-    t = LiveTarget(vm.spec, ssh_config=str(vm.ssh_config), timeout_s=30)
+    t = NodeTarget(vm.spec, ssh_config=str(vm.ssh_config), timeout_s=30)
     ctx = Context(target=t, profile=lab_profile(), layers=load_layers())
     t0 = time.monotonic()
     vs = ctx.judge_all([n for n in HOST_LAYERS if n in ctx.layers])

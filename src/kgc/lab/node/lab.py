@@ -22,6 +22,10 @@ from typing import Any, Literal
 
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
+from kgc.lab import procs
+from kgc.lab.common import LabError, free_port, lab_cache
+from kgc.lab.ledger import LabRecord
+
 HERE = Path(__file__).resolve().parent
 BUILD_BASE = HERE / "build-base.sh"
 BOOT_ENTRY = "boot/loader/entries/debian.conf"
@@ -38,13 +42,11 @@ ADDR = {
 }
 
 
-class LabError(Exception):
-    """The lab could not build, boot or reach a node. ``str()`` is the user message."""
+__all__ = ["LabError", "free_port"]  # shared with every lab (kgc.lab.common)
 
 
 def cache_root() -> Path:
-    base = os.environ.get("KGC_CACHE") or str(Path.home() / ".cache" / "kgc")
-    return Path(base) / "node"
+    return lab_cache("node")
 
 
 def _log(msg: str) -> None:
@@ -81,8 +83,14 @@ def build_base() -> Path:
             raise LabError(f"{tool} not found: run scripts/bootstrap.d/10-node-lab.sh")
     root.parent.mkdir(parents=True, exist_ok=True)
     _log(f"building base tree {root} (debootstrap bookworm; a few minutes)")
+    # the build mounts /proc, /sys, /dev into the tree: recorded for `kgc lab cleanup`
+    record = LabRecord.create("node-build", name="base", root=str(root))
+    record.add_owned(root, ["bash", "nice", "debootstrap", "chroot"])
+    record.add_mounts(root)
     res = subprocess.run(["nice", "-n", "10", "bash", str(BUILD_BASE), str(root)], text=True,
                          capture_output=True)
+    if not procs.mounts_under(str(root)):
+        record.close()
     if res.returncode != 0:
         raise LabError(f"base image build failed:\n{(res.stdout + res.stderr)[-4000:]}")
     return root
@@ -205,6 +213,11 @@ def build_variant(v: Variant) -> BuiltImage:
         return BuiltImage(Path(m["disk"]), Path(m["kernel"]), Path(m["initrd"]), m["options"])
     vd.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{v.name}-", dir=vd.parent))
+    # the build mounts /proc, /sys and /dev into the tree: recorded for `kgc lab cleanup`
+    record = LabRecord.create("node-build", name=v.name, tmp=str(tmp))
+    record.add_owned(tmp, ["chroot", "update-initramfs", "mkfs.ext4", "cp"])
+    record.add_mounts(tmp)
+    record.add_path(tmp)
     try:
         root = tmp / "root"
         _log(f"building image variant {v.name} ({vd.name})")
@@ -258,10 +271,11 @@ def build_variant(v: Variant) -> BuiltImage:
         meta.write_text(json.dumps({k: str(x) for k, x in asdict(img).items()}))
         return img
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            if (tmp / "root" / "proc").is_mount():
-                subprocess.run(["umount", "-l", str(tmp / "root" / "proc")], check=False)
+        for mp in procs.mounts_under(str(tmp)):
+            subprocess.run(["umount", "-l", mp], check=False)
         shutil.rmtree(tmp, ignore_errors=True)
+        if not procs.mounts_under(str(tmp)):
+            record.close()
 
 
 # --------------------------------------------------------------------------------------
@@ -299,12 +313,6 @@ class Hardware:
         return a
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def run_dir() -> Path:
     return cache_root() / "run"
 
@@ -319,6 +327,7 @@ class NodeVM:
     boot_timeout_s: float = 420.0
     port: int = 0
     boot_s: float | None = None
+    record: LabRecord | None = field(default=None, repr=False)
 
     @property
     def dir(self) -> Path:
@@ -377,10 +386,15 @@ class NodeVM:
             raise LabError(f"node {self.name} is already running (pid {self.pid()})")
         shutil.rmtree(self.dir, ignore_errors=True)
         self.dir.mkdir(parents=True)
+        # Recorded before QEMU starts (it daemonizes: no parent will reap it): a QEMU whose
+        # command line names this VM's directory is this lab's, even if we die right now.
+        self.record = LabRecord.create("node", name=self.name, vm_dir=str(self.dir))
+        self.record.add_owned(self.dir, ["qemu-system-x86_64"])
         _run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b",
               str(self.image.disk), str(self.dir / "disk.qcow2")])
         for _attempt in range(3):
             self.port = free_port()
+            self.record.add_ssh_port(self.port)
             cmd = [
                 "qemu-system-x86_64", "-name", f"kgc-{self.name}",
                 *self.hardware.qemu_args(),
@@ -403,6 +417,10 @@ class NodeVM:
                 raise LabError(f"QEMU failed to start node {self.name}: {res.stderr.strip()}")
         else:
             raise LabError(f"QEMU could not bind a loopback port for {self.name}")
+        qemu = self.pid()
+        if qemu is not None:
+            self.record.add_process("qemu", qemu, exe="qemu-system-x86_64")
+            self.record.update(port=self.port)
         self._write_ssh_files()
         (self.dir / "meta.json").write_text(json.dumps({
             "name": self.name, "port": self.port, "image": {k: str(x) for k, x in
@@ -491,6 +509,7 @@ class NodeVM:
         """Power off: QEMU monitor ``quit``; SIGTERM to the QEMU we started if it lingers."""
         pid = self.pid()
         if pid is None:
+            self._forget()
             return
         with contextlib.suppress(OSError):
             self.monitor("quit")
@@ -505,6 +524,21 @@ class NodeVM:
             os.kill(pid, signal.SIGTERM)
         subprocess.run(["ssh", "-F", str(self.ssh_config), "-O", "exit", f"kgc-{self.name}"],
                        capture_output=True, check=False)
+        if procs.wait_gone(pid, None, 10.0):
+            self._forget()
+
+    def _forget(self) -> None:
+        """The VM is down: drop its lab record (the one this object made, or the one found
+        by name when another process started it)."""
+        rec = self.record
+        if rec is None:
+            from kgc.lab.ledger import records
+
+            found = [r for r in records("node")[0] if r.data.get("name") == self.name]
+            rec = found[-1] if found else None
+        if rec is not None:
+            rec.close()
+        self.record = None
 
     @classmethod
     def load(cls, name: str) -> NodeVM:

@@ -20,15 +20,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgc.core import report
-from kgc.core.engine import Context, load_layers
-from kgc.core.profile import PROFILES_DIR, Profile, load_profile
-from kgc.core.target import BundleTarget, LiveTarget, write_bundle
-from kgc.lab.node.lab import LabError, NodeVM, build_variant
+from kgc.core.bundle import load_bundle, write_bundle
+from kgc.core.engine import Context
+from kgc.core.layer import Scope
+from kgc.core.profile import Profile, load_profile, profiles_dir
+from kgc.core.registry import load_layers
+from kgc.core.target import NodeTarget
+from kgc.lab.common import LabError
+from kgc.lab.node.lab import NodeVM, build_variant
 from kgc.lab.node.scenarios import SCENARIO_SPECS, VARIANTS, Scenario
+from kgc.lab.scenarios import write_scenario_verdict
 
 HOST_LAYERS = ("iommu", "vfio", "persistence")
-LAB_PROFILE = PROFILES_DIR / "lab.yaml"
+LAB_PROFILE = profiles_dir() / "lab.yaml"
 
 # What a host run could change: every file under /etc and /boot (path, size, mtime, mode)
 # and each PCI device's binding state. Hashed before and after the host layers run.
@@ -84,7 +88,7 @@ def run_on_vm(vm: NodeVM, sc: Scenario, out_dir: Path, bundle_dir: Path | None,
         vm.ssh(sc.setup, timeout=180)
     before = fingerprint(vm)
     layers = load_layers()
-    target = LiveTarget(vm.spec, ssh_config=str(vm.ssh_config), timeout_s=30)
+    target = NodeTarget(vm.spec, ssh_config=str(vm.ssh_config), timeout_s=30)
     ctx = Context(target=target, profile=profile, layers=layers,
                   options={"allow_reboot": True, "reboot_timeout_s": reboot_timeout_s,
                            "console_log": str(vm.console_log)})
@@ -100,19 +104,21 @@ def run_on_vm(vm: NodeVM, sc: Scenario, out_dir: Path, bundle_dir: Path | None,
     verdicts = [v.to_dict() for v in [*host_verdicts, *reboot_verdicts]]
     sc_dir = out_dir if flat else out_dir / sc.name
     bundle_path = (bundle_dir or sc_dir) / f"{sc.name}.json"
-    write_bundle(bundle_path, target.name, ctx.host(),
-                 extra={"reboot": ctx.evidence("reboot").to_dict(), "lab_scenario": sc.name,
-                        "live_verdicts": sorted([list(verdict_key(v)) for v in verdicts])})
-    run = {"scenario": sc.name, "doc": sc.doc, "target": target.name,
-           "profile": str(LAB_PROFILE), "round_trips_host_run": trips,
-           "host_run_s": round(host_s, 2), "reboot_test_s": round(reboot_s, 1),
-           "boot_to_ssh_s": None if vm.boot_s is None else round(vm.boot_s, 1),
-           "host_layers_wrote_nothing": not diff, "writes_diff": diff[:50],
-           "expected": dict(sc.expect)}
-    vpath = report.write_verdict_json(sc_dir / "verdict.json", verdicts, run)
+    write_bundle(bundle_path, scope=Scope.NODE, target=target.name, host=ctx.host(),
+                 parts={"reboot": ctx.evidence("reboot").to_dict()},
+                 meta={"lab_scenario": sc.name,
+                       "live_verdicts": sorted([list(verdict_key(v)) for v in verdicts])})
     mism = compare(verdicts, dict(sc.expect))
     if diff:
         mism["no-writes"] = f"host layers changed the node: {diff[:10]}"
+    vpath = write_scenario_verdict(
+        sc_dir / "verdict.json", "node", sc.name, sc.doc, verdicts, dict(sc.expect), mism,
+        layers=[*(n for n in HOST_LAYERS if n in layers), "reboot"], target=target.name,
+        profile=str(LAB_PROFILE), round_trips_host_run=trips,
+        host_run_s=round(host_s, 2), reboot_test_s=round(reboot_s, 1),
+        boot_to_ssh_s=None if vm.boot_s is None else round(vm.boot_s, 1),
+        host_layers_wrote_nothing=not diff, writes_diff=diff[:50],
+    )
     return ScenarioResult(sc.name, verdicts, vpath, bundle_path, dict(sc.expect), mism, trips,
                           host_s, vm.boot_s, reboot_s, not diff, diff)
 
@@ -185,8 +191,7 @@ def replay(bundle: Path, profile: Profile | None = None) -> list[dict[str, Any]]
     """Judge a recorded bundle offline with the same layers (no I/O to a node)."""
     profile = profile or lab_profile()
     layers = load_layers()
-    ctx = Context(target=BundleTarget(bundle), profile=profile, layers=layers,
-                  options={"allow_reboot": True})
+    ctx = Context(target=load_bundle(bundle, layers), profile=profile, layers=layers)
     names = [n for n in (*HOST_LAYERS, "reboot") if n in layers]
     return [v.to_dict() for v in ctx.judge_all(names)]
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kgc.lab.node.lab import ADDR, Hardware, Variant
+from kgc.lab.scenarios import LabScenario, ScenarioOutcome, register_scenarios
 
 ACCEL_IDS = "1234:11e8"
 GPU_IDS = "8086:100e"
@@ -179,17 +180,23 @@ SCENARIO_SPECS: dict[str, Scenario] = {s.name: s for s in (
 )}
 
 
-def _scenario_fn(name: str) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
+def _outcome(name: str) -> Callable[[Path, bool], ScenarioOutcome]:
+    def run(report_dir: Path, keep: bool = False) -> ScenarioOutcome:
         from kgc.lab.node.runner import run_scenarios
 
+        res = run_scenarios([name], out_dir=Path(report_dir), flat=True, keep=keep)[name]
+        return ScenarioOutcome(name, "node", res.verdict_path, res.mismatches)
+
+    return run
+
+
+def _scenario_fn(name: str) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
         out = Path(getattr(args, "report_dir", None) or getattr(args, "out", None) or "reports")
-        results = run_scenarios([name], out_dir=out, flat=True,
-                                keep=bool(getattr(args, "keep", False)))
-        res = results[name]
-        print(json.dumps({"scenario": name, "verdict_json": str(res.verdict_path),
-                          "matches_documented": res.mismatches == {},
-                          "mismatches": res.mismatches}, indent=1))
+        res = _outcome(name)(out, bool(getattr(args, "keep", False)))
+        print(json.dumps({"scenario": name, "verdict_json": str(res.verdict_json),
+                          "matches_documented": res.matches,
+                          "mismatches": dict(res.mismatches)}, indent=1))
         if res.mismatches:
             print(f"scenario {name}: verdicts differ from the documented ones",
                   file=sys.stderr)
@@ -203,3 +210,7 @@ def _scenario_fn(name: str) -> Callable[[argparse.Namespace], int]:
 SCENARIOS: dict[str, Callable[[argparse.Namespace], int]] = {
     n: _scenario_fn(n) for n in SCENARIO_SPECS
 }
+
+register_scenarios(*(
+    LabScenario(n, "node", s.doc, _outcome(n)) for n, s in SCENARIO_SPECS.items()
+))

@@ -1,25 +1,29 @@
 """Layer ``nri`` — the live NRI probe: a real plugin registers on the node's NRI socket and
 must OBSERVE pod/container events (and, on its own probe pod, have its adjustment applied).
 
-``gather`` runs the probe where the socket is reachable: a ``local://`` target directly;
-a remote node through a forwarded socket given as the ``nri_socket`` option (see
-:mod:`kgc.layers.nri.collect`); a bundle replays its recorded ``nri`` evidence.
+It acts on the node (registers a plugin, starts one labelled probe pod through CRI), so it
+runs only with ``--nri-probe``. The socket must be reachable from kgc: the machine running
+kgc itself, or a remote node's socket forwarded with ``ssh -L`` and given as
+``--nri-socket`` (see :mod:`kgc.layers.nri.collect`). A bundle replays its record.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from kgc.core.engine import Context, Layer
-from kgc.core.target import LiveTarget, TargetError
+from kgc.core.engine import Context, Unavailable
+from kgc.core.layer import Gate, Layer, Scope
+from kgc.core.target import NodeTarget
+from kgc.evidence.containerd import get_path, nri_state
 from kgc.layers.nri.checks import CHECKS
 from kgc.layers.nri.collect import NriEvidence, run_probe
 
 REMOTE_HELP = (
     "the NRI socket is a unix socket on the node: run kgc on the node itself, or forward it "
     "(`ssh -N -L /tmp/kgc-nri.sock:/var/run/nri/nri.sock root@NODE` and, for the probe pod, "
-    "`-L /tmp/kgc-cri.sock:/run/containerd/containerd.sock`) and pass the options "
-    "nri_socket=/tmp/kgc-nri.sock cri_socket=/tmp/kgc-cri.sock"
+    "`-L /tmp/kgc-cri.sock:/run/containerd/containerd.sock`) and pass "
+    "--nri-socket /tmp/kgc-nri.sock --cri-socket /tmp/kgc-cri.sock"
 )
 
 
@@ -27,11 +31,9 @@ def _runtime_facts(ctx: Context) -> dict[str, Any]:
     """NRI state and sandbox image as the runtime layer sees them (when it is loaded)."""
     if "runtime" not in ctx.layers:
         return {}
-    from kgc.evidence.containerd import get_path, nri_state
-
     try:
         rev = ctx.evidence("runtime")
-    except TargetError:
+    except Unavailable:
         return {}
     st = nri_state(rev)
     cfg = rev.effective
@@ -49,37 +51,19 @@ def _runtime_facts(ctx: Context) -> dict[str, Any]:
 
 def gather(ctx: Context) -> NriEvidence:
     np = ctx.profile.nri
-    if ctx.offline:
-        rec = ctx.bundle_extra("nri")
-        if isinstance(rec, dict):
-            ev = NriEvidence.from_dict(rec)
-            ev.mode = "bundle"
-            return ev
-        return NriEvidence(
-            socket_path="",
-            mode="unavailable",
-            unavailable="the evidence bundle has no recorded `nri` entry",
-        )
     opts = ctx.options
     facts = _runtime_facts(ctx)
     socket_path = (
         opts.get("nri_socket") or facts.get("socket_path") or ctx.profile.runtime.nri_socket
     )
-    target = ctx.target
-    local = (
-        isinstance(target, LiveTarget)
-        and target.spec in ("local://", "local", "")
-        and not target.root
-    )
-    if not local and not opts.get("nri_socket"):
-        why = (
-            REMOTE_HELP
-            if not (isinstance(target, LiveTarget) and target.root)
-            else ("the target is an offline tree (KGC_ROOT), not a running node")
-        )
-        return NriEvidence(
-            socket_path=socket_path, mode="unavailable", unavailable=why, runtime_context=facts
-        )
+    t = ctx.target
+    if isinstance(t, NodeTarget) and t.offline_tree:
+        return NriEvidence(socket_path=socket_path, mode="unavailable",
+                           unavailable=f"{t.name} is an offline tree, not a running node",
+                           runtime_context=facts)
+    if not (isinstance(t, NodeTarget) and t.sockets_reachable) and not opts.get("nri_socket"):
+        return NriEvidence(socket_path=socket_path, mode="unavailable", unavailable=REMOTE_HELP,
+                           runtime_context=facts)
     return run_probe(
         ctx.profile,
         socket_path,
@@ -90,6 +74,28 @@ def gather(ctx: Context) -> NriEvidence:
     )
 
 
-LAYER = Layer(name="nri", checks=CHECKS, gather=gather, query=None)
+def _record(ev: NriEvidence) -> Mapping[str, Any]:
+    return ev.to_dict()
+
+
+def _replay(d: Mapping[str, Any]) -> NriEvidence:
+    ev = NriEvidence.from_dict(dict(d))
+    if ev.mode != "unavailable":
+        ev.mode = "bundle"
+    return ev
+
+
+LAYER = Layer(
+    name="nri",
+    scope=Scope.NODE,
+    title="a live NRI plugin observes real pod/container events and its adjustment applies",
+    checks=CHECKS,
+    markers=("host", "probe"),
+    gather=gather,
+    record=_record,
+    replay=_replay,
+    gate=Gate("nri_probe", "--nri-probe",
+              "it registers an NRI plugin and starts a labelled probe pod on the node"),
+)
 
 __all__ = ["LAYER", "NriEvidence", "gather", "run_probe"]

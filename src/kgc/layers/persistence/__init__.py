@@ -2,15 +2,16 @@
 next boot (modprobe.d, kernel command line from the boot loader config, initramfs contents,
 driverctl, udev), without rebooting."""
 
-from kgc.core.engine import Context, Layer
+from kgc.core.layer import snapshot_layer
 from kgc.layers.persistence.checks import CHECKS
 from kgc.layers.persistence.collect import QUERY, PersistenceEvidence, parse
 
-
-def gather(ctx: Context) -> PersistenceEvidence:
-    return parse(ctx.host())
-
-
-LAYER = Layer(name="persistence", checks=CHECKS, gather=gather, query=QUERY)
+LAYER = snapshot_layer(
+    "persistence",
+    "the vfio-pci binding is configured to survive a reboot (static proof)",
+    CHECKS,
+    QUERY,
+    parse,
+)
 
 __all__ = ["LAYER", "QUERY", "PersistenceEvidence", "parse"]

@@ -51,7 +51,8 @@ class PersistenceEvidence:
         return vfio_ids_in(cmdline_words(self.proc_cmdline or ""))
 
 
-def parse(snap: HostSnapshot) -> PersistenceEvidence:
+def parse(snap: HostSnapshot, profile: object = None) -> PersistenceEvidence:
+    """The layer's evidence from the node's snapshot (the profile is not needed here)."""
     snap = require_snapshot(snap, "persistence")
     return PersistenceEvidence(
         pci=parse_pci(snap),

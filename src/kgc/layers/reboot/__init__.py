@@ -1,7 +1,8 @@
-"""Layer 4 — the live reboot test (markers ``reboot`` and ``destructive``).
+"""Layer — the live reboot test (markers ``reboot`` and ``destructive``).
 
-Only with the explicit option ``allow_reboot`` (``--allow-reboot``). Never reboots the
-machine that runs kgc (``local://``) nor a directory tree (``chroot://``, ``KGC_ROOT``).
+Only with the explicit flag ``--allow-reboot``. Never reboots the machine that runs kgc,
+a loopback address, a container or pod, or an offline tree (the target decides, see
+:meth:`kgc.core.target.NodeTarget.reboot_refusal`).
 
 It records every PCI device's binding and ``/proc/sys/kernel/random/boot_id`` (from the
 node's one batched host snapshot, so the host layers judge the state *before* the reboot),
@@ -11,10 +12,29 @@ collects the binding again and compares device by device. A node that does not c
 yields ``error`` with the timeout and, when the lab knows it, the console log.
 """
 
-from kgc.core.engine import Layer
+from collections.abc import Mapping
+from typing import Any
+
+from kgc.core.layer import Gate, Layer, Scope
 from kgc.layers.reboot.checks import CHECKS
 from kgc.layers.reboot.collect import QUERY, RebootEvidence, bindings, gather
 
-LAYER = Layer(name="reboot", checks=CHECKS, gather=gather, query=QUERY, host=False)
+
+def _record(ev: RebootEvidence) -> Mapping[str, Any]:
+    return ev.to_dict()
+
+
+LAYER = Layer(
+    name="reboot",
+    scope=Scope.NODE,
+    title="after a real reboot every GPU target is bound to vfio-pci again",
+    checks=CHECKS,
+    markers=("host", "destructive"),
+    query=QUERY,
+    gather=gather,
+    record=_record,
+    replay=RebootEvidence.from_dict,
+    gate=Gate("allow_reboot", "--allow-reboot", "it reboots the node"),
+)
 
 __all__ = ["LAYER", "QUERY", "RebootEvidence", "bindings", "gather"]

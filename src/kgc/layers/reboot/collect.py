@@ -28,7 +28,7 @@ from kgc.core.hostfs import (
     want_str,
 )
 from kgc.core.model import EvidenceError
-from kgc.core.target import LiveTarget, TargetError
+from kgc.core.target import NodeTarget, TargetError
 from kgc.evidence.pci import PCI_QUERY, parse_pci
 
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
@@ -109,16 +109,17 @@ def bindings(snap: HostSnapshot) -> dict[str, dict[str, Any]]:
     }
 
 
-def _refusal(ctx: Context) -> str | None:
+def _refusal(ctx: Context, snap: HostSnapshot) -> str | None:
+    """After the target's own refusal (checked before any connection): an alias or a
+    forwarded port can still lead back to this machine — compare boot ids."""
     t = ctx.target
-    if not isinstance(t, LiveTarget):
-        return f"target {t.name} is not a live node"
-    spec = t.spec
-    if spec in ("", "local", "local://") or spec.startswith("local://"):
-        return ("refusing to reboot the machine that runs kgc (local:// target); run the "
-                "reboot test against a remote node: --hosts ssh://root@NODE --allow-reboot")
-    if spec.startswith(("chroot://", "docker://", "podman://", "lxc://")) or t.root:
-        return f"refusing to reboot {spec}: not a whole machine (container, chroot or KGC_ROOT)"
+    try:
+        mine = Path(BOOT_ID).read_text().strip()
+    except OSError:
+        mine = ""
+    if mine and snap.text(BOOT_ID) == mine:
+        return (f"refusing to reboot {t.name}: it has the boot_id of the machine running kgc "
+                "(it is this machine)")
     return None
 
 
@@ -134,21 +135,18 @@ def _console_tail(ctx: Context, n: int = 80) -> str | None:
 
 
 def gather(ctx: Context) -> RebootEvidence:
-    if ctx.offline:
-        rec = ctx.bundle_extra("reboot")
-        if not rec:
-            return RebootEvidence("not-recorded", "the evidence bundle holds no reboot record "
-                                  "(it was captured without --allow-reboot)")
-        return RebootEvidence.from_dict(rec)
-    if not ctx.options.get("allow_reboot"):
-        return RebootEvidence("not-allowed", "the reboot test is destructive and runs only "
-                              "with --allow-reboot")
-    why = _refusal(ctx)
+    """Live only, and only with --allow-reboot (the engine's gate): a bundle replays its
+    record, a run without the flag skips."""
+    t = ctx.target
+    why = t.reboot_refusal() if isinstance(t, NodeTarget) else f"{t.name} is not a live node"
     if why:
         return RebootEvidence("refused", why)
-    target: LiveTarget = ctx.target  # type: ignore[assignment]
-    timeout = float(ctx.options.get("reboot_timeout_s") or 600)
     snap = ctx.host()  # the pre-reboot snapshot every host layer judges (collected once)
+    why = _refusal(ctx, snap)
+    if why:
+        return RebootEvidence("refused", why)
+    target: NodeTarget = ctx.target  # type: ignore[assignment]
+    timeout = float(ctx.options.get("reboot_timeout_s") or 600)
     before, old = bindings(snap), snap.text(BOOT_ID)
     if not old:
         return RebootEvidence("failed-to-start", f"{BOOT_ID} unreadable before the reboot",

@@ -1,24 +1,34 @@
-"""Layer ``runtime`` — containerd's real NRI state, the Kata handler and Kata's VFIO config.
+"""Layer — containerd runtime: containerd's real NRI state, the Kata handler and Kata's
+VFIO config.
 
 The layer's query is derived from the profile (:func:`query_for`: config file, socket,
 Kata config, binary paths) and joins the node's one batched collection, so a profile that
 moves paths costs no extra round trip, and a bundle records exactly what was judged.
 """
 
-from kgc.core.engine import Context, Layer
+from dataclasses import replace
+
+from kgc.core.hostfs import HostQuery
+from kgc.core.layer import snapshot_layer
 from kgc.core.profile import Profile
 from kgc.layers.runtime.checks import CHECKS
 from kgc.layers.runtime.collect import QUERY, RuntimeEvidence, parse, query_for
 
 
-def gather(ctx: Context) -> RuntimeEvidence:
-    return parse(ctx.host(), ctx.profile)
-
-
-def _query(profile: Profile):  # type: ignore[no-untyped-def]
+def _query(profile: Profile) -> HostQuery:
     return query_for(profile.runtime)
 
 
-LAYER = Layer(name="runtime", checks=CHECKS, gather=gather, query=_query)
+def _describe(ev: RuntimeEvidence) -> dict[str, str]:
+    return {"containerd": str(ev.version) if ev.version.known else ""}
+
+
+LAYER = replace(snapshot_layer(
+    "runtime",
+    "containerd really enables NRI, the Kata handler is wired, Kata plugs VFIO right",
+    CHECKS,
+    _query,
+    parse,
+), describe=_describe)
 
 __all__ = ["LAYER", "QUERY", "RuntimeEvidence", "parse", "query_for"]

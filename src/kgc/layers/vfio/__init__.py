@@ -1,15 +1,16 @@
 """Layer 2 — VFIO binding: every target on vfio-pci, its device node present, its whole
 IOMMU group viable, no host driver able to claim it first, host-kept devices left alone."""
 
-from kgc.core.engine import Context, Layer
+from kgc.core.layer import snapshot_layer
 from kgc.layers.vfio.checks import CHECKS
 from kgc.layers.vfio.collect import QUERY, VfioEvidence, parse
 
-
-def gather(ctx: Context) -> VfioEvidence:
-    return parse(ctx.host())
-
-
-LAYER = Layer(name="vfio", checks=CHECKS, gather=gather, query=QUERY)
+LAYER = snapshot_layer(
+    "vfio",
+    "every GPU target is bound to vfio-pci and its whole IOMMU group is viable",
+    CHECKS,
+    QUERY,
+    parse,
+)
 
 __all__ = ["LAYER", "QUERY", "VfioEvidence", "parse"]

@@ -38,7 +38,8 @@ class VfioEvidence:
         return bool(self.pci.groups)
 
 
-def parse(snap: HostSnapshot) -> VfioEvidence:
+def parse(snap: HostSnapshot, profile: object = None) -> VfioEvidence:
+    """The layer's evidence from the node's snapshot (the profile is not needed here)."""
     snap = require_snapshot(snap, "vfio")
     pci = parse_pci(snap)
     vfio_dev = {}

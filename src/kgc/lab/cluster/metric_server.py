@@ -4,7 +4,7 @@
     PUT  /metric {"value": N}  sets the value (POST is accepted too)
 
 Binds 127.0.0.1 on a free port and writes that port to ``--port-file`` once listening.
-Run as ``python -m kgc.lab.metric_server --port-file FILE [--value N]``.
+Run as ``python -m kgc.lab.cluster.metric_server --port-file FILE [--value N]``.
 """
 
 from __future__ import annotations

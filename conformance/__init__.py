@@ -1,0 +1,1 @@
+"""The conformance suites, one folder per layer (shipped in the wheel as kgc.conformance)."""

@@ -1,0 +1,1 @@
+"""Suite for the iommu layer."""

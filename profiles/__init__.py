@@ -1,0 +1,1 @@
+"""Built-in platform profiles (shipped in the wheel as kgc.profiles)."""

@@ -1,0 +1,547 @@
+"""Evidence of the GPU pod layer: plain, recorded, replayable.
+
+Two levels:
+
+- :class:`ClusterGpuEvidence` — the cluster-wide preflight facts: RuntimeClasses, nodes
+  (capacity / allocatable / GPU labels / kernel), the device plugin's pods;
+- :class:`GpuPodEvidence` — one GPU pod the run created: where it landed, what it asked for,
+  how it ended (phase, conditions, container states, events, the API's refusal if any) and
+  what its in-guest collector printed (:class:`kgc.evidence.guest.GuestEvidence`).
+
+:class:`GpuRunEvidence` holds both for one run; it is what a bundle records.
+
+The ``*_from_api`` functions turn Kubernetes objects (the JSON shape the API serves —
+``ApiClient().sanitize_for_serialization(obj)`` of the official client's models) into these
+records. They are total: a missing or mistyped field becomes ``None``/empty, never an
+exception, and text is bounded. ``from_dict`` is the strict side: recorded evidence of the
+wrong shape raises :class:`kgc.core.model.EvidenceError` naming the field.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kgc.core.model import EvidenceError
+from kgc.evidence.guest import Fields, GuestEvidence, clip
+
+MAX_EVENTS = 100  # per pod, the most recent kept
+MAX_MESSAGE = 2048
+FORMAT = "kgc-gpu/1"
+
+# node labels worth keeping as evidence (GPU identity, placement); the rest is noise
+_KEEP_LABEL = re.compile(
+    r"^(nvidia\.com/|feature\.node\.kubernetes\.io/pci-10de|kubernetes\.io/hostname$|"
+    r"node\.kubernetes\.io/instance-type$|katacontainers\.io/)"
+)
+
+
+def _s(v: Any, n: int = MAX_MESSAGE) -> str | None:
+    """A string from an API field, bounded; anything else -> None."""
+    return clip(v, n) if isinstance(v, str) else None
+
+
+def _m(v: Any) -> Mapping[str, Any]:
+    return v if isinstance(v, Mapping) else {}
+
+
+def _l(v: Any) -> list[Any]:
+    return v if isinstance(v, list) else []
+
+
+def _str_map(v: Any, keep: re.Pattern[str] | None = None, limit: int = 256) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for k, x in _m(v).items():
+        if len(out) >= limit:
+            break
+        if isinstance(k, str) and (keep is None or keep.match(k)):
+            out[k[:256]] = (clip(str(x), 256) or "") if isinstance(x, str | int | float) else ""
+    return out
+
+
+def _int(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str) and re.fullmatch(r"-?\d{1,12}", v.strip()):
+        return int(v)
+    return None
+
+
+_SUFFIX = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "Ki": 2**10, "Mi": 2**20,
+           "Gi": 2**30, "Ti": 2**40}
+
+
+def quantity_count(q: str | None) -> int | None:
+    """A Kubernetes quantity as a whole count ("4", "1k"); None when absent or fractional."""
+    if q is None:
+        return None
+    m = re.fullmatch(r"\s*(\d{1,15})(k|M|G|T|Ki|Mi|Gi|Ti)?\s*", q)
+    if not m:
+        return None
+    return int(m.group(1)) * _SUFFIX.get(m.group(2) or "", 1)
+
+
+# --------------------------------------------------------------------------- cluster
+@dataclass(frozen=True)
+class RuntimeClassInfo:
+    name: str
+    handler: str | None
+    overhead: Mapping[str, str] = field(default_factory=dict)  # overhead.podFixed
+    node_selector: Mapping[str, str] = field(default_factory=dict)  # scheduling.nodeSelector
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "handler": self.handler, "overhead": dict(self.overhead),
+                "node_selector": dict(self.node_selector)}
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "runtime_class") -> RuntimeClassInfo:
+        f = Fields(d, where)
+        return cls(f.text("name"), f.opt_str("handler"), f.str_map("overhead"),
+                   f.str_map("node_selector"))
+
+
+def runtime_class_from_api(obj: Any) -> RuntimeClassInfo:
+    o = _m(obj)
+    return RuntimeClassInfo(
+        name=_s(_m(o.get("metadata")).get("name"), 253) or "",
+        handler=_s(o.get("handler"), 253),
+        overhead=_str_map(_m(o.get("overhead")).get("podFixed")),
+        node_selector=_str_map(_m(o.get("scheduling")).get("nodeSelector")),
+    )
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    name: str
+    kernel_version: str | None  # status.nodeInfo.kernelVersion
+    labels: Mapping[str, str] = field(default_factory=dict)  # GPU-relevant labels only
+    capacity: Mapping[str, str] = field(default_factory=dict)
+    allocatable: Mapping[str, str] = field(default_factory=dict)
+    ready: bool | None = None
+    unschedulable: bool = False
+
+    def count(self, resource: str, which: str = "allocatable") -> int | None:
+        src = self.allocatable if which == "allocatable" else self.capacity
+        return quantity_count(src.get(resource))
+
+    def gpu_resources(self) -> dict[str, str]:
+        """Every nvidia.com/* capacity the node advertises (names differ between stacks)."""
+        return {k: v for k, v in self.capacity.items() if k.startswith("nvidia.com/")}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kernel_version": self.kernel_version,
+                "labels": dict(self.labels), "capacity": dict(self.capacity),
+                "allocatable": dict(self.allocatable), "ready": self.ready,
+                "unschedulable": self.unschedulable}
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "node") -> NodeInfo:
+        f = Fields(d, where)
+        return cls(f.text("name"), f.opt_str("kernel_version"), f.str_map("labels"),
+                   f.str_map("capacity"), f.str_map("allocatable"), f.opt_flag("ready"),
+                   f.flag("unschedulable"))
+
+
+def node_from_api(obj: Any) -> NodeInfo:
+    o = _m(obj)
+    st = _m(o.get("status"))
+    ready = None
+    for c in _l(st.get("conditions")):
+        if _m(c).get("type") == "Ready":
+            ready = _m(c).get("status") == "True"
+    return NodeInfo(
+        name=_s(_m(o.get("metadata")).get("name"), 253) or "",
+        kernel_version=_s(_m(st.get("nodeInfo")).get("kernelVersion"), 256),
+        labels=_str_map(_m(o.get("metadata")).get("labels"), _KEEP_LABEL),
+        capacity=_str_map(st.get("capacity")),
+        allocatable=_str_map(st.get("allocatable")),
+        ready=ready,
+        unschedulable=_m(o.get("spec")).get("unschedulable") is True,
+    )
+
+
+@dataclass(frozen=True)
+class PluginPod:
+    """A device-plugin pod (matched by the profile's selector)."""
+
+    name: str
+    namespace: str
+    node: str | None
+    phase: str | None
+    ready: bool
+    waiting: str | None = None  # a container's waiting reason (CrashLoopBackOff, ...)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "namespace": self.namespace, "node": self.node,
+                "phase": self.phase, "ready": self.ready, "waiting": self.waiting}
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "plugin_pod") -> PluginPod:
+        f = Fields(d, where)
+        return cls(f.text("name"), f.text("namespace"), f.opt_str("node"), f.opt_str("phase"),
+                   f.flag("ready"), f.opt_str("waiting"))
+
+
+def plugin_pod_from_api(obj: Any) -> PluginPod:
+    o = _m(obj)
+    meta, st = _m(o.get("metadata")), _m(o.get("status"))
+    ready = any(_m(c).get("type") == "Ready" and _m(c).get("status") == "True"
+                for c in _l(st.get("conditions")))
+    waiting = None
+    for cs in _l(st.get("containerStatuses")):
+        w = _m(_m(_m(cs).get("state")).get("waiting"))
+        if w.get("reason"):
+            waiting = _s(w.get("reason"), 128)
+    return PluginPod(
+        name=_s(meta.get("name"), 253) or "",
+        namespace=_s(meta.get("namespace"), 253) or "",
+        node=_s(_m(o.get("spec")).get("nodeName"), 253),
+        phase=_s(st.get("phase"), 32),
+        ready=ready,
+        waiting=waiting,
+    )
+
+
+@dataclass(frozen=True)
+class ClusterGpuEvidence:
+    """Cluster-wide preflight evidence. A ``None`` list means it could not be read; the
+    reason is in ``errors`` under the same name."""
+
+    runtime_classes: tuple[RuntimeClassInfo, ...] | None
+    nodes: tuple[NodeInfo, ...] | None
+    plugin_pods: tuple[PluginPod, ...] | None = None  # None also when no selector is set
+    plugin_selector: str | None = None
+    plugin_namespace: str | None = None
+    errors: Mapping[str, str] = field(default_factory=dict)
+
+    def runtime_class(self, name: str) -> RuntimeClassInfo | None:
+        return next((r for r in self.runtime_classes or () if r.name == name), None)
+
+    def node(self, name: str | None) -> NodeInfo | None:
+        return next((n for n in self.nodes or () if n.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        def lst(xs: Iterable[Any] | None) -> list[Any] | None:
+            return None if xs is None else [x.to_dict() for x in xs]
+
+        return {"runtime_classes": lst(self.runtime_classes), "nodes": lst(self.nodes),
+                "plugin_pods": lst(self.plugin_pods), "plugin_selector": self.plugin_selector,
+                "plugin_namespace": self.plugin_namespace, "errors": dict(self.errors)}
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "cluster") -> ClusterGpuEvidence:
+        f = Fields(d, where)
+        return cls(
+            runtime_classes=f.opt_objs("runtime_classes", RuntimeClassInfo.from_dict),
+            nodes=f.opt_objs("nodes", NodeInfo.from_dict),
+            plugin_pods=f.opt_objs("plugin_pods", PluginPod.from_dict),
+            plugin_selector=f.opt_str("plugin_selector"),
+            plugin_namespace=f.opt_str("plugin_namespace"),
+            errors=f.str_map("errors"),
+        )
+
+
+# --------------------------------------------------------------------------- one pod
+@dataclass(frozen=True)
+class PodCondition:
+    type: str
+    status: str
+    reason: str | None = None
+    message: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "status": self.status, "reason": self.reason,
+                "message": self.message}
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "condition") -> PodCondition:
+        f = Fields(d, where)
+        return cls(f.text("type"), f.text("status"), f.opt_str("reason"), f.opt_str("message"))
+
+
+@dataclass(frozen=True)
+class ContainerState:
+    name: str
+    state: str  # waiting | running | terminated | unknown
+    reason: str | None = None
+    message: str | None = None
+    exit_code: int | None = None
+    restart_count: int = 0
+    # the previous run's end (lastState.terminated), when the container restarted
+    last_reason: str | None = None
+    last_exit_code: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "state": self.state, "reason": self.reason,
+                "message": self.message, "exit_code": self.exit_code,
+                "restart_count": self.restart_count, "last_reason": self.last_reason,
+                "last_exit_code": self.last_exit_code}
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "container") -> ContainerState:
+        f = Fields(d, where)
+        state = f.text("state")
+        if state not in ("waiting", "running", "terminated", "unknown"):
+            raise EvidenceError(f"{where}.state: unknown state {state!r}")
+        return cls(f.text("name"), state, f.opt_str("reason"), f.opt_str("message"),
+                   f.opt_int("exit_code"), f.integer("restart_count"), f.opt_str("last_reason"),
+                   f.opt_int("last_exit_code"))
+
+    def describe(self) -> str:
+        bits = [f"{self.name}: {self.state}"]
+        if self.reason:
+            bits.append(self.reason)
+        if self.exit_code is not None:
+            bits.append(f"exit {self.exit_code}")
+        if self.message:
+            bits.append(clip(self.message, 200) or "")
+        return " ".join(bits)
+
+
+def container_from_api(obj: Any) -> ContainerState:
+    o = _m(obj)
+    st = _m(o.get("state"))
+    state: str = "unknown"
+    detail: Mapping[str, Any] = {}
+    for k in ("terminated", "waiting", "running"):
+        if isinstance(st.get(k), Mapping):
+            state, detail = k, _m(st.get(k))
+            break
+    last = _m(_m(o.get("lastState")).get("terminated"))
+    return ContainerState(
+        name=_s(o.get("name"), 253) or "",
+        state=state,
+        reason=_s(detail.get("reason"), 128),
+        message=_s(detail.get("message")),
+        exit_code=_int(detail.get("exitCode")),
+        restart_count=_int(o.get("restartCount")) or 0,
+        last_reason=_s(last.get("reason"), 128),
+        last_exit_code=_int(last.get("exitCode")),
+    )
+
+
+@dataclass(frozen=True)
+class PodEvent:
+    type: str | None  # Normal | Warning
+    reason: str | None  # FailedScheduling, FailedCreatePodSandBox, Failed, BackOff, ...
+    message: str | None
+    count: int = 1
+    source: str | None = None  # default-scheduler, kubelet, ...
+    last_seen: str | None = None  # RFC 3339, as the API printed it
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "reason": self.reason, "message": self.message,
+                "count": self.count, "source": self.source, "last_seen": self.last_seen}
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "event") -> PodEvent:
+        f = Fields(d, where)
+        return cls(f.opt_str("type"), f.opt_str("reason"), f.opt_str("message"),
+                   f.integer("count"), f.opt_str("source"), f.opt_str("last_seen"))
+
+    def describe(self) -> str:
+        n = f" (x{self.count})" if self.count > 1 else ""
+        return f"{self.type or '?'} {self.reason or '?'}{n}: {self.message or ''}".strip()
+
+
+def event_from_api(obj: Any) -> PodEvent:
+    """A ``core/v1`` Event or an ``events.k8s.io/v1`` Event -> :class:`PodEvent`."""
+    o = _m(obj)
+    series = _m(o.get("series"))
+    count = _int(o.get("count")) or _int(series.get("count")) or _int(o.get("deprecatedCount"))
+    source = (_s(_m(o.get("source")).get("component"), 128)
+              or _s(o.get("reportingComponent"), 128) or _s(o.get("reportingController"), 128))
+    last = (_s(o.get("lastTimestamp"), 64) or _s(series.get("lastObservedTime"), 64)
+            or _s(o.get("eventTime"), 64) or _s(o.get("deprecatedLastTimestamp"), 64))
+    return PodEvent(
+        type=_s(o.get("type"), 32),
+        reason=_s(o.get("reason"), 128),
+        message=_s(o.get("message")) or _s(o.get("note")),
+        count=max(1, min(count or 1, 10**9)),
+        source=source,
+        last_seen=last,
+    )
+
+
+@dataclass(frozen=True)
+class GpuPodEvidence:
+    """One GPU pod of the run, from creation to its final state and its collector output."""
+
+    name: str
+    namespace: str
+    target_node: str | None  # the node the run aimed the pod at
+    node: str | None  # spec.nodeName: where it landed (None: never scheduled)
+    node_kernel: str | None  # that node's status.nodeInfo.kernelVersion
+    node_labels: Mapping[str, str]  # that node's GPU labels (nvidia.com/gpu.product, ...)
+    runtime_class: str
+    image: str
+    resource: str
+    count: int
+    create_error: str | None = None  # the API refused to create the pod (admission)
+    phase: str | None = None
+    reason: str | None = None  # status.reason (UnexpectedAdmissionError, OutOf..., ...)
+    message: str | None = None  # status.message
+    conditions: tuple[PodCondition, ...] = ()
+    containers: tuple[ContainerState, ...] = ()
+    events: tuple[PodEvent, ...] = ()
+    waited_s: float | None = None  # how long the run waited for the pod to finish
+    budget_s: float | None = None  # the budget it waited within
+    timed_out: bool = False  # the wait ended by the budget, not by the pod finishing
+    log_error: str | None = None  # the log (collector output) could not be read: why
+    guest: GuestEvidence | None = None
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def condition(self, type_: str) -> PodCondition | None:
+        return next((c for c in self.conditions if c.type == type_), None)
+
+    @property
+    def scheduled(self) -> bool:
+        c = self.condition("PodScheduled")
+        return bool(self.node) or (c is not None and c.status == "True")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "namespace": self.namespace,
+            "target_node": self.target_node,
+            "node": self.node,
+            "node_kernel": self.node_kernel,
+            "node_labels": dict(self.node_labels),
+            "runtime_class": self.runtime_class,
+            "image": self.image,
+            "resource": self.resource,
+            "count": self.count,
+            "create_error": self.create_error,
+            "phase": self.phase,
+            "reason": self.reason,
+            "message": self.message,
+            "conditions": [c.to_dict() for c in self.conditions],
+            "containers": [c.to_dict() for c in self.containers],
+            "events": [e.to_dict() for e in self.events],
+            "waited_s": self.waited_s,
+            "budget_s": self.budget_s,
+            "timed_out": self.timed_out,
+            "log_error": self.log_error,
+            "guest": None if self.guest is None else self.guest.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "pod") -> GpuPodEvidence:
+        f = Fields(d, where)
+        count = f.integer("count")
+        if count < 1:
+            raise EvidenceError(f"{where}.count: must be >= 1, got {count}")
+        return cls(
+            name=f.text("name"),
+            namespace=f.text("namespace"),
+            target_node=f.opt_str("target_node"),
+            node=f.opt_str("node"),
+            node_kernel=f.opt_str("node_kernel"),
+            node_labels=f.str_map("node_labels"),
+            runtime_class=f.text("runtime_class"),
+            image=f.text("image"),
+            resource=f.text("resource"),
+            count=count,
+            create_error=f.opt_str("create_error"),
+            phase=f.opt_str("phase"),
+            reason=f.opt_str("reason"),
+            message=f.opt_str("message"),
+            conditions=f.objs("conditions", PodCondition.from_dict),
+            containers=f.objs("containers", ContainerState.from_dict),
+            events=f.objs("events", PodEvent.from_dict),
+            waited_s=f.opt_float("waited_s"),
+            budget_s=f.opt_float("budget_s"),
+            timed_out=f.flag("timed_out"),
+            log_error=f.opt_str("log_error"),
+            guest=f.opt_obj("guest", GuestEvidence.from_dict),
+        )
+
+
+def pod_from_api(
+    obj: Any,
+    *,
+    events: Iterable[Any] = (),
+    node: NodeInfo | None = None,
+    target_node: str | None = None,
+    resource: str,
+    count: int,
+    guest: GuestEvidence | None = None,
+    log_error: str | None = None,
+    create_error: str | None = None,
+    waited_s: float | None = None,
+    budget_s: float | None = None,
+    timed_out: bool = False,
+) -> GpuPodEvidence:
+    """A pod object as the API served it (plus its events, its node, its log's parse) ->
+    :class:`GpuPodEvidence`. Total; ``obj`` may be ``{}`` when the API refused the pod."""
+    o = _m(obj)
+    meta, spec, st = _m(o.get("metadata")), _m(o.get("spec")), _m(o.get("status"))
+    containers = _l(spec.get("containers"))
+    image = _s(_m(containers[0]).get("image"), 512) if containers else None
+    evs = [event_from_api(e) for e in list(events)[-MAX_EVENTS:]]
+    node_name = _s(spec.get("nodeName"), 253)
+    return GpuPodEvidence(
+        name=_s(meta.get("name"), 253) or "",
+        namespace=_s(meta.get("namespace"), 253) or "",
+        target_node=target_node,
+        node=node_name,
+        node_kernel=node.kernel_version if node is not None else None,
+        node_labels=dict(node.labels) if node is not None else {},
+        runtime_class=_s(spec.get("runtimeClassName"), 253) or "",
+        image=image or "",
+        resource=resource,
+        count=count,
+        create_error=clip(create_error, MAX_MESSAGE),
+        phase=_s(st.get("phase"), 32),
+        reason=_s(st.get("reason"), 128),
+        message=_s(st.get("message")),
+        conditions=tuple(
+            PodCondition(_s(_m(c).get("type"), 64) or "", _s(_m(c).get("status"), 16) or "",
+                         _s(_m(c).get("reason"), 128), _s(_m(c).get("message")))
+            for c in _l(st.get("conditions"))[:32]
+        ),
+        containers=tuple(
+            container_from_api(c)
+            for c in (_l(st.get("initContainerStatuses")) + _l(st.get("containerStatuses")))[:32]
+        ),
+        events=tuple(evs),
+        waited_s=waited_s,
+        budget_s=budget_s,
+        timed_out=timed_out,
+        log_error=clip(log_error, MAX_MESSAGE),
+        guest=guest,
+    )
+
+
+# --------------------------------------------------------------------------- one run
+@dataclass(frozen=True)
+class GpuRunEvidence:
+    """Everything one run of the gpu layer observed: what a bundle records under ``gpu``."""
+
+    cluster: ClusterGpuEvidence
+    pods: tuple[GpuPodEvidence, ...] = ()
+    # why no (or fewer) pods were created: "no node advertises nvidia.com/gpu", sample bound
+    plan_notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": FORMAT, "cluster": self.cluster.to_dict(),
+                "pods": [p.to_dict() for p in self.pods], "plan_notes": list(self.plan_notes)}
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "gpu") -> GpuRunEvidence:
+        f = Fields(d, where)
+        fmt = f.text("format")
+        if fmt != FORMAT:
+            raise EvidenceError(f"{f._path('format')}: expected {FORMAT!r}, got {fmt!r}")
+        return cls(
+            cluster=f.obj("cluster", ClusterGpuEvidence.from_dict),
+            pods=f.objs("pods", GpuPodEvidence.from_dict),
+            plan_notes=f.strs("plan_notes"),
+        )

@@ -1,0 +1,171 @@
+"""What the live run creates, decided purely from the preflight evidence and the profile.
+
+- :func:`plan` picks the GPU pods: which nodes (a bounded, deterministic sample), how many
+  pods per node, which resource each requests — and, when no node advertises a GPU, one
+  probe pod per GPU-labelled node so that the failure is *classified* (``no-device-plugin``)
+  instead of merely reported;
+- :func:`collector_configmap` and :func:`gpu_pod_manifest` build the objects (plain dicts in
+  the API's JSON shape, for ``create_namespaced_*(body=...)``);
+- :func:`settled` tells the waiter when a pod's fate is known, so a run does not sit out the
+  whole budget on a pod that can never start.
+
+No I/O here; ``kgc.kube`` creates, watches and deletes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kgc.guest import build_script
+from kgc.layers.gpu.checks import gpu_nodes
+from kgc.layers.gpu.classify import _INSUFFICIENT, PULL_REASONS, pod_ran
+from kgc.layers.gpu.evidence import ClusterGpuEvidence, GpuPodEvidence
+from kgc.layers.gpu.profile import GpuProfile
+
+SCRIPT_KEY = "collect.sh"
+MOUNT = "/kgc"
+CONTAINER = "collector"
+# a sandbox failure repeated this often will not heal by itself within the budget
+SANDBOX_RETRIES_SETTLE = 3
+
+
+@dataclass(frozen=True)
+class PodPlan:
+    name: str
+    node: str | None  # None: not pinned (no GPU node is known at all)
+    resource: str
+    count: int
+    probe: bool = False  # a probe pod on a node that advertises no GPU (expected to fail)
+
+
+def _dns(text: str, limit: int = 40) -> str:
+    return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:limit].strip("-") or "x"
+
+
+def plan(cluster: ClusterGpuEvidence, gp: GpuProfile) -> tuple[list[PodPlan], list[str]]:
+    """(pods to create, notes saying what was left out and why). Deterministic: nodes in
+    name order, at most ``max_nodes`` of them, ``pods_per_node`` each within what the node
+    can hold."""
+    notes: list[str] = []
+    if cluster.nodes is None:
+        return [], [f"nodes could not be listed: {cluster.errors.get('nodes', 'no reason')}"]
+    good, bad = gpu_nodes(cluster, gp)
+    good.sort(key=lambda t: t[0].name)
+    pods: list[PodPlan] = []
+    for n, resource, allocatable in good[: gp.max_nodes]:
+        fit = allocatable // gp.count
+        if fit == 0:
+            notes.append(f"{n.name}: {allocatable} {resource} allocatable, fewer than "
+                         f"cluster.gpu.count={gp.count}")
+            # still one pod: the scheduler's verdict (Insufficient ...) is the evidence
+            fit = 1
+        k = min(gp.pods_per_node, fit)
+        if k < gp.pods_per_node:
+            notes.append(f"{n.name}: room for {k} pod(s) of {gp.count} {resource}, not "
+                         f"{gp.pods_per_node}")
+        for i in range(k):
+            pods.append(PodPlan(f"kgc-gpu-{_dns(n.name)}-{i}", n.name, resource, gp.count))
+    if len(good) > gp.max_nodes:
+        notes.append(f"{len(good) - gp.max_nodes} more GPU node(s) not sampled "
+                     f"(cluster.gpu.max_nodes={gp.max_nodes}): "
+                     + ", ".join(n.name for n, _, _ in good[gp.max_nodes:][:20]))
+    if not good:
+        res = " or ".join(gp.resources)
+        if bad:
+            notes.append(f"no node advertises {res}; probing "
+                         + ", ".join(n.name for n, _ in bad[: gp.max_nodes]))
+            for n, _why in sorted(bad, key=lambda t: t[0].name)[: gp.max_nodes]:
+                pods.append(PodPlan(f"kgc-gpu-{_dns(n.name)}-probe", n.name, gp.resources[0],
+                                    gp.count, probe=True))
+        else:
+            notes.append(f"no node advertises {res} or carries a GPU label; one unpinned "
+                         "probe pod")
+            pods.append(PodPlan("kgc-gpu-probe", None, gp.resources[0], gp.count, probe=True))
+    return pods, notes
+
+
+def collector_configmap(name: str, namespace: str, labels: Mapping[str, str],
+                        boundary: str | None = None) -> dict[str, Any]:
+    """The ConfigMap that carries the collector script into every GPU pod."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "data": {SCRIPT_KEY: build_script(boundary)},
+    }
+
+
+def gpu_pod_manifest(p: PodPlan, gp: GpuProfile, *, namespace: str, configmap: str,
+                     labels: Mapping[str, str]) -> dict[str, Any]:
+    """The GPU pod: the profile's RuntimeClass, image, resource and count; pinned to its
+    node by node affinity (so the scheduler decides and says why not), the collector mounted
+    from the ConfigMap, no service-account token, never restarted, bounded by
+    ``activeDeadlineSeconds``."""
+    limits = {p.resource: str(p.count), "cpu": gp.cpu, "memory": gp.memory}
+    spec: dict[str, Any] = {
+        "runtimeClassName": gp.runtime_class,
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "activeDeadlineSeconds": int(gp.start_timeout_s + gp.collector_timeout_s * 4),
+        "terminationGracePeriodSeconds": 5,
+        "tolerations": [{"key": r, "operator": "Exists", "effect": "NoSchedule"}
+                        for r in gp.resources],
+        "containers": [{
+            "name": CONTAINER,
+            "image": gp.image,
+            "command": ["sh", f"{MOUNT}/{SCRIPT_KEY}"],
+            "env": [{"name": "KGC_CMD_TIMEOUT", "value": str(gp.collector_timeout_s)}],
+            "resources": {"limits": limits, "requests": dict(limits)},
+            "volumeMounts": [{"name": "kgc-collector", "mountPath": MOUNT, "readOnly": True}],
+        }],
+        "volumes": [{"name": "kgc-collector",
+                     "configMap": {"name": configmap, "defaultMode": 0o444}}],
+    }
+    if p.node is not None:
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": [p.node]}]}]}}}
+    if gp.node_selector:
+        spec["nodeSelector"] = dict(gp.node_selector)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": p.name, "namespace": namespace,
+                     "labels": {**labels, "kgc.io/layer": "gpu"},
+                     "annotations": {"kgc.io/target-node": p.node or ""}},
+        "spec": spec,
+    }
+
+
+def settled(pod: GpuPodEvidence, cluster: ClusterGpuEvidence | None = None) -> str | None:
+    """Why the waiter may stop now (the pod's fate is known), or None to keep waiting.
+
+    Finished pods are settled; so is a refusal at creation, a scheduler verdict that no node
+    advertises the resource at all, an image that failed to pull and is backing off, and a
+    sandbox failure the kubelet has retried :data:`SANDBOX_RETRIES_SETTLE` times.
+    """
+    if pod.create_error is not None:
+        return "the API refused the pod"
+    if pod.phase in ("Succeeded", "Failed"):
+        return f"the pod {pod.phase.lower()}"
+    if pod_ran(pod):
+        return "the pod ran"
+    for e in pod.events:
+        m = _INSUFFICIENT.search(e.message or "")
+        if e.reason == "FailedScheduling" and m and cluster is not None and cluster.nodes:
+            res = m.group(1).rstrip(".")
+            if not any((n.count(res, "capacity") or 0) > 0 for n in cluster.nodes):
+                return f"no node advertises {res}"
+        if e.reason == "FailedCreatePodSandBox" and e.count >= SANDBOX_RETRIES_SETTLE:
+            return f"the sandbox failed {e.count} times"
+    for c in pod.containers:
+        if c.state == "waiting" and c.reason in ("ImagePullBackOff", "InvalidImageName",
+                                                 "ErrImageNeverPull"):
+            return f"image pull: {c.reason}"
+        if c.state == "waiting" and c.reason in PULL_REASONS and c.restart_count > 0:
+            return f"image pull: {c.reason}"
+    return None

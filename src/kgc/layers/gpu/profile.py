@@ -1,0 +1,154 @@
+"""What a platform profile says about its GPU pods (``cluster.gpu`` in the profile YAML).
+
+Strict like the rest of the profile: unknown keys are refused, every model is frozen.
+Expectations about the GPU are minimums or patterns, never exact strings, where a newer
+driver or a bigger card is just as good.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+# the same base as kgc.core.profile.Strict (copied so that this layer does not depend on
+# the core profile module while the lead reworks it)
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+_VERSION = re.compile(r"^\d{1,6}(\.\d{1,6}){0,3}$")
+# a Kubernetes equality-based label selector: key[=value][,key[=value]...] (also !=, ==)
+_LABEL_KEY = r"(?:[a-z0-9A-Z.\-]{1,253}/)?[a-zA-Z0-9](?:[a-zA-Z0-9_.\-]{0,61}[a-zA-Z0-9])?"
+_LABEL_VAL = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9_.\-]{0,61}[a-zA-Z0-9])?)?"
+_REQ = re.compile(rf"^\s*!?{_LABEL_KEY}\s*(?:(?:==|=|!=)\s*{_LABEL_VAL}\s*)?$")
+_QTY = re.compile(r"^\d+(\.\d+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
+
+Quantity = Annotated[str, Field(pattern=_QTY.pattern)]
+
+
+def parse_version(text: str | None) -> tuple[int, ...] | None:
+    """"580.159.04" -> (580, 159, 4); None when it is not a dotted number."""
+    if not text:
+        return None
+    m = re.match(r"^\s*(\d{1,6}(?:\.\d{1,6}){0,3})", text)
+    return tuple(int(p) for p in m.group(1).split(".")) if m else None
+
+
+def _check_version(v: str | None) -> str | None:
+    if v is not None and not _VERSION.match(v):
+        raise ValueError("must be a dotted version number, e.g. '550.54' or '12.4'")
+    return v
+
+
+class GpuProfile(Strict):
+    """The GPU pod layer (gpu.*): which pods the run creates and what they must see."""
+
+    # --- the pod
+    runtime_class: str = Field(default="kata-qemu-nvidia-gpu", min_length=1, max_length=253)
+    # the RuntimeClass' expected handler (containerd runtime name); None: same as its name
+    handler: str | None = Field(default=None, min_length=1, max_length=253)
+    # the RuntimeClass must carry overhead.podFixed (the VMM's own footprint)
+    require_overhead: bool = True
+    # any image with `sh`; nvidia-smi comes from the image or is injected into the guest
+    image: str = Field(default="nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04", min_length=1)
+    # extended resources that mean "a GPU" (the first one a node advertises is requested)
+    resources: tuple[str, ...] = Field(default=("nvidia.com/pgpu", "nvidia.com/gpu"), min_length=1)
+    count: int = Field(default=1, ge=1, le=16)  # GPUs per pod
+    cpu: Quantity = "1"
+    memory: Quantity = "4Gi"
+    # pods per GPU node (bounded by what the node can hold); >= 2 proves UUID isolation
+    pods_per_node: int = Field(default=1, ge=1, le=8)
+    max_nodes: int = Field(default=4, ge=1, le=1000)  # node sample bound
+    max_parallel: int = Field(default=4, ge=1, le=64)  # pods in flight at once
+    # only nodes with these labels are GPU-pod targets (empty: every GPU node)
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    # labels that say "this node has GPUs" ("key" or "key=value"), to find GPU nodes that
+    # advertise no GPU resource (no device plugin)
+    gpu_node_labels: tuple[str, ...] = (
+        "nvidia.com/gpu.present=true",
+        "feature.node.kubernetes.io/pci-10de.present=true",
+    )
+    # --- the device plugin: its pods must be Ready on every GPU node (None: not judged)
+    device_plugin_selector: str | None = None
+    device_plugin_namespace: str | None = None
+    # --- what the guest must see
+    product_pattern: str | None = None  # regex searched in nvidia-smi's product name
+    product_label: str = "nvidia.com/gpu.product"  # the node label GFD writes
+    min_memory_mib: int | None = Field(default=None, ge=1)
+    min_driver: str | None = None  # e.g. "550.54"
+    min_cuda: str | None = None  # e.g. "12.4"
+    # --- budgets
+    schedule_timeout_s: float = Field(default=300.0, gt=0, le=86400)
+    start_timeout_s: float = Field(default=1200.0, gt=0, le=86400)  # Kata NVIDIA create timeout
+    collector_timeout_s: int = Field(default=120, ge=5, le=3600)  # per command in the guest
+
+    @field_validator("min_driver", "min_cuda")
+    @classmethod
+    def _versions(cls, v: str | None) -> str | None:
+        return _check_version(v)
+
+    @field_validator("product_pattern")
+    @classmethod
+    def _regex(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        try:
+            re.compile(v)
+        except re.error as exc:
+            raise ValueError(f"not a valid regular expression: {exc}") from None
+        return v
+
+    @field_validator("device_plugin_selector")
+    @classmethod
+    def _selector(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        parts = v.split(",")
+        if not v.strip() or not all(_REQ.match(p) for p in parts):
+            raise ValueError(
+                "must be an equality-based label selector, e.g. "
+                "'app=nvidia-sandbox-device-plugin-daemonset'"
+            )
+        return v
+
+    @field_validator("gpu_node_labels")
+    @classmethod
+    def _labels(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for item in v:
+            key, _, _val = item.partition("=")
+            if not re.fullmatch(_LABEL_KEY, key):
+                raise ValueError(f"{item!r}: must be 'key' or 'key=value'")
+        return v
+
+    @field_validator("resources")
+    @classmethod
+    def _resources(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for r in v:
+            if not re.fullmatch(r"[a-z0-9.\-]+/[A-Za-z0-9_.\-]+", r):
+                raise ValueError(f"{r!r}: must be an extended resource like 'nvidia.com/gpu'")
+        if len(set(v)) != len(v):
+            raise ValueError("resources are listed twice")
+        return v
+
+    @model_validator(mode="after")
+    def _budgets(self) -> GpuProfile:
+        if self.start_timeout_s < self.schedule_timeout_s:
+            raise ValueError("start_timeout_s must be >= schedule_timeout_s")
+        return self
+
+    @property
+    def expected_handler(self) -> str:
+        return self.handler or self.runtime_class
+
+    def label_matches(self, labels: dict[str, str] | None) -> list[str]:
+        """The ``gpu_node_labels`` entries these node labels satisfy."""
+        out = []
+        for item in self.gpu_node_labels:
+            key, eq, val = item.partition("=")
+            if key in (labels or {}) and (not eq or (labels or {})[key] == val):
+                out.append(item)
+        return out

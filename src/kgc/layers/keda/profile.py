@@ -1,0 +1,122 @@
+"""``cluster.keda``: what the KEDA latency layer runs and the budgets it judges against.
+
+Strict like every profile model (unknown keys refused, frozen). The ``Strict`` base is the
+same pattern as :mod:`kgc.core.profile`; it is repeated here so this module does not
+depend on the core's profile module while the core is redesigned.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Phase = Literal["decision", "creation", "scheduling", "sandbox", "start", "ready"]
+Measure = Literal[
+    "decision", "creation", "scheduling", "sandbox", "start", "ready", "startup", "e2e"
+]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _positive_values(v: dict[str, float]) -> dict[str, float]:
+    for k, x in v.items():
+        if not x > 0:
+            raise ValueError(f"{k}: a budget must be > 0 seconds, got {x}")
+    return v
+
+
+def _sandbox_budget() -> dict[Phase, float]:
+    return {"sandbox": 10.0}
+
+
+class KedaBudgets(Strict):
+    """What a certified scale-up may take. Percentiles are nearest-rank (see
+    :mod:`kgc.layers.keda.stats`)."""
+
+    # trigger raised -> pod Ready, p95 over every pod of every repetition (Kata class)
+    e2e_p95_s: float = Field(default=60.0, gt=0)
+    # per-phase p95 budgets (Kata class); phases without a budget are only reported
+    phase_p95_s: dict[Phase, float] = Field(default_factory=lambda: _sandbox_budget())
+    # Kata / baseline of `ratio_measure` at `ratio_stat`; None: report the ratio only
+    ratio_max: float | None = Field(default=1.5, gt=0)
+    ratio_measure: Measure = "e2e"
+    ratio_stat: Literal["p50", "p95", "max"] = "p50"
+    # optional per-phase ratio budgets, e.g. {sandbox: 4.0}
+    phase_ratio_max: dict[Measure, float] = Field(default_factory=dict)
+    # the decision phase (KEDA polling / HPA sync) "dominates" when its p50 is at least this
+    # share of the end-to-end p50: the configuration, not the runtime, then bounds latency
+    decision_dominance: float = Field(default=0.5, gt=0, le=1)
+    # how late (beyond the API's 1 s truncation and the clock offset's uncertainty) a watch
+    # event may arrive before the timing precision is reported as degraded
+    watch_lag_tolerance_s: float = Field(default=0.5, ge=0)
+
+    _pos = field_validator("phase_p95_s", "phase_ratio_max")(_positive_values)
+
+
+class KedaTimeouts(Strict):
+    """Every bounded wait of the live run, in seconds."""
+
+    endpoint_s: float = Field(default=60.0, gt=0)  # the run's trigger endpoint answers
+    activation_s: float = Field(default=120.0, gt=0)  # trigger -> ScaledObject Active
+    ready_s: float = Field(default=300.0, gt=0)  # trigger -> all K pods Ready
+    scale_down_s: float = Field(default=600.0, gt=0)  # trigger lowered -> no pod left
+    cleanup_s: float = Field(default=120.0, gt=0)  # the run's namespace is gone
+
+
+class KedaGpu(Strict):
+    """GPU requests of the measured pods; off by default so the layer runs on clusters
+    without free GPUs."""
+
+    per_pod: int = Field(default=0, ge=0)
+    resource: str = "nvidia.com/gpu"
+
+
+class KedaProfile(Strict):
+    """The KEDA scale-up latency layer (hooked in as ``cluster.keda``)."""
+
+    runtime_class: str = "kata"
+    # None: the baseline pods name no runtimeClassName (the cluster's default handler)
+    baseline_runtime_class: str | None = "runc"
+    compare_baseline: bool = True
+    repetitions: int = Field(default=5, ge=1, le=200)
+    replicas: int = Field(default=3, ge=1, le=100)  # K: each repetition scales 0 -> K -> 0
+    trigger: Literal["metrics-api", "kubernetes-workload", "external-push"] = "metrics-api"
+    # the run's own ScaledObjects: set pollingInterval to the platform's production value
+    # (KEDA's default is 30 s); cooldownPeriod only affects the scale back to zero between
+    # repetitions (KEDA's default is 300 s), so a short one keeps the run short
+    polling_interval_s: int = Field(default=30, ge=1)
+    cooldown_period_s: int = Field(default=30, ge=0)
+    image: str = "registry.k8s.io/pause:3.10"
+    gpu: KedaGpu = KedaGpu()
+    budgets: KedaBudgets = KedaBudgets()
+    timeouts: KedaTimeouts = KedaTimeouts()
+
+    @field_validator("runtime_class")
+    @classmethod
+    def _rc(cls, v: str) -> str:
+        if not v:
+            raise ValueError("must name the Kata RuntimeClass")
+        return v
+
+    @model_validator(mode="after")
+    def _waits_fit(self) -> KedaProfile:
+        t = self.timeouts
+        if t.activation_s <= self.polling_interval_s:
+            raise ValueError(
+                f"timeouts.activation_s ({t.activation_s:g}) must exceed polling_interval_s "
+                f"({self.polling_interval_s}): KEDA looks at the trigger only once per "
+                "pollingInterval")
+        if t.ready_s < t.activation_s:
+            raise ValueError(f"timeouts.ready_s ({t.ready_s:g}) must be at least "
+                             f"timeouts.activation_s ({t.activation_s:g})")
+        if t.scale_down_s <= self.cooldown_period_s:
+            raise ValueError(
+                f"timeouts.scale_down_s ({t.scale_down_s:g}) must exceed cooldown_period_s "
+                f"({self.cooldown_period_s}): KEDA scales to zero only after the cooldown")
+        if self.compare_baseline and self.baseline_runtime_class == self.runtime_class:
+            raise ValueError(f"baseline_runtime_class equals runtime_class "
+                             f"({self.runtime_class!r}): nothing to compare")
+        return self

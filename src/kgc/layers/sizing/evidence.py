@@ -1,0 +1,672 @@
+"""Evidence the sizing layer judges, and the pure parsers that produce it.
+
+* :data:`SIZING_GUEST_QUERY` — what a pod's in-guest collector must read for one shape
+  (``nproc --all``, ``/proc/meminfo``, ``/proc/cpuinfo``, ``/proc/zoneinfo``, the memory-block
+  size and the CPU lists). The same :class:`~kgc.core.hostfs.HostQuery` mechanism as every
+  other collector: one batched POSIX sh script.
+* :class:`GuestSize` — what one guest reported, parsed totally (malformed text gives ``None``
+  fields and ``problems``, never an exception).
+* :class:`KataConfigSource` — which Kata configuration the verdicts use and where it came from
+  (the node's runtime evidence, the profile, or measured from a limit-less probe pod).
+* :class:`ShapeObservation`, :class:`ClusterObjects`, :class:`SizingEvidence` — the layer's
+  recorded evidence; ``to_dict``/``from_dict`` round-trip it and ``from_dict`` raises
+  :class:`~kgc.core.model.EvidenceError` naming the field on malformed input.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from kgc.core.hostfs import HostQuery, HostSnapshot
+from kgc.core.model import EvidenceError
+from kgc.layers.sizing.model import MIB, KataSizing, SizingInputError
+
+SYS_MEMORY = "/sys/devices/system/memory"
+SYS_CPU = "/sys/devices/system/cpu"
+
+SIZING_GUEST_QUERY = HostQuery(
+    files=(
+        "/proc/meminfo",
+        "/proc/cpuinfo",
+        "/proc/zoneinfo",
+        "/proc/sys/kernel/osrelease",
+        "/proc/cmdline",
+        f"{SYS_MEMORY}/block_size_bytes",
+        f"{SYS_CPU}/online",
+        f"{SYS_CPU}/present",
+        f"{SYS_CPU}/possible",
+    ),
+    dirs=(SYS_MEMORY,),
+    commands=(("nproc", "nproc --all; nproc"),),
+)
+"""The per-shape in-guest collection (the ``nproc`` command matches :mod:`kgc.guest`'s)."""
+
+_MAX_INT = 1 << 62  # anything above is nonsense for a VM and is reported, not used
+
+
+# -- parsers (total) ---------------------------------------------------------------------------
+def _int(s: str, base: int = 10) -> int | None:
+    s = s.strip()
+    if not s or len(s) > 24:
+        return None
+    try:
+        v = int(s, base)
+    except ValueError:
+        return None
+    if not s.isascii() or v < 0 or v > _MAX_INT:
+        return None
+    return v
+
+
+def meminfo_kib(text: str | None, key: str = "MemTotal") -> int | None:
+    """``MemTotal:  4006892 kB`` -> 4006892 (the first line with the key)."""
+    for line in (text or "").splitlines():
+        k, sep, v = line.partition(":")
+        if sep and k.strip() == key:
+            m = re.fullmatch(r"\s*([0-9]{1,20})\s*kB\s*", v)
+            return _int(m.group(1)) if m else None
+    return None
+
+
+def cpuinfo_processors(text: str | None) -> int | None:
+    """Number of ``processor : N`` lines (online CPUs), None when there are none."""
+    n = sum(1 for ln in (text or "").splitlines()
+            if re.match(r"processor\s*:\s*[0-9]+\s*$", ln))
+    return n or None
+
+
+def cpu_list_count(text: str | None) -> int | None:
+    """``0-15`` -> 16, ``0,2-3`` -> 3; None for anything else (counted, never expanded)."""
+    t = (text or "").strip()
+    if not t or len(t) > 4096:
+        return None
+    total = 0
+    for part in t.split(","):
+        m = re.fullmatch(r"([0-9]{1,7})(?:-([0-9]{1,7}))?", part.strip())
+        if not m:
+            return None
+        lo = int(m.group(1))
+        hi = int(m.group(2)) if m.group(2) is not None else lo
+        if hi < lo:
+            return None
+        total += hi - lo + 1
+    return total
+
+
+def zoneinfo_pages(text: str | None) -> tuple[int | None, int | None]:
+    """Σ ``present`` and Σ ``managed`` pages over every zone of ``/proc/zoneinfo``.
+    ``present`` counts the RAM pages the firmware handed the kernel (holes excluded);
+    ``managed`` what the buddy allocator got after the kernel's boot reservations."""
+    present = managed = 0
+    seen_p = seen_m = False
+    for line in (text or "").splitlines():
+        m = re.fullmatch(r"\s+(present|managed)\s+([0-9]{1,20})\s*", line)
+        if not m:
+            continue
+        v = _int(m.group(2))
+        if v is None:
+            return None, None
+        if m.group(1) == "present":
+            present += v
+            seen_p = True
+        else:
+            managed += v
+            seen_m = True
+    return (present if seen_p else None), (managed if seen_m else None)
+
+
+def nproc_output(text: str | None) -> tuple[int | None, int | None]:
+    """``nproc --all; nproc`` -> (all, available)."""
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    vals = [_int(ln) for ln in lines[:2]]
+    a = vals[0] if vals else None
+    b = vals[1] if len(vals) > 1 else None
+    return a, b
+
+
+def page_kib(memtotal_kib: int | None, managed_pages: int | None) -> int | None:
+    """The guest's base page size, from MemTotal = managed pages x page size (the kernel
+    sets ``totalram_pages`` from the managed pages; 4 KiB on x86_64, 4/16/64 KiB on arm64)."""
+    if not memtotal_kib or not managed_pages:
+        return None
+    ratio = memtotal_kib / managed_pages
+    for size in (4, 16, 64):
+        if abs(ratio - size) <= size * 0.02:
+            return size
+    return None
+
+
+@dataclass(frozen=True)
+class GuestSize:
+    """The VM size one guest reports about itself."""
+
+    nproc_all: int | None = None  # configured CPUs (present), `nproc --all`
+    nproc: int | None = None  # CPUs available to the collector
+    cpuinfo_processors: int | None = None  # online CPUs
+    cpus_online: int | None = None
+    cpus_present: int | None = None
+    memtotal_kib: int | None = None
+    present_kib: int | None = None  # RAM the firmware gave the guest (Σ zone present)
+    managed_kib: int | None = None
+    block_size_bytes: int | None = None  # memory hot-plug block
+    memory_blocks: int | None = None
+    kernel: str | None = None
+    problems: tuple[str, ...] = ()
+
+    # -- derived -------------------------------------------------------------------------------
+    @property
+    def vcpus(self) -> int | None:
+        """The vCPU count to judge: ``nproc --all``, else the present/online CPU lists."""
+        for v in (self.nproc_all, self.cpus_present, self.cpuinfo_processors):
+            if v is not None:
+                return v
+        return None
+
+    @property
+    def memtotal_mib(self) -> float | None:
+        return None if self.memtotal_kib is None else self.memtotal_kib / 1024
+
+    @property
+    def ram_mib(self) -> float | None:
+        """RAM the guest kernel was given (present pages), None when not collected."""
+        return None if self.present_kib is None else self.present_kib / 1024
+
+    @property
+    def block_mib(self) -> int | None:
+        if not self.block_size_bytes or self.block_size_bytes % MIB:
+            return None
+        return self.block_size_bytes // MIB
+
+    @classmethod
+    def from_snapshot(cls, snap: HostSnapshot) -> GuestSize:
+        """Parse what the in-guest collector returned (``SIZING_GUEST_QUERY`` or
+        :mod:`kgc.guest`'s larger query, which lacks zoneinfo and the block size)."""
+        problems: list[str] = []
+        np_all = np_avail = None
+        cmd = snap.command("nproc")
+        if cmd is not None:
+            if cmd.rc == 0:
+                np_all, np_avail = nproc_output(cmd.output)
+                if np_all is None:
+                    problems.append(f"nproc printed {cmd.output[:40]!r}")
+            else:
+                problems.append(f"nproc exited {cmd.rc}: {cmd.output.strip()[:80]}")
+        meminfo = snap.read("/proc/meminfo")
+        memtotal = meminfo_kib(meminfo)
+        if meminfo is None:
+            problems.append("/proc/meminfo was not collected")
+        elif memtotal is None:
+            problems.append("no MemTotal in /proc/meminfo")
+        present_p, managed_p = zoneinfo_pages(snap.read("/proc/zoneinfo"))
+        pk = page_kib(memtotal, managed_p)
+        present_kib = managed_kib = None
+        if present_p is not None and managed_p is not None:
+            if pk is None:
+                problems.append("cannot tell the page size: MemTotal is not a whole multiple "
+                                "of /proc/zoneinfo's managed pages")
+            else:
+                present_kib, managed_kib = present_p * pk, managed_p * pk
+        bs_text = snap.text(f"{SYS_MEMORY}/block_size_bytes")
+        bs = _int(bs_text, 16) if bs_text else None
+        if bs_text and not bs:
+            problems.append(f"block_size_bytes is {bs_text[:30]!r}")
+        listing = snap.listdir(SYS_MEMORY)
+        blocks = (sum(1 for e in listing if re.fullmatch(r"memory[0-9]+", e))
+                  if listing is not None else None)
+        return cls(
+            nproc_all=np_all,
+            nproc=np_avail,
+            cpuinfo_processors=cpuinfo_processors(snap.read("/proc/cpuinfo")),
+            cpus_online=cpu_list_count(snap.read(f"{SYS_CPU}/online")),
+            cpus_present=cpu_list_count(snap.read(f"{SYS_CPU}/present")),
+            memtotal_kib=memtotal,
+            present_kib=present_kib,
+            managed_kib=managed_kib,
+            block_size_bytes=bs or None,
+            memory_blocks=blocks,
+            kernel=snap.text("/proc/sys/kernel/osrelease"),
+            problems=tuple(problems),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(self).items()}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> GuestSize:
+        m = _require_mapping(d, "guest")
+        kw: dict[str, Any] = {}
+        for name in ("nproc_all", "nproc", "cpuinfo_processors", "cpus_online", "cpus_present",
+                     "memtotal_kib", "present_kib", "managed_kib", "block_size_bytes",
+                     "memory_blocks"):
+            kw[name] = _opt_int(m.get(name), f"guest.{name}")
+        kw["kernel"] = _opt_str(m.get("kernel"), "guest.kernel")
+        kw["problems"] = _str_tuple(m.get("problems", []), "guest.problems")
+        extra = set(m) - set(kw)
+        if extra:
+            raise EvidenceError(f"guest: unknown field {sorted(extra)[0]!r}")
+        return cls(**kw)
+
+
+# -- from_dict helpers -------------------------------------------------------------------------
+def _require_mapping(v: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(v, Mapping):
+        raise EvidenceError(f"{where}: expected an object, got {type(v).__name__}")
+    return v
+
+
+def _opt_int(v: Any, where: str) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise EvidenceError(f"{where}: expected an integer, got {type(v).__name__}")
+    return v
+
+
+def _opt_str(v: Any, where: str) -> str | None:
+    if v is None:
+        return None
+    if not isinstance(v, str):
+        raise EvidenceError(f"{where}: expected a string, got {type(v).__name__}")
+    return v
+
+
+def _str(v: Any, where: str) -> str:
+    if not isinstance(v, str):
+        raise EvidenceError(f"{where}: expected a string, got {type(v).__name__}")
+    return v
+
+
+def _bool(v: Any, where: str) -> bool:
+    if not isinstance(v, bool):
+        raise EvidenceError(f"{where}: expected true/false, got {type(v).__name__}")
+    return v
+
+
+def _num(v: Any, where: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise EvidenceError(f"{where}: expected a number, got {v!r}")
+    return float(v)
+
+
+def _str_tuple(v: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(v, (list, tuple)):
+        raise EvidenceError(f"{where}: expected a list, got {type(v).__name__}")
+    return tuple(_str(x, f"{where}[{i}]") for i, x in enumerate(v))
+
+
+def _list_of_mappings(v: Any, where: str) -> list[Mapping[str, Any]]:
+    if not isinstance(v, list):
+        raise EvidenceError(f"{where}: expected a list, got {type(v).__name__}")
+    return [_require_mapping(x, f"{where}[{i}]") for i, x in enumerate(v)]
+
+
+def kata_sizing_from_dict(d: Any, where: str = "kata") -> KataSizing:
+    m = _require_mapping(d, where)
+    try:
+        runtime = _str(m["runtime"], f"{where}.runtime")
+        if runtime not in ("go", "runtime-rs"):
+            raise EvidenceError(f"{where}.runtime: {runtime!r} is not 'go' or 'runtime-rs'")
+        block = m.get("memory_block_mib")
+        return KataSizing(
+            runtime=runtime,  # type: ignore[arg-type]
+            static=_bool(m["static"], f"{where}.static"),
+            hypervisor=_str(m["hypervisor"], f"{where}.hypervisor"),
+            default_vcpus=_num(m["default_vcpus"], f"{where}.default_vcpus"),
+            default_memory=_int_req(m["default_memory"], f"{where}.default_memory"),
+            default_maxvcpus=_int_req(m["default_maxvcpus"], f"{where}.default_maxvcpus"),
+            default_maxmemory=_int_req(m["default_maxmemory"], f"{where}.default_maxmemory"),
+            overhead_vcpus=_num(m["overhead_vcpus"], f"{where}.overhead_vcpus"),
+            overhead_memory=_int_req(m["overhead_memory"], f"{where}.overhead_memory"),
+            memory_slots=_int_req(m["memory_slots"], f"{where}.memory_slots"),
+            virtio_mem=_bool(m["virtio_mem"], f"{where}.virtio_mem"),
+            enable_annotations=_str_tuple(m["enable_annotations"], f"{where}.enable_annotations"),
+            memory_block_mib=_opt_int(block, f"{where}.memory_block_mib"),
+            source=_str(m["source"], f"{where}.source"),
+        )
+    except KeyError as exc:
+        raise EvidenceError(f"{where}: missing field {exc.args[0]!r}") from None
+
+
+def _int_req(v: Any, where: str) -> int:
+    r = _opt_int(v, where)
+    if r is None:
+        raise EvidenceError(f"{where}: expected an integer, got null")
+    return r
+
+
+# -- where the Kata configuration comes from ---------------------------------------------------
+SOURCE_NODE = "node"
+SOURCE_PROFILE = "profile"
+SOURCE_MEASURED = "measured"
+SOURCE_NONE = "none"
+
+
+@dataclass(frozen=True)
+class KataConfigSource:
+    """The Kata sizing configuration for one RuntimeClass and where it came from.
+
+    ``kind`` is ``node`` (the runtime layer's parsed TOML), ``profile`` (the profile's
+    ``sizing.kata`` entry), ``measured`` (derived from a limit-less probe pod's guest) or
+    ``none``; ``detail`` names the file, profile key or probe; ``tried`` lists the sources
+    that were looked at first and why they were not used."""
+
+    runtime_class: str
+    kind: str
+    detail: str
+    sizing: KataSizing | None = None
+    error: str = ""
+    tried: tuple[str, ...] = ()
+
+    @property
+    def usable(self) -> bool:
+        return self.sizing is not None and not self.error
+
+    def describe(self) -> str:
+        return f"{self.kind}: {self.detail}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "runtime_class": self.runtime_class,
+            "kind": self.kind,
+            "detail": self.detail,
+            "sizing": self.sizing.to_dict() if self.sizing else None,
+            "error": self.error,
+            "tried": list(self.tried),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "config") -> KataConfigSource:
+        m = _require_mapping(d, where)
+        try:
+            rc = _str(m["runtime_class"], f"{where}.runtime_class")
+            kind = _str(m["kind"], f"{where}.kind")
+            if kind not in (SOURCE_NODE, SOURCE_PROFILE, SOURCE_MEASURED, SOURCE_NONE):
+                raise EvidenceError(f"{where}.kind: unknown source {kind!r}")
+            s = m["sizing"]
+            return cls(
+                runtime_class=rc,
+                kind=kind,
+                detail=_str(m["detail"], f"{where}.detail"),
+                sizing=None if s is None else kata_sizing_from_dict(s, f"{where}.sizing"),
+                error=_str(m["error"], f"{where}.error"),
+                tried=_str_tuple(m["tried"], f"{where}.tried"),
+            )
+        except KeyError as exc:
+            raise EvidenceError(f"{where}: missing field {exc.args[0]!r}") from None
+
+
+# -- live shapes -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ShapeObservation:
+    """One pod shape run live: the pod as created (API JSON), where it ran, and what its
+    guest reported. ``error`` says why there is no guest evidence (pod failed, timed out)."""
+
+    shape: str
+    pod: Mapping[str, Any]
+    runtime_class: str
+    node: str = ""
+    guest: GuestSize | None = None
+    error: str = ""
+    simulated: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "shape": self.shape,
+            "pod": dict(self.pod),
+            "runtime_class": self.runtime_class,
+            "node": self.node,
+            "guest": self.guest.to_dict() if self.guest else None,
+            "error": self.error,
+            "simulated": self.simulated,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "shape") -> ShapeObservation:
+        m = _require_mapping(d, where)
+        try:
+            g = m["guest"]
+            return cls(
+                shape=_str(m["shape"], f"{where}.shape"),
+                pod=dict(_require_mapping(m["pod"], f"{where}.pod")),
+                runtime_class=_str(m["runtime_class"], f"{where}.runtime_class"),
+                node=_str(m.get("node", ""), f"{where}.node"),
+                guest=None if g is None else GuestSize.from_dict(g),
+                error=_str(m.get("error", ""), f"{where}.error"),
+                simulated=_bool(m.get("simulated", False), f"{where}.simulated"),
+            )
+        except KeyError as exc:
+            raise EvidenceError(f"{where}: missing field {exc.args[0]!r}") from None
+
+
+# -- cluster objects ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ClusterObjects:
+    """The cluster objects the static checks read, as the API returns them (JSON):
+    Pods (all namespaces), Nodes, RuntimeClasses."""
+
+    pods: tuple[Mapping[str, Any], ...] = ()
+    nodes: tuple[Mapping[str, Any], ...] = ()
+    runtime_classes: tuple[Mapping[str, Any], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pods": [dict(p) for p in self.pods],
+            "nodes": [dict(n) for n in self.nodes],
+            "runtime_classes": [dict(r) for r in self.runtime_classes],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "cluster") -> ClusterObjects:
+        m = _require_mapping(d, where)
+        return cls(
+            pods=tuple(_list_of_mappings(m.get("pods", []), f"{where}.pods")),
+            nodes=tuple(_list_of_mappings(m.get("nodes", []), f"{where}.nodes")),
+            runtime_classes=tuple(
+                _list_of_mappings(m.get("runtime_classes", []), f"{where}.runtime_classes")),
+        )
+
+
+@dataclass(frozen=True)
+class SizingEvidence:
+    """Everything the sizing layer judges. A part that was not collected is ``None`` (its
+    checks skip with that reason); ``configs`` maps RuntimeClass name -> its Kata config."""
+
+    configs: Mapping[str, KataConfigSource] = field(default_factory=dict)
+    shapes: tuple[ShapeObservation, ...] | None = None
+    cluster: ClusterObjects | None = None
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "configs": {k: v.to_dict() for k, v in self.configs.items()},
+            "shapes": None if self.shapes is None else [s.to_dict() for s in self.shapes],
+            "cluster": None if self.cluster is None else self.cluster.to_dict(),
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any) -> SizingEvidence:
+        m = _require_mapping(d, "sizing")
+        cfgs = _require_mapping(m.get("configs", {}), "sizing.configs")
+        shapes = m.get("shapes")
+        cluster = m.get("cluster")
+        if shapes is not None and not isinstance(shapes, list):
+            raise EvidenceError(f"sizing.shapes: expected a list, got {type(shapes).__name__}")
+        return cls(
+            configs={_str(k, "sizing.configs key"): KataConfigSource.from_dict(
+                v, f"sizing.configs[{k!r}]") for k, v in cfgs.items()},
+            shapes=None if shapes is None else tuple(
+                ShapeObservation.from_dict(s, f"sizing.shapes[{i}]") for i, s in enumerate(shapes)),
+            cluster=None if cluster is None else ClusterObjects.from_dict(cluster),
+            notes=_str_tuple(m.get("notes", []), "sizing.notes"),
+        )
+
+
+
+
+# -- Kata configuration: from the node's TOML, the profile, or a probe -------------------------
+def _toml_num(hv: Mapping[str, Any], key: str, where: str, default: float,
+              integer: bool) -> Any:
+    if key not in hv:
+        return default
+    v = hv[key]
+    ok = (isinstance(v, int) if integer else isinstance(v, (int, float))) and \
+        not isinstance(v, bool)
+    if not ok or (isinstance(v, float) and not math.isfinite(v)):
+        kind = "an integer" if integer else "a number"
+        raise SizingInputError(f"{where} {key} = {v!r}: Kata expects {kind} (the runtime "
+                               "cannot load this file)")
+    return v
+
+
+def kata_sizing_from_toml(data: Mapping[str, Any], path: str, source: str = "") -> KataSizing:
+    """The sizing keys of a parsed Kata configuration (main file + config.d drop-ins merged).
+    Go or runtime-rs is told by ``[runtime] name = "virt_container"`` / ``hypervisor_name``
+    (runtime-rs only). Raises :class:`SizingInputError` on keys of the wrong type."""
+    rt = data.get("runtime")
+    rt = rt if isinstance(rt, Mapping) else {}
+    hvs = data.get("hypervisor")
+    hvs = {k: v for k, v in hvs.items() if isinstance(v, Mapping)} \
+        if isinstance(hvs, Mapping) else {}
+    is_rs = rt.get("name") == "virt_container" or "hypervisor_name" in rt
+    if not hvs:
+        raise SizingInputError(f"{path} has no [hypervisor.*] section")
+    if is_rs and isinstance(rt.get("hypervisor_name"), str) and rt["hypervisor_name"] in hvs:
+        name = rt["hypervisor_name"]
+    elif len(hvs) == 1:
+        name = next(iter(hvs))
+    else:
+        raise SizingInputError(f"{path} has several hypervisor sections ({', '.join(sorted(hvs))})"
+                               " and no [runtime] hypervisor_name to choose one")
+    hv = hvs[name]
+    w = f"{path} [hypervisor.{name}]"
+    static = rt.get("static_sandbox_resource_mgmt", False)
+    if not isinstance(static, bool):
+        raise SizingInputError(f"{path} [runtime] static_sandbox_resource_mgmt = {static!r}: "
+                               "Kata expects true/false")
+    virtio_mem = hv.get("enable_virtio_mem", False)
+    if not isinstance(virtio_mem, bool):
+        raise SizingInputError(f"{w} enable_virtio_mem = {virtio_mem!r}: Kata expects true/false")
+    ann = hv.get("enable_annotations", [])
+    if not isinstance(ann, list) or not all(isinstance(a, str) for a in ann):
+        raise SizingInputError(f"{w} enable_annotations = {ann!r}: Kata expects a list of strings")
+    default_mem = 2048 if not is_rs else 0
+    return KataSizing(
+        runtime="runtime-rs" if is_rs else "go",
+        static=static,
+        hypervisor=name,
+        default_vcpus=float(_toml_num(hv, "default_vcpus", w, 1.0, integer=False)),
+        default_memory=_toml_num(hv, "default_memory", w, default_mem, integer=True),
+        default_maxvcpus=_toml_num(hv, "default_maxvcpus", w, 0, integer=True),
+        default_maxmemory=_toml_num(hv, "default_maxmemory", w, 0, integer=True),
+        overhead_vcpus=float(_toml_num(hv, "overhead_vcpus", w, 0.0, integer=False)),
+        overhead_memory=_toml_num(hv, "overhead_memory", w, 0, integer=True),
+        memory_slots=_toml_num(hv, "memory_slots", w, 10, integer=True),
+        virtio_mem=virtio_mem,
+        enable_annotations=tuple(ann),
+        source=source or path,
+    )
+
+
+def kata_config_from_runtime(runtime_evidence: Any, handler: str, runtime_class: str,
+                             search: tuple[str, ...] | None = None) -> KataConfigSource:
+    """Adapter from the runtime layer's node evidence (``kgc.evidence.containerd.
+    RuntimeEvidence``, what ``kgc.layers.runtime.collect.parse`` returns): the handler's
+    ``ConfigPath`` (else the standard locations) and its ``config.d`` drop-ins, resolved by
+    ``kgc.evidence.containerd.kata_config`` exactly as the runtime layer does, turned into
+    sizing keys."""
+    from kgc.core.profile import RuntimeProfile
+    from kgc.evidence.containerd import handlers, kata_config
+
+    paths = search if search is not None else RuntimeProfile().kata_config_paths
+    found, _ = handlers(runtime_evidence.effective, runtime_evidence.config_version)
+    h = found.get(handler)
+    if h is None:
+        return KataConfigSource(runtime_class, SOURCE_NONE, "", tried=(
+            f"node: containerd ({runtime_evidence.effective_source}) has no runtime handler "
+            f"{handler!r}",))
+    kc = kata_config(runtime_evidence, h, paths)
+    if kc.path is None:
+        return KataConfigSource(runtime_class, SOURCE_NONE, "", tried=(
+            f"node: {kc.chosen_because}; searched {', '.join(kc.searched)}",))
+    detail = kc.path + (f" + {len(kc.dropins)} config.d drop-in(s)" if kc.dropins else "") + \
+        f" ({kc.chosen_because})"
+    if kc.error:
+        return KataConfigSource(runtime_class, SOURCE_NODE, detail, error=kc.error)
+    try:
+        sizing = kata_sizing_from_toml(kc.data, kc.path, source=f"node: {detail}")
+    except SizingInputError as exc:
+        return KataConfigSource(runtime_class, SOURCE_NODE, detail, error=str(exc))
+    return KataConfigSource(runtime_class, SOURCE_NODE, detail, sizing)
+
+
+def measured_from_probe(runtime_class: str, probe: ShapeObservation) -> KataConfigSource:
+    """The default VM a limit-less probe pod got, as a configuration: default_vcpus = its
+    vCPUs, default_memory = its RAM (rounded up to the MiB). Predictions then add the limits
+    the Go runtime's way; a probe cannot see runtime-rs overheads or a fractional default."""
+    name = (probe.pod.get("metadata") or {}).get("name", probe.shape) \
+        if isinstance(probe.pod.get("metadata"), Mapping) else probe.shape
+    where = f"probe pod {name}" + (f" on {probe.node}" if probe.node else "")
+    g = probe.guest
+    if probe.error or g is None:
+        return KataConfigSource(runtime_class, SOURCE_NONE, "", tried=(
+            f"measured: {where} gave no guest evidence ({probe.error or 'nothing reported'})",))
+    if g.vcpus is None or g.ram_mib is None:
+        return KataConfigSource(runtime_class, SOURCE_NONE, "", tried=(
+            f"measured: {where} reported no vCPU count or no /proc/zoneinfo (the guest's RAM)",))
+    mem = math.ceil(g.ram_mib - 1e-9)
+    sizing = KataSizing(runtime="go", static=True, default_vcpus=float(g.vcpus),
+                        default_memory=mem, memory_block_mib=g.block_mib,
+                        source=f"measured: {where}")
+    detail = (f"{where}: default VM {g.vcpus} vCPU / {mem} MiB"
+              + (" (simulated)" if probe.simulated else "")
+              + "; limits are added the Go runtime's way")
+    return KataConfigSource(runtime_class, SOURCE_MEASURED, detail, sizing)
+
+
+def resolve_config(
+    runtime_class: str,
+    *,
+    node: KataConfigSource | None = None,
+    profile_entry: Any = None,
+    probe: ShapeObservation | None = None,
+) -> KataConfigSource:
+    """The configuration the sizing checks use for one RuntimeClass, in the issue's order:
+    the node's own files (a broken file is reported, not skipped), the profile's
+    ``cluster.sizing.kata.<runtime_class>`` entry, the default VM measured by a probe pod."""
+    tried: list[str] = []
+    if node is not None:
+        if node.kind != SOURCE_NONE:
+            return node
+        tried.extend(node.tried or (f"node: {node.detail or 'nothing found'}",))
+    else:
+        tried.append("node: the runtime layer's evidence is not available")
+    if profile_entry is not None:
+        key = f"profile cluster.sizing.kata.{runtime_class}"
+        return KataConfigSource(runtime_class, SOURCE_PROFILE, key,
+                                profile_entry.to_sizing(key), tried=tuple(tried))
+    tried.append(f"profile: no cluster.sizing.kata.{runtime_class} entry")
+    if probe is not None:
+        m = measured_from_probe(runtime_class, probe)
+        return replace(m, tried=tuple(tried) + m.tried)
+    tried.append("measured: no probe pod was run")
+    return KataConfigSource(runtime_class, SOURCE_NONE, "no source", tried=tuple(tried))
+
+
+__all__ = [
+    "SIZING_GUEST_QUERY",
+    "ClusterObjects",
+    "GuestSize",
+    "KataConfigSource",
+    "ShapeObservation",
+    "SizingEvidence",
+    "SizingInputError",
+    "kata_config_from_runtime",
+    "kata_sizing_from_toml",
+    "measured_from_probe",
+    "resolve_config",
+]

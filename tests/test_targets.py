@@ -1,0 +1,129 @@
+"""Targets decide, in one place, a target's name, locality, reboot safety, socket reach and
+the remediation of a transport failure."""
+
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kgc.core.target import Address, ClusterTarget, NodeTarget, TargetError, redact_url
+
+
+@pytest.mark.parametrize("spec,name", [
+    ("local://", platform.node()),
+    ("ssh://root@gpu-a", "gpu-a"),
+    ("ssh://root:pw@gpu-a:2222", "gpu-a:2222"),
+    ("paramiko://admin@10.0.0.5", "10.0.0.5"),
+    ("gpu-b", "gpu-b"),
+    ("chroot:///mnt/image", "chroot:/mnt/image"),
+    ("kubectl://kgc-node-x?namespace=kgc", "kgc/kgc-node-x"),
+    ("docker://c1", "docker:c1"),
+    ("ssh://[::1]:22", "[::1]:22"),
+])
+def test_one_name_per_node_without_credentials(spec: str, name: str) -> None:
+    assert NodeTarget(spec).name == name
+
+
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="@/:?#[]"),
+               min_size=3, max_size=20))
+def test_passwords_never_survive_redaction(pw: str) -> None:
+    spec = f"ssh://root:{pw}@host:22"
+    assert pw not in redact_url(spec).replace("root", "").replace("host", "")
+
+
+@pytest.mark.parametrize("spec,root,refused", [
+    ("local://", "", "machine that runs kgc"),
+    ("ssh://root@127.0.0.1:2222", "", "loopback"),
+    ("ssh://root@localhost", "", "loopback"),
+    ("ssh://root@[::1]:22", "", "loopback"),
+    ("kubectl://pod", "", "pod or container"),
+    ("docker://c", "", "pod or container"),
+    ("chroot:///mnt", "", "offline tree"),
+    ("ssh://root@gpu-a", "/mnt/tree", "offline tree"),
+    ("ssh://root@gpu-a", "", None),
+    ("ssh://root@kgc-lab-vm", "", None),  # an ssh_config alias for a lab VM
+])
+def test_reboot_refusal_is_decided_by_the_target(spec: str, root: str, refused: str | None):
+    why = NodeTarget(spec, root=root).reboot_refusal()
+    if refused is None:
+        assert why is None
+    else:
+        assert why and refused in why
+
+
+def test_only_this_machine_reaches_its_sockets_directly() -> None:
+    assert NodeTarget("local://").sockets_reachable
+    assert not NodeTarget("local://", root="/tmp/x").sockets_reachable
+    assert not NodeTarget("ssh://root@gpu-a").sockets_reachable
+    assert NodeTarget("chroot:///mnt").offline_tree
+
+
+@pytest.mark.parametrize("spec,needle", [
+    ("ssh://root@gpu-a", "known_hosts"),
+    ("kubectl://p", "kubectl exec"),
+    ("chroot:///x", "root"),
+    ("local://", "--sudo"),
+])
+def test_remediation_comes_from_the_transport(spec: str, needle: str) -> None:
+    assert needle in NodeTarget(spec).remediation
+
+
+def test_unreachable_ssh_target_fails_with_the_ssh_remedy() -> None:
+    t = NodeTarget("ssh://root@127.0.0.1:1", timeout_s=5)
+    with pytest.raises(TargetError) as ei:
+        t.run("true")
+    assert "ssh" in str(ei.value) and "known_hosts" in ei.value.remediation
+
+
+def test_unparseable_target_is_bad_input() -> None:
+    with pytest.raises(TargetError):
+        Address.parse("ssh://host:notaport")
+
+
+def test_ssh_host_keys_are_strict_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    import testinfra
+
+    seen: dict[str, Any] = {}
+
+    def fake_get_host(spec: str, **kw: Any) -> object:
+        seen.update(kw)
+        return object()
+
+    monkeypatch.setattr(testinfra, "get_host", fake_get_host)
+    _ = NodeTarget("ssh://root@gpu-a").host
+    assert "StrictHostKeyChecking=yes" in seen["ssh_extra_args"]
+    _ = NodeTarget("ssh://root@gpu-b", host_keys="accept-new").host
+    assert "StrictHostKeyChecking=accept-new" in seen["ssh_extra_args"]
+
+
+def test_paramiko_refuses_unknown_host_keys(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    import paramiko
+
+    policies = []
+
+    def fake_connect(self: paramiko.SSHClient, **cfg: Any) -> None:
+        policies.append(type(self._policy).__name__)
+
+    monkeypatch.setattr(paramiko.SSHClient, "connect", fake_connect)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.ssh/config to weaken anything
+    cfg = tmp_path / "cfg"
+    cfg.write_text("Host gpu-a\n  StrictHostKeyChecking no\n")
+    _ = NodeTarget("paramiko://root@gpu-a", ssh_config=str(cfg)).host.backend.client
+    _ = NodeTarget("paramiko://root@gpu-b", host_keys="accept-new").host.backend.client
+    assert policies == ["RejectPolicy", "AutoAddPolicy"]
+
+
+def test_cluster_target_is_named_by_its_context_not_its_credentials(tmp_path) -> None:
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: lab\n"
+        "contexts: [{name: lab, context: {cluster: kgc-lab, user: admin}}]\n"
+        "clusters: [{name: kgc-lab, cluster: {server: 'https://127.0.0.1:6443'}}]\n"
+        "users: [{name: admin, user: {token: SECRET-TOKEN}}]\n")
+    t = ClusterTarget(str(kc))
+    assert t.name == "kgc-lab" and "SECRET" not in t.redacted
+    assert ClusterTarget(str(kc), "other").name == "other"
