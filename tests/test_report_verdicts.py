@@ -58,7 +58,8 @@ def test_a_crashing_evaluator_is_an_error_verdict_naming_the_exception() -> None
     assert v.status is Status.ERROR
     assert v.reason.startswith("evaluator crashed: KeyError")
     assert "socket_path" in v.reason
-    assert "defect in kgc" in v.remediation
+    assert v.remediation == ("This is a defect in kgc; please report it with the evidence "
+                             "bundle (`kgc snapshot`).")
     assert v.evidence == {}
 
 

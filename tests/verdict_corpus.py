@@ -417,6 +417,21 @@ SCENARIOS: list[Scenario] = [
         [t.group(str(i), ty).pci(f"0000:4{i}:00.0", "10de", "2331", "030200", "vfio-pci", str(i))
          for i, ty in enumerate(['identity', 'DMA', 'DMA-FQ'])])), patch=_mode("passthrough"),
              expect={"iommu.enabled": P}),
+    Scenario("iommu-5-paths-unreadable", H, edit(good(), lambda d: [d["errors"].__setitem__(
+        f"/sys/bus/pci/devices/0000:41:00.0/x{i}", "unreadable (exit 1)") for i in range(5)]),
+             expect={"iommu.targets-present": E}),
+    Scenario("iommu-6-paths-unreadable", H, edit(good(), lambda d: [d["errors"].__setitem__(
+        f"/sys/bus/pci/devices/0000:41:00.0/x{i}", "unreadable (exit 1)") for i in range(6)]),
+             expect={"iommu.targets-present": E}),
+    Scenario("iommu-vendor-from-dmar", H, tree(lambda t: (
+        t.write("proc/cpuinfo", "vendor_id\t: SomeCPU\nflags\t\t: fpu\n"), t.acpi("DMAR"),
+        t.kconfig().cmdline("ro intel_iommu=on"))), expect={"iommu.platform": P}),
+    Scenario("iommu-vendor-from-ivrs", H, tree(lambda t: (
+        t.write("proc/cpuinfo", "vendor_id\t: SomeCPU\nflags\t\t: fpu\n"), t.acpi("IVRS"),
+        t.kconfig())), expect={"iommu.platform": P}),
+    Scenario("iommu-vendor-from-iort", H, tree(lambda t: (
+        t.write("proc/cpuinfo", "vendor_id\t: SomeCPU\nflags\t\t: fpu\n"), t.acpi("IORT"),
+        t.kconfig())), expect={"iommu.platform": P}),
     Scenario("iommu-no-interrupt-remapping", H, good(lambda t: t.write(
         "proc/interrupts", "  0:  1  IO-APIC  2-edge timer\n")),
              expect={"iommu.interrupt-remapping": F}),
@@ -604,6 +619,12 @@ SCENARIOS: list[Scenario] = [
                "/etc/modprobe.d/vfio.conf": "softdep e1000 pre: vfio-pci\n",
                "/etc/modules-load.d/vfio.conf": "vfio-pci\n"}), profile="lab",
              expect={"persistence.coverage": P, "persistence.cmdline": P}),
+    Scenario("vp-candidates-vfio-core-partial", VP, fake(
+        files={"/etc/modprobe.d/vfio.conf": MODPROBE, "/etc/modules-load.d/vfio.conf":
+               "vfio-pci\n"}, initramfs=VFIO_KO,
+        pci_modalias_drivers=CommandResult(0, "D 0000:01:01.0 a2\nD 0000:01:02.0 a2\n"
+                                              "A a2 vfio_pci_core e1000\n")),
+             profile="lab", expect={"persistence.load-order": P, "persistence.initramfs": P}),
     Scenario("vp-no-initramfs", VP, fake(files={"/etc/modprobe.d/kgc-vfio.conf": MODPROBE}),
              profile="lab", expect={"persistence.initramfs": S}),
     Scenario("vp-no-modprobe", VP, fake(files={"/etc/modprobe.d/kgc-vfio.conf":

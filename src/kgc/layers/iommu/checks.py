@@ -77,11 +77,11 @@ def _active(ev: IommuEvidence) -> bool:
     return len(ev.groups) > 0
 
 
-def firmware_fix(ev: IommuEvidence, vendor: str | None, bare_metal: str) -> str:
-    """Turn the IOMMU on where it lives: the firmware setup on bare metal, the hypervisor's
-    virtual IOMMU in a VM (a VM has no VT-d/AMD-Vi BIOS setting of its own)."""
+def firmware_fix(ev: IommuEvidence, bare_metal: str) -> str:
+    """Turn the IOMMU on where it lives (vendor unknown): the firmware setup on bare metal,
+    the hypervisor's virtual IOMMU in a VM (a VM has no VT-d/AMD-Vi BIOS setting)."""
     if ev.vm.vm:
-        return vm_iommu_fix(vendor, ev.vm.why)
+        return vm_iommu_fix(None, ev.vm.why)
     return bare_metal
 
 
@@ -129,7 +129,7 @@ def platform(ev: IommuEvidence, profile: Profile) -> Outcome:
         return failed(
             f"CPU vendor {ev.cpu_vendor or 'unknown'} and no DMAR, IVRS or IORT table: no IOMMU "
             f"is described by firmware{_where_vm(ev)}",
-            firmware_fix(ev, None, "Enable the IOMMU (VT-d / AMD-Vi / SMMU) in the firmware "
+            firmware_fix(ev, "Enable the IOMMU (VT-d / AMD-Vi / SMMU) in the firmware "
                          "setup, then reboot."),
             **evidence,
         )
