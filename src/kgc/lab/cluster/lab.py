@@ -406,6 +406,11 @@ class Lab:
             f"--tls-cert-file={pki.kwok_serving.cert}",
             f"--tls-private-key-file={pki.kwok_serving.key}",
             "--enable-crds=Logs,ClusterLogs",
+            # kwok renews each node's Lease (kube-node-lease): without it the node lifecycle
+            # controller marks the nodes NotReady after its 40 s grace period, their pods
+            # not Ready, and kwok's node-initialize stage then drops the nodes' addresses
+            # (pod logs stop working)
+            "--node-lease-duration-seconds=40",
             "--cidr=10.244.0.0/16",
         ], {}, logs / "kwok.log")
         self._start(kwok)
