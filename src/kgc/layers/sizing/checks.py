@@ -232,7 +232,9 @@ def kata_config(ev: SizingEvidence, profile: Any) -> Outcome:
         return skipped("no Kata sizing configuration is known: " + "; ".join(missing),
                        configs=rows)
     known = "; ".join(f"{r['runtime_class']}: {r['mode']} ({r['settings']}) from "
-                      f"{r['source']}" for r in rows if "mode" in r)
+                      f"{r['source']}" + (f" [before it: {'; '.join(r['tried'])}]"
+                                          if r["tried"] else "")
+                      for r in rows if "mode" in r)
     if warns or missing:
         return warned("; ".join(warns + missing) + f" — known: {known}",
                       "Review these Kata settings: " + "; ".join(warns + missing), configs=rows)
@@ -414,6 +416,15 @@ def _kata_pods(ev: SizingEvidence, profile: Any) -> tuple[list[_KataPod], list[s
     return out, bad, others
 
 
+def _no_cluster(ev: SizingEvidence) -> Outcome:
+    err = ev.errors.get("cluster")
+    if err:
+        return errored(f"the cluster's pods, nodes and RuntimeClasses could not be read: {err}",
+                       "Grant the run's credentials `list` on pods (all namespaces), nodes and "
+                       "runtimeclasses.node.k8s.io, then rerun.")
+    return skipped("the cluster's pods, nodes and RuntimeClasses were not collected")
+
+
 # -- sizing.starved-pods -----------------------------------------------------------------------
 @CHECKS.check(
     "sizing.starved-pods",
@@ -427,7 +438,7 @@ def starved_pods(ev: SizingEvidence, profile: Any) -> Outcome:
     scheduler reserves it, the VM does not get it), or when the predicted VM is smaller than
     the pod's requests (ceil(Σ cpu requests) vCPUs, Σ memory requests MiB)."""
     if ev.cluster is None:
-        return skipped("the cluster's pods were not collected")
+        return _no_cluster(ev)
     pods, bad, _ = _kata_pods(ev, profile)
     if not pods:
         return skipped("no running Kata pod to inspect" + (f"; unreadable: {'; '.join(bad)}"
@@ -518,7 +529,7 @@ def node_overcommit(ev: SizingEvidence, profile: Any) -> Outcome:
     ``overcommit_counts_other_pods``), must not exceed ``status.allocatable.memory``."""
     sp = sizing_profile(profile)
     if ev.cluster is None:
-        return skipped("the cluster's pods and nodes were not collected")
+        return _no_cluster(ev)
     pods, bad, _ = _kata_pods(ev, profile)
     placed = [kp for kp in pods if kp.pod.node]
     if not placed:

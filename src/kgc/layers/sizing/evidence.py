@@ -479,6 +479,8 @@ class SizingEvidence:
     shapes: tuple[ShapeObservation, ...] | None = None
     cluster: ClusterObjects | None = None
     notes: tuple[str, ...] = ()
+    # why a part could not be collected ("cluster": the objects, "pods": the live pods)
+    errors: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -486,6 +488,7 @@ class SizingEvidence:
             "shapes": None if self.shapes is None else [s.to_dict() for s in self.shapes],
             "cluster": None if self.cluster is None else self.cluster.to_dict(),
             "notes": list(self.notes),
+            "errors": dict(self.errors),
         }
 
     @classmethod
@@ -503,6 +506,8 @@ class SizingEvidence:
                 ShapeObservation.from_dict(s, f"sizing.shapes[{i}]") for i, s in enumerate(shapes)),
             cluster=None if cluster is None else ClusterObjects.from_dict(cluster),
             notes=_str_tuple(m.get("notes", []), "sizing.notes"),
+            errors={_str(k, "sizing.errors key"): _str(v, f"sizing.errors[{k!r}]")
+                    for k, v in _require_mapping(m.get("errors", {}), "sizing.errors").items()},
         )
 
 

@@ -177,6 +177,15 @@ class SizingProfile(Strict):
     measure_with_probe: bool = True
     # node over-commit: also count non-Kata pods' memory requests against allocatable
     overcommit_counts_other_pods: bool = True
+    # --- the live pods (one per shape, plus a probe per Kata RuntimeClass when measured)
+    # any image with `sh`: the pods run kgc's in-guest collector (kgc guest --script)
+    image: str = Field(default="busybox:1.36", min_length=1, max_length=512)
+    # bounded waits: until a pod is placed and its sandbox starts, then until it finishes
+    schedule_timeout_s: float = Field(default=180.0, gt=0, le=3600)
+    finish_timeout_s: float = Field(default=300.0, gt=0, le=3600)
+    max_parallel: int = Field(default=4, ge=1, le=64)  # pods in flight at once
+    # the collector's own bound on each command it runs in the guest (KGC_CMD_TIMEOUT)
+    collector_timeout_s: int = Field(default=60, ge=1, le=600)
 
     @model_validator(mode="after")
     def _unique(self) -> SizingProfile:
