@@ -195,7 +195,9 @@ def config_findings(k: KataSizing) -> list[tuple[Status, str]]:
 
 @CHECKS.check(
     "sizing.kata-config",
-    title="Every Kata RuntimeClass has a known, sane sizing configuration (source named)",
+    title=("Each Kata RuntimeClass's sizing config is known (node file, else profile, else "
+           "probe-measured; named) and sane: default_maxvcpus ≥ default_vcpus, default_maxmemory ≥ "
+           "default_memory ≥ 256"),
     remediation="Let kgc read the node's Kata configuration (runtime layer), or describe it in "
     "the profile under cluster.sizing.kata.<runtime-class> (preset: qemu-nvidia-gpu, ...).",
     severity=Severity.NORMAL,
@@ -257,7 +259,8 @@ def judge_shape(obs: ShapeObservation, src: KataConfigSource | None,
     """One shape of the live matrix (pure): predict its VM and judge its guest."""
     tag = " (simulated)" if obs.simulated else ""
     row: dict[str, Any] = {"shape": obs.shape, "runtime_class": obs.runtime_class,
-                           "node": obs.node, "simulated": obs.simulated}
+                           "node": obs.node, "simulated": obs.simulated,
+                           "waited_s": obs.waited_s}
     if src is None or not src.usable:
         why = "no Kata configuration" if src is None else (src.error or src.detail)
         return ShapeResult(obs.shape, Status.SKIP,
@@ -298,7 +301,9 @@ def judge_shape(obs: ShapeObservation, src: KataConfigSource | None,
 
 @CHECKS.check(
     "sizing.vm-matches-limits",
-    title="Each pod shape's microVM has exactly the vCPUs and memory Kata's rules predict",
+    title=("Each pod shape's microVM is the model's: vCPUs = V exactly, guest RAM in "
+           "[N − 8 MiB, N] (Go static: V = default_vcpus + ⌈Σ CPU limits⌉, "
+           "N = default_memory + Σ memory limits)"),
     remediation="Make the Kata configuration match what the profile/node says, or fix the "
     "profile's sizing section; see the shape table in the evidence.",
     severity=Severity.CRITICAL,
@@ -428,7 +433,8 @@ def _no_cluster(ev: SizingEvidence) -> Outcome:
 # -- sizing.starved-pods -----------------------------------------------------------------------
 @CHECKS.check(
     "sizing.starved-pods",
-    title="No Kata pod relies on requests the VM will not honour",
+    title=("No Kata pod relies on requests the VM ignores: every request has its limit, VM vCPUs ≥ "
+           "⌈Σ CPU requests⌉, VM MiB ≥ Σ memory requests"),
     remediation="Set limits on every container of a Kata pod (Kata sizes the VM from limits, "
     "never from requests); limits = requests gives Guaranteed QoS and a VM that fits.",
     severity=Severity.NORMAL,
@@ -518,7 +524,8 @@ def _node_alloc(obj: Mapping[str, Any]) -> tuple[str, int | None, int | None, st
 
 @CHECKS.check(
     "sizing.node-overcommit",
-    title="No node hosts Kata VMs whose memory exceeds its allocatable",
+    title=("Per node: Σ (predicted VM memory + RuntimeClass overhead) over Kata pods + other pods' "
+           "memory requests ≤ allocatable memory"),
     remediation="Move or shrink the listed Kata pods, or give the node more memory; remember "
     "that the VM is default_memory + the limits, plus the RuntimeClass overhead.",
     severity=Severity.CRITICAL,

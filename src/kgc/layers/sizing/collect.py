@@ -229,10 +229,10 @@ def kata_runtime_classes(objects: ClusterObjects | None, sp: SizingProfile,
     want = {shape_runtime_class(s, sp, cluster_rc) for s in sp.shapes} | set(sp.kata)
     if objects is not None:
         handlers = {}
-        for rc in objects.runtime_classes:
-            name = _m(rc.get("metadata")).get("name")
+        for obj in objects.runtime_classes:
+            name = _m(obj.get("metadata")).get("name")
             if isinstance(name, str):
-                handlers[name] = rc.get("handler")
+                handlers[name] = obj.get("handler")
         for p in objects.pods:
             rc = _m(p.get("spec")).get("runtimeClassName")
             h = handlers.get(rc) if isinstance(rc, str) else None
@@ -334,20 +334,23 @@ def plan(objects: ClusterObjects | None, sp: SizingProfile, cluster: Any, *,
     resources = tuple(getattr(cluster, "gpu_resources", ()) or ("nvidia.com/gpu",))
     gres = gpu_resource(objects, resources)
     deadline = int(sp.schedule_timeout_s + sp.finish_timeout_s + 60)
-    kw = {"namespace": namespace, "labels": labels, "image": sp.image, "deadline_s": deadline,
-          "cmd_timeout_s": sp.collector_timeout_s}
+
+    def manifest(shape: PodShapeSpec, rc: str, name: str, gres: str | None) -> dict[str, Any]:
+        return shape_pod_manifest(shape, runtime_class=rc, name=name, namespace=namespace,
+                                  labels=labels, image=sp.image, gpu_resource=gres,
+                                  deadline_s=deadline, cmd_timeout_s=sp.collector_timeout_s)
+
     out: list[PodPlan] = []
     for rc in probe_classes[:MAX_PROBES]:
-        name = f"kgc-sizing-probe-{_dns(rc, 40)}"
-        out.append(PodPlan(PROBE_SHAPE.name, rc, shape_pod_manifest(
-            PROBE_SHAPE, runtime_class=rc, name=name, **kw), probe=True))
+        out.append(PodPlan(PROBE_SHAPE.name, rc,
+                           manifest(PROBE_SHAPE, rc, f"kgc-probe-{_dns(rc, 50)}", None),
+                           probe=True))
     if len(probe_classes) > MAX_PROBES:
         notes.append(f"only {MAX_PROBES} probe pods per run: not measured "
                      + ", ".join(probe_classes[MAX_PROBES:]))
     for s in sp.shapes:
         rc = shape_runtime_class(s, sp, cluster_rc)
-        m = shape_pod_manifest(s, runtime_class=rc, name=f"kgc-sizing-{s.name}",
-                               gpu_resource=gres, **kw)
+        m = manifest(s, rc, f"kgc-sizing-{s.name}", gres)
         why = ""
         if s.gpus and gres is None:
             why = ("not applicable: no node advertises " + " or ".join(resources)
@@ -413,7 +416,9 @@ def observe(p: PodPlan, outcome: Any, kwok_nodes: set[str]) -> ShapeObservation:
     simulated = bool(node and node in kwok_nodes) or SIMULATED_ANNOTATION in ann
     name = _m(p.manifest.get("metadata")).get("name", p.shape)
     container = collector_container(p.manifest)
-    obs = ShapeObservation(p.shape, pod, p.runtime_class, node=node or "", simulated=simulated)
+    waited = outcome.waited_s if isinstance(outcome.waited_s, (int, float)) else None
+    obs = ShapeObservation(p.shape, pod, p.runtime_class, node=node or "", simulated=simulated,
+                           waited_s=waited)
     if outcome.create_error:
         return replace(obs, error=f"pod {name}: the API refused it: {outcome.create_error}")
     phase = st.get("phase") or "unknown"
@@ -499,7 +504,7 @@ def gather(ctx: Any) -> SizingEvidence:
     try:
         kube.server_version()
     except KubeError as exc:
-        raise TargetError(str(exc), exc.remediation or None) from None
+        raise TargetError(str(exc), exc.remediation) from None
     notes: list[str] = []
     errors: dict[str, str] = {}
     objects, why, mine = read_cluster(kube, cluster.label)

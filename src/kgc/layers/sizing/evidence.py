@@ -412,6 +412,7 @@ class ShapeObservation:
     guest: GuestSize | None = None
     error: str = ""
     simulated: bool = False
+    waited_s: float | None = None  # from the pod's creation to the end of waiting for it
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -422,6 +423,7 @@ class ShapeObservation:
             "guest": self.guest.to_dict() if self.guest else None,
             "error": self.error,
             "simulated": self.simulated,
+            "waited_s": self.waited_s,
         }
 
     @classmethod
@@ -437,6 +439,8 @@ class ShapeObservation:
                 guest=None if g is None else GuestSize.from_dict(g),
                 error=_str(m.get("error", ""), f"{where}.error"),
                 simulated=_bool(m.get("simulated", False), f"{where}.simulated"),
+                waited_s=None if m.get("waited_s") is None else _num(m["waited_s"],
+                                                                     f"{where}.waited_s"),
             )
         except KeyError as exc:
             raise EvidenceError(f"{where}: missing field {exc.args[0]!r}") from None

@@ -11,7 +11,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from kgc.layers.sizing.model import KATA_PRESETS, KataSizing
+from kgc.layers.sizing.model import (
+    KATA_PRESETS,
+    KataSizing,
+    SizingInputError,
+    cpu_millis,
+    memory_bytes,
+)
 
 
 class Strict(BaseModel):
@@ -40,6 +46,26 @@ class ShapeContainer(Strict):
     def _dns(cls, v: str) -> str:
         if not _NAME.fullmatch(v) or len(v) > 63:
             raise ValueError("must be a DNS label (lower-case letters, digits, '-')")
+        return v
+
+    @field_validator("cpu", "requests_cpu")
+    @classmethod
+    def _cpu(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                cpu_millis(v, "cpu")
+            except SizingInputError as exc:
+                raise ValueError(str(exc).removeprefix("cpu: ")) from None
+        return v
+
+    @field_validator("memory", "requests_memory")
+    @classmethod
+    def _memory(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                memory_bytes(v, "memory")
+            except SizingInputError as exc:
+                raise ValueError(str(exc).removeprefix("memory: ")) from None
         return v
 
 
@@ -98,11 +124,11 @@ class KataSizingProfile(Strict):
     runtime: Literal["go", "runtime-rs"] = "go"
     static_sandbox_resource_mgmt: bool = False
     hypervisor: str = "qemu"
-    default_vcpus: float = 1.0
+    default_vcpus: float = Field(default=1.0, allow_inf_nan=False, ge=-1024, le=1024)
     default_memory: int = Field(default=2048, ge=0)
     default_maxvcpus: int = Field(default=0, ge=0)
     default_maxmemory: int = Field(default=0, ge=0)
-    overhead_vcpus: float = Field(default=0.0, ge=0)
+    overhead_vcpus: float = Field(default=0.0, ge=0, le=1024, allow_inf_nan=False)
     overhead_memory: int = Field(default=0, ge=0)
     memory_slots: int = Field(default=10, ge=0)
     enable_virtio_mem: bool = False
@@ -192,6 +218,11 @@ class SizingProfile(Strict):
         names = [s.name for s in self.shapes]
         if len(set(names)) != len(names):
             raise ValueError("shape names must be unique")
+        if PROBE_SHAPE.name in names:
+            raise ValueError(f"shape name {PROBE_SHAPE.name!r} is reserved for the probe pod")
+        if self.finish_timeout_s < self.schedule_timeout_s:
+            raise ValueError("finish_timeout_s counts from the pod's creation: it must be at "
+                             "least schedule_timeout_s")
         return self
 
 
