@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from kgc.core.profile import ClusterProfile
 from kgc.guest import build_script
+from kgc.kube.pods import PodOutcome as Outcome
 from kgc.lab.cluster import sim_sizing
 from kgc.lab.cluster.manifests import node_manifests, runtime_class_manifests
 from kgc.layers.sizing.checks import judge_shape
@@ -47,19 +47,6 @@ from kgc.layers.sizing.profile import (
 
 CLUSTER = ClusterProfile()
 SP = SizingProfile()
-
-
-@dataclass
-class Outcome:  # the fields of kgc.kube.pods.PodOutcome the gather reads
-    name: str
-    pod: dict[str, Any] | None = None
-    events: list[dict[str, Any]] = field(default_factory=list)
-    log: str | None = None
-    log_error: str | None = None
-    create_error: str | None = None
-    waited_s: float = 0.0
-    timed_out: bool = False
-    settled: str | None = None
 
 
 def lab_objects(pods: list[dict[str, Any]] | None = None):  # type: ignore[no-untyped-def]

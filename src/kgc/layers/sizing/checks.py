@@ -267,13 +267,13 @@ def judge_shape(obs: ShapeObservation, src: KataConfigSource | None,
                            f"{obs.shape}: cannot predict: {why} for {obs.runtime_class}", row=row)
     assert src.sizing is not None
     row["source"] = src.describe()
+    if obs.error:
+        return ShapeResult(obs.shape, Status.ERROR, f"{obs.shape}: {obs.error}{tag}", row=row)
     try:
         pod = PodShape.from_manifest(obs.pod)
     except SizingInputError as exc:
         return ShapeResult(obs.shape, Status.ERROR, f"{obs.shape}: the pod cannot be sized: {exc}",
                            row=row)
-    if obs.error:
-        return ShapeResult(obs.shape, Status.ERROR, f"{obs.shape}: {obs.error}{tag}", row=row)
     if obs.guest is None:
         return ShapeResult(obs.shape, Status.ERROR,
                            f"{obs.shape}: the pod ran but its guest reported nothing{tag}", row=row)

@@ -59,10 +59,8 @@ KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"  # a kwok node runs no pod for real
 SIMULATED_ANNOTATION = "kgc.io/simulated"
 MAX_PROBES = 8  # probe pods per run (one per Kata RuntimeClass the profile does not describe)
 
-NODE_NOT_READ = (
-    "node: not read — a cluster run has no access to the nodes' files (the runtime layer "
-    "judges a node's Kata configuration: pytest -m runtime on the node)"
-)
+NODE_NOT_READ = ("node: not read (a cluster run cannot read the nodes' Kata files; "
+                 "`pytest -m runtime` on a node judges them)")
 
 # annotations the sizing model reads (Kata's hypervisor overrides, CRI sandbox sizing)
 _KEEP_ANNOTATIONS = re.compile(r"^(io\.katacontainers\.|io\.kubernetes\.cri\.sandbox-)")
@@ -547,8 +545,9 @@ def gather(ctx: Any) -> SizingEvidence:
         cluster_rc = cluster.runtime_class
         for s in sp.shapes:
             if s.name not in done:
+                rc = _shape_rc(s, sp, cluster_rc)
                 observations.append(ShapeObservation(
-                    s.name, {}, _shape_rc(s, sp, cluster_rc),
+                    s.name, shape_manifest(s, runtime_class=rc), rc,
                     error=f"the pods could not be run: {pods_error}"))
     configs: dict[str, KataConfigSource] = {}
     for rc in rcs:
