@@ -421,6 +421,11 @@ def _kata_pods(ev: SizingEvidence, profile: Any) -> tuple[list[_KataPod], list[s
     return out, bad, others
 
 
+UNREADABLE = ("kgc's sizing model could not read these pods' resources: look at them with "
+              "`kubectl get pod -o yaml`; if the API server accepted them, report it with the "
+              "bundle (`kgc snapshot --kubeconfig`).")
+
+
 def _no_cluster(ev: SizingEvidence) -> Outcome:
     err = ev.errors.get("cluster")
     if err:
@@ -447,8 +452,10 @@ def starved_pods(ev: SizingEvidence, profile: Any) -> Outcome:
         return _no_cluster(ev)
     pods, bad, _ = _kata_pods(ev, profile)
     if not pods:
-        return skipped("no running Kata pod to inspect" + (f"; unreadable: {'; '.join(bad)}"
-                                                           if bad else ""))
+        if bad:
+            return errored("no readable running Kata pod to inspect; unreadable: "
+                           + "; ".join(bad), UNREADABLE)
+        return skipped("no running Kata pod to inspect")
     findings: list[str] = []
     fixes: list[str] = []
     rows = []
@@ -497,7 +504,7 @@ def starved_pods(ev: SizingEvidence, profile: Any) -> Outcome:
             else "raise the limits of these pods to at least their requests"), pods=rows)
     if bad:
         return errored(f"{len(pods)} Kata pod(s) fine, but some pods cannot be read: "
-                       + "; ".join(bad), pods=rows)
+                       + "; ".join(bad), UNREADABLE, pods=rows)
     return passed(f"all {len(pods)} Kata pod(s) set limits for what they request", pods=rows)
 
 
@@ -540,8 +547,10 @@ def node_overcommit(ev: SizingEvidence, profile: Any) -> Outcome:
     pods, bad, _ = _kata_pods(ev, profile)
     placed = [kp for kp in pods if kp.pod.node]
     if not placed:
-        return skipped("no Kata pod is placed on a node" + (f"; unreadable: {'; '.join(bad)}"
-                                                            if bad else ""))
+        if bad:
+            return errored("no readable Kata pod placed on a node; unreadable: "
+                           + "; ".join(bad), UNREADABLE)
+        return skipped("no Kata pod is placed on a node")
     nodes: dict[str, tuple[int, int | None]] = {}
     node_errors: list[str] = []
     for n in ev.cluster.nodes:
@@ -628,7 +637,9 @@ def node_overcommit(ev: SizingEvidence, profile: Any) -> Outcome:
                       "default_memory + limits, and the RuntimeClass overhead comes on top): "
                       + "; ".join(over), nodes=table)
     if bad or node_errors:
-        return errored("cannot read: " + "; ".join(bad + node_errors), nodes=table)
+        return errored("cannot read: " + "; ".join(bad + node_errors), UNREADABLE
+                       .replace("these pods' resources", "these pods' resources or nodes' "
+                                "allocatable memory"), nodes=table)
     if undecided:
         return skipped("cannot decide: " + "; ".join(undecided), nodes=table)
     fit = ", ".join(f"{r['node']} {_f(r['sum_mib'])}/{_f(r['allocatable_mib'])} MiB"
