@@ -101,7 +101,7 @@ def test_plan_probes_first_then_every_shape() -> None:
     assert not any(p.not_applicable for p in plans) and not notes
     gpu = next(p for p in plans if p.shape == "gpu")
     limits = gpu.manifest["spec"]["containers"][0]["resources"]["limits"]
-    assert limits["nvidia.com/gpu"] == "1"  # the first resource a lab node advertises
+    assert limits["nvidia.com/pgpu"] == "1"  # the profile's first one a lab node advertises
 
 
 def test_plan_says_why_a_shape_cannot_run() -> None:
@@ -114,8 +114,8 @@ def test_plan_says_why_a_shape_cannot_run() -> None:
     plans, _ = plan(objs, sp, CLUSTER, namespace="ns", labels={},
                     probe_classes=[f"k{i}" for i in range(MAX_PROBES + 2)])
     why = {p.shape: p.not_applicable for p in plans if not p.probe}
-    assert why["gpu"].startswith("not applicable: no node advertises nvidia.com/gpu or "
-                                 "nvidia.com/pgpu")
+    assert why["gpu"].startswith("not applicable: no node advertises nvidia.com/pgpu or "
+                                 "nvidia.com/gpu")
     assert why["other-rc"].startswith("not applicable: the cluster has no RuntimeClass "
                                       "'kata-fc'")
     assert sum(p.probe for p in plans) == MAX_PROBES

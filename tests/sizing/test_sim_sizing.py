@@ -78,7 +78,7 @@ def test_unsizable_or_non_kata_pods_fail_with_the_reason(mutate, text: str) -> N
 
 def test_the_lab_profile_describes_the_kata_the_simulated_nodes_run() -> None:
     prof = load_profile(profiles_dir() / "lab.yaml")
-    entry = prof.cluster.sizing.kata[prof.cluster.runtime_class]
+    entry = prof.cluster.sizing.kata[prof.cluster.sizing.runtime_class]
     k = entry.to_sizing("x")
     lab = sim_sizing.LAB_KATA
     assert (k.runtime, k.static, k.default_vcpus, k.default_memory) == (

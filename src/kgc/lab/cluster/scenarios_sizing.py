@@ -144,7 +144,7 @@ def run_on(sc: SizingScenario, kubeconfig: Path, report_dir: Path,
     from kgc.core.target import ClusterTarget
 
     prof = profile or load_profile(profiles_dir() / "lab.yaml")
-    rc = prof.cluster.runtime_class
+    rc = prof.cluster.sizing.runtime_class
     k = kube.connect(kubeconfig)
     t0 = time.monotonic()
     try:

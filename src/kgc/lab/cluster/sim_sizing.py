@@ -162,7 +162,9 @@ def lab_kata(runtime_class: str | None, kata_classes: tuple[str, ...]) -> KataSi
 def _lab_kata_classes() -> tuple[str, ...]:
     from kgc.lab.cluster.lab import lab_cluster_profile
 
-    return (lab_cluster_profile().runtime_class,)
+    cp = lab_cluster_profile()
+    lab_rcs = getattr(cp.lab, "kata_runtime_classes", None)  # the lab's Kata RuntimeClasses
+    return tuple(lab_rcs) if lab_rcs else (str(getattr(cp, "runtime_class", "kata")),)
 
 
 def decide(pod: Mapping[str, Any], kata_classes: tuple[str, ...] | None = None,
@@ -211,6 +213,19 @@ def register() -> None:
 
     register_chooser(KIND, choose)
 
+
+def _register_on_import() -> None:
+    # the responder imports this module (simulate.CHOOSER_MODULES) to have it register
+    try:
+        from kgc.lab.cluster.simulate import register_chooser
+    except ModuleNotFoundError as exc:  # a build without the responder
+        if exc.name != "kgc.lab.cluster.simulate":
+            raise
+        return
+    register_chooser(KIND, choose)
+
+
+_register_on_import()
 
 __all__ = ["KIND", "LAB_KATA", "Capture", "Choice", "capture_log", "captures", "choose",
            "decide", "matching", "register", "render_output"]

@@ -68,8 +68,7 @@ def sizing_profile(profile: Any) -> SizingProfile:
 
 
 def _cluster_runtime_class(profile: Any) -> str:
-    rc = getattr(getattr(profile, "cluster", None), "runtime_class", None)
-    return rc if isinstance(rc, str) and rc else "kata"
+    return sizing_profile(profile).runtime_class
 
 
 # -- one guest against one predicted VM --------------------------------------------------------

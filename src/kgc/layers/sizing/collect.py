@@ -328,8 +328,8 @@ def plan(objects: ClusterObjects | None, sp: SizingProfile, cluster: Any, *,
     """The pods of one run (pure): probes first, then every shape. Notes say what was left
     out and why."""
     notes: list[str] = []
-    cluster_rc = getattr(cluster, "runtime_class", "kata") or "kata"
-    resources = tuple(getattr(cluster, "gpu_resources", ()) or ("nvidia.com/gpu",))
+    cluster_rc = sp.runtime_class
+    resources = sp.gpu_resources
     gres = gpu_resource(objects, resources)
     deadline = int(sp.schedule_timeout_s + sp.finish_timeout_s + 60)
 
@@ -355,7 +355,7 @@ def plan(objects: ClusterObjects | None, sp: SizingProfile, cluster: Any, *,
                    + " (a GPU shape needs one)")
         elif runtime_class_exists(objects, rc) is False:
             why = (f"not applicable: the cluster has no RuntimeClass {rc!r} (set "
-                   "cluster.runtime_class / cluster.sizing.gpu_runtime_class or the shape's "
+                   "cluster.sizing.runtime_class / gpu_runtime_class or the shape's "
                    "runtime_class)")
         out.append(PodPlan(s.name, rc, m, not_applicable=why))
     return out, notes
@@ -511,7 +511,7 @@ def gather(ctx: Any) -> SizingEvidence:
     elif mine:
         notes.append(f"{mine} pod(s) of kgc runs (label {cluster.label}) left out of the "
                      "cluster's pods")
-    rcs = kata_runtime_classes(objects, sp, cluster.runtime_class)
+    rcs = kata_runtime_classes(objects, sp, sp.runtime_class)
     probe_rcs = [rc for rc in rcs if rc not in sp.kata and sp.measure_with_probe
                  and runtime_class_exists(objects, rc) is not False]
     observations: list[ShapeObservation] = []
@@ -542,7 +542,7 @@ def gather(ctx: Any) -> SizingEvidence:
     if pods_error:
         errors["pods"] = pods_error
         done = {o.shape for o in observations}
-        cluster_rc = cluster.runtime_class
+        cluster_rc = sp.runtime_class
         for s in sp.shapes:
             if s.name not in done:
                 rc = _shape_rc(s, sp, cluster_rc)

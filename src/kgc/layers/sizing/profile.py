@@ -70,7 +70,7 @@ class ShapeContainer(Strict):
 
 
 class PodShapeSpec(Strict):
-    """A pod shape of the live matrix. ``runtime_class`` defaults to the cluster profile's
+    """A pod shape of the live matrix. ``runtime_class`` defaults to the sizing section's
     (``gpu_runtime_class`` for shapes that request GPUs)."""
 
     name: str
@@ -195,9 +195,15 @@ class SizingProfile(Strict):
     """``cluster.sizing`` in a profile."""
 
     shapes: tuple[PodShapeSpec, ...] = DEFAULT_SHAPES
+    # the Kata RuntimeClass of the shapes (a shape's own runtime_class wins), and of the
+    # shapes that request GPUs (None: runtime_class)
+    runtime_class: str = Field(default="kata", min_length=1, max_length=253)
+    gpu_runtime_class: str | None = Field(default=None, min_length=1, max_length=253)
+    # extended resources that mean "a GPU": a GPU shape requests the first a node advertises
+    gpu_resources: tuple[str, ...] = Field(default=("nvidia.com/pgpu", "nvidia.com/gpu"),
+                                           min_length=1)
     # RuntimeClass name -> Kata sizing keys, used when the node's Kata files are not readable
     kata: dict[str, KataSizingProfile] = Field(default_factory=dict)
-    gpu_runtime_class: str | None = None
     memtotal: MemTotalTolerance = MemTotalTolerance()
     # on a cluster with no node access and no profile entry: run a limit-less probe pod
     measure_with_probe: bool = True
