@@ -188,7 +188,9 @@ class NriProfile(Strict):
 
 
 class ClusterLabProfile(Strict):
-    """Shape of the simulated cluster that ``kgc lab cluster up`` starts (lab only)."""
+    """Shape of the simulated cluster that ``kgc lab cluster up`` starts (lab only): what the
+    lab's cluster HAS. What the suites EXPECT of a cluster is each layer's own section
+    (``cluster.gpu``, ``cluster.sizing``, ``cluster.keda``)."""
 
     gpu_nodes: int = Field(default=2, ge=0)
     gpus_per_node: int = Field(default=4, ge=1)
@@ -196,12 +198,32 @@ class ClusterLabProfile(Strict):
     node_cpu: str = "32"
     node_memory: str = "256Gi"
     node_pods: str = "110"
+    # extended resources the GPU nodes advertise (alternating over the nodes, as a fleet
+    # exposes either nvidia.com/gpu or passthrough nvidia.com/pgpu); empty: no device plugin
+    gpu_resources: tuple[str, ...] = ("nvidia.com/gpu", "nvidia.com/pgpu")
+    # a simulated device-plugin DaemonSet (gpu-operator/nvidia-sandbox-device-plugin) whose
+    # pods run on the GPU nodes
+    device_plugin: bool = True
+    # GPU feature discovery's product label on the GPU nodes (matches the recorded guest)
+    gpu_product: str = "NVIDIA-H200"
+    # status.nodeInfo.kernelVersion of every node: a host kernel, never the guest's
+    node_kernel: str = "6.8.0-60-generic"
+    # RuntimeClasses the lab creates: Kata ones (handler = name, with the overhead below,
+    # sandbox delay kata_sandbox_delay_ms) and a baseline one (runc_sandbox_delay_ms)
+    kata_runtime_classes: tuple[str, ...] = ("kata", "kata-qemu-nvidia-gpu")
+    baseline_runtime_class: str = "runc"
     kata_overhead_cpu: str = "250m"
     kata_overhead_memory: str = "320Mi"
     kata_sandbox_delay_ms: int = Field(default=3000, ge=0)
     runc_sandbox_delay_ms: int = Field(default=300, ge=0)
     container_start_delay_ms: int = Field(default=200, ge=0)
     hpa_sync_period_s: int = Field(default=5, ge=1)
+
+    @property
+    def runtime_class(self) -> str:
+        """The lab's first Kata RuntimeClass (what lab self-tests create plain Kata pods
+        with)."""
+        return self.kata_runtime_classes[0] if self.kata_runtime_classes else "kata"
 
 
 def _section(module: str, cls: str, v: Any) -> Any:
@@ -223,12 +245,11 @@ def _section(module: str, cls: str, v: Any) -> Any:
 
 
 class ClusterProfile(Strict):
-    """Cluster layers (gpu, sizing, keda): the run's namespace and labels, the RuntimeClasses,
-    and each layer's own section (its schema lives with the layer)."""
+    """Cluster layers (gpu, sizing, keda): the run's namespace and labels, and each layer's
+    own section (its schema lives with the layer; a layer's RuntimeClass and GPU resource
+    names are set there, e.g. ``cluster.gpu.runtime_class``, ``cluster.gpu.resources``).
+    ``lab`` is the shape of the built-in simulated cluster."""
 
-    gpu_resources: tuple[str, ...] = ("nvidia.com/gpu", "nvidia.com/pgpu")
-    runtime_class: str = "kata"
-    baseline_runtime_class: str = "runc"
     namespace_prefix: str = "kgc-"
     label: str = "kgc.io/run"
     simulated: bool = False

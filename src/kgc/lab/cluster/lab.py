@@ -10,7 +10,8 @@ left to run ``down``.
 
 Components, all on 127.0.0.1 with ports chosen at start: etcd, kube-apiserver (authz
 Node,RBAC; admission incl. RuntimeClass, ResourceQuota, LimitRanger),
-kube-controller-manager, kube-scheduler, kwok (nodes and pods simulated through stages), a
+kube-controller-manager, kube-scheduler, kwok (nodes and pods simulated through stages), the
+collector simulator (``kgc.lab.cluster.simulate``: what simulated collector pods print), a
 metric HTTP endpoint (``kgc.lab.cluster.metric_server``), the KEDA operator and the KEDA
 metrics API server (registered as ``v1beta1.external.metrics.k8s.io``).
 """
@@ -35,9 +36,12 @@ from kgc.core.profile import ClusterProfile, ProfileError, load_profile, profile
 from kgc.lab import procs
 from kgc.lab.cluster import pki as cluster_pki
 from kgc.lab.cluster.manifests import (
+    DEVICE_PLUGIN_LABELS,
+    DEVICE_PLUGIN_NAMESPACE,
     KEDA_APISERVICE,
     KEDA_NAMESPACE,
     KWOK_ANNOTATION,
+    device_plugin_manifests,
     keda_manifests,
     kwok_stages,
     node_manifests,
@@ -414,7 +418,17 @@ class Lab:
         ], {}, logs / "metric-server.log")
         self._start(metric)
 
+        sim_ready = paths.root / "simulator.ready"
+        sim_ready.unlink(missing_ok=True)
+        simulator = Proc("kgc-simulator", [
+            sys.executable, "-m", "kgc.lab.cluster.simulate", f"--kubeconfig={paths.kubeconfig}",
+            f"--run-dir={paths.root}", f"--ready-file={sim_ready}",
+        ], {}, logs / "simulator.log")
+        self._start(simulator)
+
         self._create_objects(api, ports)
+        self._wait("collector simulator watching pods", sim_ready.exists, [simulator],
+                   timeout=30)
         self._wait("metric endpoint", metric_port_file.exists, [metric], timeout=30)
         ports["metric"] = int(metric_port_file.read_text())
         self.state["metric_url"] = f"http://127.0.0.1:{ports['metric']}/metric"
@@ -431,6 +445,10 @@ class Lab:
         self._wait(f"nodes Ready and untainted ({', '.join(node_names)})",
                    lambda: _nodes_ready(api, node_names), [kwok])
         self._wait("default ServiceAccount", lambda: _has_default_sa(api), [kcm])
+        if device_plugin_manifests(self.cluster):
+            gpu_nodes = [n for n in node_names if n.startswith("kgc-gpu-")]
+            self._wait(f"device-plugin pods Ready on {', '.join(gpu_nodes)}",
+                       lambda: _plugin_ready(api, gpu_nodes), [kcm, sched, kwok])
 
         if self.keda:
             keda_env = {
@@ -507,6 +525,8 @@ class Lab:
             created = kube.create_object(api, node)
             if not (created.get("status") or {}).get("capacity"):
                 api.core.patch_node_status(node["metadata"]["name"], {"status": node["status"]})
+        for m in device_plugin_manifests(self.cluster):
+            kube.create_object(api, m)
         if not self.keda:
             return
         self._create_crds(api, keda_crd_dir(), "KEDA CRDs")
@@ -530,6 +550,17 @@ def _nodes_ready(api: kube.Kube, names: list[str]) -> Any:
         if node is not None and node.spec.taints:
             return kube.NotYet(f"node {name} tainted: {[t.key for t in node.spec.taints]}")
     return True
+
+
+def _plugin_ready(api: kube.Kube, nodes: list[str]) -> Any:
+    sel = ",".join(f"{k}={v}" for k, v in DEVICE_PLUGIN_LABELS.items())
+    pods: list[Any] = api.core.list_namespaced_pod(DEVICE_PLUGIN_NAMESPACE,
+                                                   label_selector=sel).items
+    ready = {p.spec.node_name for p in pods
+             if any(c.type == "Ready" and c.status == "True"
+                    for c in (p.status.conditions or []))}
+    left = [n for n in nodes if n not in ready]
+    return True if not left else kube.NotYet(f"no Ready device-plugin pod on {', '.join(left)}")
 
 
 def _has_default_sa(api: kube.Kube) -> bool:
