@@ -86,7 +86,7 @@ def lab_run_pods(run: Any, manifests: Sequence[Mapping[str, Any]], *, container:
     out = []
     for m in manifests:
         assert collector_container(m) == container
-        c = sim_sizing.decide(m, ("kata",))
+        c = sim_sizing.decide(m)  # the lab's Kata RuntimeClasses (profiles/lab.yaml)
         pod = json.loads(json.dumps(m))
         pod["spec"]["nodeName"] = "kgc-gpu-0"
         phase = "Succeeded" if c.exit_code == 0 else "Failed"

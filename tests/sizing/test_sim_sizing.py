@@ -78,9 +78,12 @@ def test_unsizable_or_non_kata_pods_fail_with_the_reason(mutate, text: str) -> N
 
 def test_the_lab_profile_describes_the_kata_the_simulated_nodes_run() -> None:
     prof = load_profile(profiles_dir() / "lab.yaml")
-    entry = prof.cluster.sizing.kata[prof.cluster.sizing.runtime_class]
-    k = entry.to_sizing("x")
     lab = sim_sizing.LAB_KATA
-    assert (k.runtime, k.static, k.default_vcpus, k.default_memory) == (
-        lab.runtime, lab.static, lab.default_vcpus, lab.default_memory)
+    rcs = prof.cluster.lab.kata_runtime_classes
+    assert sim_sizing._lab_kata_classes() == tuple(rcs)
+    assert {prof.cluster.sizing.runtime_class, prof.cluster.sizing.gpu_runtime_class} <= set(rcs)
+    for rc in rcs:
+        k = prof.cluster.sizing.kata[rc].to_sizing("x")
+        assert (k.runtime, k.static, k.default_vcpus, k.default_memory) == (
+            lab.runtime, lab.static, lab.default_vcpus, lab.default_memory)
     assert prof.cluster.simulated is True
