@@ -406,6 +406,11 @@ class Lab:
             f"--tls-cert-file={pki.kwok_serving.cert}",
             f"--tls-private-key-file={pki.kwok_serving.key}",
             "--enable-crds=Logs,ClusterLogs",
+            # kwok renews each node's Lease (kube-node-lease): without it the node lifecycle
+            # controller marks the nodes NotReady after its 40 s grace period, their pods
+            # not Ready, and kwok's node-initialize stage then drops the nodes' addresses
+            # (pod logs stop working)
+            "--node-lease-duration-seconds=40",
             "--cidr=10.244.0.0/16",
         ], {}, logs / "kwok.log")
         self._start(kwok)
@@ -650,13 +655,22 @@ def running(run_dir: Path | None = None, **kw: Any) -> Iterator[Lab]:
 @contextlib.contextmanager
 def certify_stage(work: Path) -> Iterator[list[str]]:
     """Stage for ``kgc lab certify``: bring the lab up under ``work``, yield the pytest
-    arguments that point the cluster suites at it (lab profile, its kubeconfig), take it
-    down afterwards. The suites find the run directory (metric endpoint, recorded logs)
-    through ``KGC_CLUSTER_RUN_DIR``."""
+    arguments that point the cluster suites at it (lab profile, and the kubeconfig of the
+    least-privilege ServiceAccount of ``deploy/rbac/kgc-certify.yaml``, applied to the lab
+    first: the suites run as a user's certification run would), take it down afterwards.
+    The suites find the run directory (metric endpoint, recorded logs) through
+    ``KGC_CLUSTER_RUN_DIR``."""
+    from kgc.lab.cluster import rbac
+
     run_dir = Path(work) / "cluster-lab"
     lab = Lab(run_dir)
     try:
         state = lab.up(say=lambda m: print(f"[certify] cluster lab: {m}", flush=True))
+        admin = kube.connect(state["kubeconfig"])
+        rbac.apply_certify_rbac(admin)
+        sa_kubeconfig = rbac.certify_kubeconfig(admin, state["server"], lab.paths.pki / "ca.crt",
+                                                run_dir / "kubeconfig-kgc-certify")
+        rbac.wait_policy_enforced(kube.connect(sa_kubeconfig))
         old = os.environ.get("KGC_CLUSTER_RUN_DIR")
         os.environ["KGC_CLUSTER_RUN_DIR"] = str(run_dir)
         try:
@@ -668,7 +682,7 @@ def certify_stage(work: Path) -> Iterator[list[str]]:
                 "-m", "cluster",
                 *(sorted(suites) or [str(profiles_dir().parent / "conformance")]),
                 "--profile", str(profiles_dir() / f"{LAB_PROFILE}.yaml"),
-                "--kubeconfig", state["kubeconfig"],
+                "--kubeconfig", str(sa_kubeconfig),
             ]
         finally:
             if old is None:

@@ -12,9 +12,11 @@ cluster: the node's Kata/VFIO setup decides what the guest sees): the node annot
                              (``nvidia-smi: not found``) — the ``gpu-not-in-guest`` case
 ===========================  ========================================================
 
-One physical GPU cannot be in two VMs: when a run places a second GPU pod on one node,
-that pod's copy of the capture gets a GPU UUID derived from the recorded one (the only
-change, said in the pod's ``SimulatedOutput`` event); the file itself is never changed.
+One physical GPU cannot be in two VMs: when a run places several GPU pods on one node, the
+first of them by name keeps the recorded capture and each other one gets a copy whose GPU
+UUID is derived from the recorded one (the only change, said in the pod's
+``SimulatedOutput`` event); the file itself is never changed. Ranking by name (not by
+arrival) gives the same pods the same UUIDs in every run of the same plan.
 """
 
 from __future__ import annotations
@@ -25,7 +27,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from kgc.lab.cluster.simulate import SimOutput, fixtures_dir, lab_node, register_chooser
+from kgc.lab.cluster.simulate import (
+    SimOutput,
+    fixtures_dir,
+    lab_node,
+    lab_pods,
+    register_chooser,
+)
 
 KIND = "gpu"
 SIM_GUEST = "kgc.io/sim-guest"
@@ -69,13 +77,24 @@ class GpuChooser:
         self._seen: dict[tuple[str, str], list[str]] = {}
         self._lock = threading.Lock()
 
+    def rank(self, pod: dict[str, Any], node: str) -> int:
+        """This pod's place by name among the GPU pods of its namespace on its node (the
+        pods it has answered before count too, should the API no longer list them)."""
+        md = _d(pod.get("metadata"))
+        ns, name = str(md.get("namespace")), str(md.get("name"))
+        listed = {str(_d(p.get("metadata")).get("name")) for p in lab_pods(ns, KIND, node)}
+        with self._lock:
+            seen = self._seen.setdefault((ns, node), [])
+            if name not in seen:
+                seen.append(name)
+            return sorted(listed | set(seen)).index(name)
+
     def capture(self, node: dict[str, Any] | None) -> str:
         return str(_d(_d(_d(node).get("metadata")).get("annotations")).get(SIM_GUEST)
                    or DEFAULT_CAPTURE)
 
     def __call__(self, pod: dict[str, Any]) -> SimOutput | None:
-        md, spec = _d(pod.get("metadata")), _d(pod.get("spec"))
-        node_name = spec.get("nodeName")
+        node_name = _d(pod.get("spec")).get("nodeName")
         if not isinstance(node_name, str) or not node_name:
             return None
         name = self.capture(lab_node(node_name))
@@ -85,12 +104,7 @@ class GpuChooser:
         fname, what = CAPTURES[name]
         path = (self.fixtures or fixtures_dir() / "guest") / fname
         text = path.read_text(errors="replace")
-        with self._lock:
-            peers = self._seen.setdefault((str(md.get("namespace")), node_name), [])
-            uid = str(md.get("uid"))
-            if uid not in peers:
-                peers.append(uid)
-            index = peers.index(uid)
+        index = self.rank(pod, node_name)
         text, old, new = vary_uuid(text, index)
         note = (f"simulated by the kgc cluster lab: this pod never ran; its log is the recorded "
                 f"real guest output fixtures/guest/{fname} ({what})")

@@ -24,7 +24,7 @@ why (never a made-up output).
 
 Choosers are registered by the modules in ``CHOOSER_MODULES`` when they are imported
 (``sim_gpu`` registers ``gpu``; ``sim_sizing`` registers ``sizing``). A chooser may read the
-node the pod landed on through :func:`lab_node`.
+node the pod landed on through :func:`lab_node`, and its peers through :func:`lab_pods`.
 """
 
 from __future__ import annotations
@@ -112,6 +112,15 @@ def lab_node(name: str | None) -> dict[str, Any] | None:
     return r.node(name)
 
 
+def lab_pods(namespace: str, kind: str, node: str | None = None) -> list[dict[str, Any]]:
+    """The collector pods of ``kind`` in ``namespace`` (on ``node``) as the API serves them
+    now (for choosers), or [] when no responder runs."""
+    r = _ACTIVE
+    if r is None:
+        return []
+    return r.pods(namespace, kind, node)
+
+
 class Responder(_Watcher):
     """Watches collector pods on all namespaces and answers each Running one once."""
 
@@ -146,6 +155,17 @@ class Responder(_Watcher):
         except ApiException:
             return None
         return _d(json.loads(resp.data))
+
+    def pods(self, namespace: str, kind: str, node: str | None = None) -> list[dict[str, Any]]:
+        kw: dict[str, Any] = {"label_selector": f"{COLLECTOR_LABEL}={kind}"}
+        if node:
+            kw["field_selector"] = f"spec.nodeName={node}"
+        try:
+            resp: Any = self.kube.core.list_namespaced_pod(namespace, _preload_content=False,
+                                                          **kw)
+        except ApiException:
+            return []
+        return [_d(p) for p in json.loads(resp.data).get("items") or []]
 
     # ---- the pods
     def _observe(self, kind: str, pod: Any, stamp: Stamp) -> None:
