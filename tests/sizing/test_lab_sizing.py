@@ -1,7 +1,8 @@
 """The sizing layer against the cluster lab's real control plane (kwok nodes; the sizing pods'
 guests are recorded real QEMU captures served by the lab, so every verdict says simulated).
 
-As a user: ``pytest -m sizing --kubeconfig <lab> --profile lab`` from an empty directory, then
+As a user, with the least-privilege ServiceAccount of deploy/rbac/kgc-certify.yaml: ``pytest -m
+sizing --kubeconfig <its kubeconfig> --profile lab`` from an empty directory, then
 ``kgc snapshot --kubeconfig`` + ``kgc evaluate`` (and ``pytest --snapshot``) on the bundle give
 the same verdicts. The documented lab scenarios ``overcommit`` and ``no-limits`` run against
 the same lab (``sizing-good`` runs standalone through ``kgc lab run``:
@@ -31,6 +32,7 @@ from kgc.lab.cluster.scenarios_sizing import (
     SCENARIOS,
     WORKLOAD_LABEL,
     WORKLOAD_PREFIX,
+    certify_kubeconfig,
     render,
     run_on,
 )
@@ -55,6 +57,8 @@ def lab() -> Iterator[dict[str, Any]]:
     except labc.LabError as exc:
         pytest.fail(f"kgc lab cluster up failed: {exc}", pytrace=False)
     try:
+        state["sa_kubeconfig"] = str(certify_kubeconfig(Path(state["kubeconfig"]), run_dir,
+                                                        state["server"]))
         yield state
     finally:
         rep = labc.down(run_dir)
@@ -79,8 +83,8 @@ def _rows(verdicts: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
 
 def test_users_run_then_snapshot_and_evaluate_agree(lab: dict[str, Any],
                                                     tmp_path: Path) -> None:
-    kc = lab["kubeconfig"]
-    k = kube.connect(kc)
+    k = kube.connect(lab["kubeconfig"])  # the lab's admin arranges the workload
+    kc = lab["sa_kubeconfig"]  # the layer runs as deploy/rbac/kgc-certify.yaml's account
     good = SCENARIOS["sizing-good"]
     with kube.Run(k, prefix=WORKLOAD_PREFIX, label_key=WORKLOAD_LABEL,
                   teardown_wait_s=120) as wl:
@@ -134,7 +138,8 @@ def test_users_run_then_snapshot_and_evaluate_agree(lab: dict[str, Any],
 @pytest.mark.parametrize("name", ["overcommit", "no-limits"])
 def test_documented_scenario(lab: dict[str, Any], tmp_path: Path, name: str) -> None:
     sc = SCENARIOS[name]
-    out, verdicts = run_on(sc, Path(lab["kubeconfig"]), tmp_path)
+    out, verdicts = run_on(sc, Path(lab["kubeconfig"]), tmp_path,
+                           judge_kubeconfig=Path(lab["sa_kubeconfig"]))
     print(render(sc, verdicts, out.mismatches))
     assert out.matches, out.mismatches
     doc = json.loads(out.verdict_json.read_text())
@@ -154,7 +159,7 @@ def test_without_a_profile_entry_a_probe_pod_measures_the_default_vm(
     data = load_profile(LAB_PROFILE).model_dump()
     data["cluster"]["sizing"]["kata"] = {}
     prof = Profile.model_validate(data)
-    ctx = Context(ClusterTarget(lab["kubeconfig"]), prof, load_layers(), options={})
+    ctx = Context(ClusterTarget(lab["sa_kubeconfig"]), prof, load_layers(), options={})
     got = {v.check: v for v in ctx.judge_all(["sizing"])}
     configs = ctx.evidence("sizing").configs
     assert sorted(configs) == ["kata", "kata-qemu-nvidia-gpu"]

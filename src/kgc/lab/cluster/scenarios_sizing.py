@@ -12,9 +12,11 @@ no-limits       Two Kata pods with requests only: their VMs get the default size
 ==============  ===============================================================================
 
 A scenario brings the cluster lab up (its own run directory, without KEDA), creates its
-workload pods in a labelled namespace, judges the sizing layer exactly as ``pytest -m sizing
---profile lab`` would (the lab profile: verdicts marked simulated), writes ``verdict.json``
-and takes everything down. :func:`run_on` runs one against a lab that is already up.
+workload pods in a labelled namespace (as the lab's admin), judges the sizing layer exactly as
+``pytest -m sizing --profile lab`` would, as the least-privilege ServiceAccount of
+``deploy/rbac/kgc-certify.yaml`` (the lab profile: verdicts marked simulated), writes
+``verdict.json`` and takes everything down. :func:`run_on` runs one against a lab that is
+already up.
 """
 
 from __future__ import annotations
@@ -133,10 +135,29 @@ def mismatches(sc: SizingScenario, verdicts: list[Any]) -> dict[str, str]:
     return out
 
 
+def certify_kubeconfig(admin_kubeconfig: Path, run_dir: Path, server: str) -> Path:
+    """The kubeconfig of the least-privilege ServiceAccount (deploy/rbac/kgc-certify.yaml),
+    applied to the lab first: the layer is judged as a user's certification run would be."""
+    from kgc import kube
+    from kgc.lab.cluster import rbac
+
+    admin = kube.connect(admin_kubeconfig)
+    try:
+        rbac.apply_certify_rbac(admin)
+        sa = rbac.certify_kubeconfig(admin, server, Path(run_dir) / "pki" / "ca.crt",
+                                     Path(run_dir) / "kubeconfig-kgc-certify")
+        rbac.wait_policy_enforced(kube.connect(sa))
+    finally:
+        admin.close()
+    return sa
+
+
 def run_on(sc: SizingScenario, kubeconfig: Path, report_dir: Path,
-           profile: Any = None, keep: bool = False) -> tuple[ScenarioOutcome, list[Any]]:
-    """Run ``sc`` against a lab that is up (its admin ``kubeconfig``); returns the outcome
-    and the verdicts."""
+           profile: Any = None, keep: bool = False,
+           judge_kubeconfig: Path | None = None) -> tuple[ScenarioOutcome, list[Any]]:
+    """Run ``sc`` against a lab that is up: its admin ``kubeconfig`` arranges the workload,
+    ``judge_kubeconfig`` (default: the same) is what the layer is judged with; returns the
+    outcome and the verdicts."""
     from kgc import kube
     from kgc.core.engine import Context
     from kgc.core.profile import load_profile, profiles_dir
@@ -155,7 +176,8 @@ def run_on(sc: SizingScenario, kubeconfig: Path, report_dir: Path,
                 wl.create(p)
             kube.wait_for_pods(k, wl.namespace, kube.pod_phase("Running"), 120,
                                count=len(pods))
-            ctx = Context(ClusterTarget(str(kubeconfig)), prof, load_layers(), options={})
+            ctx = Context(ClusterTarget(str(judge_kubeconfig or kubeconfig)), prof,
+                          load_layers(), options={})
             verdicts = ctx.judge_all(["sizing"])
             try:
                 ev = ctx.evidence("sizing")
@@ -191,7 +213,9 @@ def _standalone(sc: SizingScenario) -> Callable[[Path, bool], ScenarioOutcome]:
         lab = Lab(run_dir, keda=False)
         try:
             state = lab.up(say=lambda m: print(f"[{sc.name}] cluster lab: {m}", flush=True))
-            out, verdicts = run_on(sc, Path(state["kubeconfig"]), report_dir, keep=keep)
+            admin = Path(state["kubeconfig"])
+            sa = certify_kubeconfig(admin, run_dir, state["server"])
+            out, verdicts = run_on(sc, admin, report_dir, keep=keep, judge_kubeconfig=sa)
             print(render(sc, verdicts, out.mismatches))
             return out
         finally:
