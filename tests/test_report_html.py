@@ -86,6 +86,11 @@ def test_html_report_renders_the_verdict_first_and_the_failed_checks(tmp_path: P
     names = {n["name"] for n in cats["nodes"].values() if n.get("type") == "category"}
     assert "Node defect: not conformant (fail/warn)" in names
     assert not any("Product errors" in n for n in names), names
+    # the report's Quality Gates tab shows the verdict policy's gate (Allure evaluated it)
+    gate = _widget(index, "quality-gate.json")
+    rules = {r["rule"]: r for r in gate["default"]}
+    assert rules["kgc-blocking/kgcMaxResults"]["success"] is False
+    assert rules["kgc-blocking/kgcMaxResults"]["actual"] >= 1
     # a skip is a decision, not an error box
     for f in (rdir / "allure-results").glob("*-result.json"):
         doc = json.loads(f.read_text())

@@ -107,8 +107,10 @@ def cmd_certify(a: argparse.Namespace, extra: list[str]) -> int:
     if html and rc in (0, 1):
         rdir = Path(str(_take(list(extra), "--report-dir") or "reports"))
         try:
-            index = report.generate_html(rdir / "allure-results", rdir / "html",
-                                         history=Path(str(history)) if history else None)
+            index = report.generate_html(
+                rdir / "allure-results", rdir / "html",
+                history=Path(str(history)) if history else None,
+                policy=_report_policy(None, rdir / "allure-results", None))
         except report.ReportError as exc:
             print(f"kgc certify: {exc}", file=sys.stderr)
             return 2
@@ -208,11 +210,32 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
     return 0 if status == "pass" else 1
 
 
-def cmd_report(a: argparse.Namespace) -> int:
+def _report_policy(profile: str | None, results: Path, verdict: Path | None) -> Any:
+    """The verdict policy the report's quality gate uses: --profile, else the profile the
+    run was judged with (verdict.json's run.profile_source / run.profile)."""
+    names = [profile] if profile else []
+    vpath = verdict or results.parent / "verdict.json"
     try:
-        index = report.generate_html(Path(a.results), Path(a.out),
-                                     Path(a.verdict) if a.verdict else None,
-                                     history=Path(a.history) if a.history else None)
+        run = json.loads(vpath.read_text()).get("run", {})
+        names += [run.get("profile_source"), run.get("profile")]
+    except (OSError, ValueError, AttributeError):
+        pass
+    for n in [x for x in names if x]:
+        try:
+            return load_profile(n).policy
+        except ProfileError:
+            if n == profile:
+                raise
+    return None
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    results = Path(a.results)
+    verdict = Path(a.verdict) if a.verdict else None
+    try:
+        index = report.generate_html(results, Path(a.out), verdict,
+                                     history=Path(a.history) if a.history else None,
+                                     policy=_report_policy(a.profile, results, verdict))
     except report.ReportError as exc:
         print(f"kgc report: {exc}", file=sys.stderr)
         return 2
@@ -343,6 +366,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the run's verdict.json (default: beside the results directory)")
     p.add_argument("--history", default=None, metavar="FILE",
                    help="Allure history file kept between runs (trends across nights)")
+    p.add_argument("--profile", default=None,
+                   help="the policy for the report's quality gate (default: the run's profile)")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("profile", help="profile tools")

@@ -314,7 +314,9 @@ def banner_html(verdict: Mapping[str, Any]) -> str:
 
 def allure_config(name: str, out_dir: Path, extra: Mapping[str, Any] | None = None) -> str:
     """allurerc.mjs: one self-contained page, kgc's categories, and any extra settings (the
-    verdict policy's quality gate)."""
+    verdict policy's quality gate, history)."""
+    from kgc.gate.allure import config_module
+
     cats = [{"name": name_, "matchers": {"labels": {"kgc_category": key}}}
             for key, name_ in CATEGORIES]
     cfg: dict[str, Any] = {
@@ -325,12 +327,12 @@ def allure_config(name: str, out_dir: Path, extra: Mapping[str, Any] | None = No
                                             "reportName": name}}},
         **(extra or {}),
     }
-    return "export default " + json.dumps(cfg, indent=2) + ";\n"
+    return config_module(cfg)
 
 
 def generate_html(results_dir: Path, out_dir: Path, verdict: Path | None = None,
                   extra_config: Mapping[str, Any] | None = None,
-                  history: Path | None = None) -> Path:
+                  history: Path | None = None, policy: Any = None) -> Path:
     """Allure 3 static report, one self-contained index.html (renders from file://), whose
     first screen is kgc's verdict (from ``verdict``, default: verdict.json beside the
     results)."""
@@ -357,18 +359,29 @@ def generate_html(results_dir: Path, out_dir: Path, verdict: Path | None = None,
         # the file between runs (e.g. --history /var/lib/kgc/history.jsonl)
         history.parent.mkdir(parents=True, exist_ok=True)
         extra.update({"historyPath": str(history.resolve()), "historyLimit": 60})
+    if policy is not None:
+        from kgc.gate.allure import quality_gate_config
+
+        extra["qualityGate"] = quality_gate_config(policy)
     cfg.write_text(allure_config(headline(doc), out_dir, extra))
     if out_dir.exists():
         shutil.rmtree(out_dir)
-    proc = subprocess.run(
-        [str(binp), "generate", str(results_dir), "--config", str(cfg), "-o", str(out_dir)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    if policy is None:
+        cmd = [str(binp), "generate", str(results_dir), "--config", str(cfg), "-o", str(out_dir)]
+        ok_codes: tuple[int, ...] = (0,)
+    else:
+        # Allure evaluates quality gates only while it collects results (`allure run`), not
+        # in `allure generate`: let it collect a copy of the results so the report's
+        # Quality Gates tab shows the gate (exit 1 = the gate failed, the report is built)
+        feed = Path(tempfile.mkdtemp(prefix="kgc-allure-feed-"))
+        cmd = [str(binp), "run", "--config", str(cfg), "--results-dir", str(feed), "--",
+               "cp", "-R", f"{results_dir}/.", str(feed)]
+        ok_codes = (0, 1)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    if policy is not None:
+        shutil.rmtree(feed, ignore_errors=True)
     index = out_dir / "index.html"
-    if proc.returncode != 0 or not index.exists():
+    if proc.returncode not in ok_codes or not index.exists():
         raise ReportError(
             f"allure generate failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}"
             f"{proc.stdout.strip()[-1000:]}"
