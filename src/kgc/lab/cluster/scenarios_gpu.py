@@ -22,13 +22,15 @@ with the documented verdict of every gpu check and any mismatch:
 =======================  ==============================================================
 
 The lab's own changes (node status, annotations, the device plugin's DaemonSet) are made
-with the lab's admin credentials and undone afterwards, so scenarios can share one lab.
+with the lab's admin credentials and undone afterwards, so scenarios can share one lab (the
+self-tests do); ``kgc lab run --scenario`` starts a lab of its own for each.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -266,23 +268,25 @@ def run_on_lab(sc: GpuScenario, lab: LabHandle, report_dir: Path) -> ScenarioOut
 
 @contextlib.contextmanager
 def lab_for_scenarios(keep: bool = False) -> Iterator[LabHandle]:
-    """The lab a scenario runs on: the one already up in the default run directory (left
-    running), else a fresh one (taken down afterwards unless ``keep``)."""
-    default = labmod.default_run_dir()
-    st = labmod.status(default)
-    if st["up"]:
-        run_dir, started = default, False
-    else:
-        run_dir = default if keep else Path(tempfile.mkdtemp(prefix="kgc-gpu-lab-"))
-        lab = labmod.Lab(run_dir, keda=False)
-        lab.up(say=lambda m: print(f"kgc lab: cluster: {m}", flush=True))
-        st, started = labmod.status(run_dir), True
+    """A fresh lab (no KEDA) in its own run directory for one scenario, taken down
+    afterwards unless ``keep`` (then ``kgc lab cluster status|down --run-dir DIR``). A lab
+    someone else runs is never touched: scenarios change node status and the device
+    plugin's DaemonSet while they run."""
+    run_dir = Path(tempfile.mkdtemp(prefix="kgc-gpu-lab-"))
+    lab = labmod.Lab(run_dir, keda=False)
+    lab.up(say=lambda m: print(f"kgc lab: cluster: {m}", flush=True))
+    st = labmod.status(run_dir)
     try:
         admin = kube.connect(st["kubeconfig"])
         yield handle(admin, run_dir, st["server"])
     finally:
-        if started and not keep:
-            labmod.down(run_dir)
+        if keep:
+            print(f"kgc lab: cluster lab left running: kgc lab cluster status --run-dir {run_dir}",
+                  flush=True)
+        else:
+            rep = labmod.down(run_dir)
+            if not rep["left"] and not rep["listening"]:
+                shutil.rmtree(run_dir, ignore_errors=True)  # its PKI and token with it
 
 
 def handle(admin: kube.Kube, run_dir: Path, server: str) -> LabHandle:
