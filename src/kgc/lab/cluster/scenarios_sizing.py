@@ -21,6 +21,7 @@ already up.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -219,7 +220,9 @@ def _standalone(sc: SizingScenario) -> Callable[[Path, bool], ScenarioOutcome]:
             print(render(sc, verdicts, out.mismatches))
             return out
         finally:
-            down(run_dir)
+            rep = down(run_dir)
+            if not keep and not rep["left"] and not rep["listening"]:
+                shutil.rmtree(run_dir, ignore_errors=True)
 
     return run
 
