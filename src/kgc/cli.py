@@ -7,10 +7,10 @@
     kgc report                        allure-results -> HTML (Allure 3)
     kgc checks [--format md|json]     the check catalogue
     kgc profile check FILE|NAME       validate a profile
+    kgc cleanup --kubeconfig F (--run ID | --all)   remove what cluster runs left behind
     kgc gate VERDICT [--profile P]    gate a verdict against the profile's release policy
     kgc diff OLD NEW                  what changed between two verdicts; exit 1 on regression
     kgc image check IMAGE --profile P certify a node image file (read-only, no mount)
-    kgc cleanup --kubeconfig F (--run ID | --all)   remove what cluster runs left behind
     kgc guest ...                     the in-guest collector (what a GPU pod runs)
     kgc lab ...                       the built-in labs (needs the `lab` extra)
 
@@ -376,12 +376,13 @@ def build_parser() -> argparse.ArgumentParser:
     pc.add_argument("file")
     pc.set_defaults(func=cmd_profile)
 
+    _cleanup_parser(sub)
+
     # -- release gating (kgc.gate / kgc.image): kgc gate, kgc diff, kgc image ---------
     from kgc.gate.cli import register as register_gating
 
     register_gating(sub)
     # -- end release gating -----------------------------------------------------------
-    _cleanup_parser(sub)
 
     sub.add_parser("guest", help="in-guest collector (args go to python -m kgc.guest)",
                    add_help=False)
