@@ -161,8 +161,8 @@ def _os_pretty(osrel: str | None) -> str | None:
 
 
 def parse(snap: HostSnapshot, profile: object = None) -> IommuEvidence:
-    """The layer's evidence from the node's snapshot (the profile is not needed here)."""
-    """Pure and total: any snapshot, however malformed, gives an evidence object."""
+    """The layer's evidence from the node's snapshot (the profile is not needed here).
+    Pure and total: any snapshot, however malformed, gives an evidence object."""
     snap = require_snapshot(snap, "iommu")
     cpu = snap.command("cpu")
     vendor = virt = None
