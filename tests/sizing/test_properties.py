@@ -96,7 +96,7 @@ def _has_both_limits(p: dict) -> bool:
     return any(c.cpu_limit_m for c in s.containers) and any(c.memory_limit for c in s.containers)
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=2000, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(pods(), kata_configs, st.integers(0, 5), st.sampled_from(["cpu", "memory"]),
        st.integers(1, 4))
 def test_monotone_in_each_limit(p: dict, k: KataSizing, which: int, key: str,
@@ -112,7 +112,7 @@ def test_monotone_in_each_limit(p: dict, k: KataSizing, which: int, key: str,
     assert b.memory_mib >= a.memory_mib
 
 
-@settings(max_examples=300)
+@settings(deadline=2000, max_examples=300)
 @given(pods(), kata_configs.filter(lambda k: k.runtime == "go"), st.integers(1, 8),
        st.integers(2048, 65536))
 def test_caps_are_respected(p: dict, k: KataSizing, maxv: int, maxm: int) -> None:
@@ -129,7 +129,7 @@ def test_caps_are_respected(p: dict, k: KataSizing, maxv: int, maxm: int) -> Non
     assert vm.memory_mib <= maxm
 
 
-@settings(max_examples=200)
+@settings(deadline=2000, max_examples=200)
 @given(kata_configs, st.integers(1, 4), st.booleans())
 def test_a_pod_without_limits_gets_exactly_the_default_vm(k: KataSizing, n: int,
                                                           with_requests: bool) -> None:
@@ -151,7 +151,7 @@ def test_a_pod_without_limits_gets_exactly_the_default_vm(k: KataSizing, n: int,
     assert (vm.vcpus, vm.memory_mib) == (math.ceil(dv), dm)
 
 
-@settings(max_examples=200)
+@settings(deadline=2000, max_examples=200)
 @given(pods(), kata_configs.filter(lambda k: k.runtime == "go"))
 def test_go_vm_is_never_below_its_defaults(p: dict, k: KataSizing) -> None:
     vm = expected_vm(p, k, HOST)
@@ -169,7 +169,7 @@ lines = st.lists(st.one_of(
 ), max_size=30).map("\n".join)
 
 
-@settings(max_examples=400)
+@settings(deadline=2000, max_examples=400)
 @given(lines)
 def test_guest_parsers_are_total(text: str) -> None:
     for v in (meminfo_kib(text), cpuinfo_processors(text), cpu_list_count(text)):
@@ -181,7 +181,7 @@ def test_guest_parsers_are_total(text: str) -> None:
     assert a is None or a >= 0
 
 
-@settings(max_examples=300)
+@settings(deadline=2000, max_examples=300)
 @given(st.dictionaries(st.sampled_from(["/proc/meminfo", "/proc/cpuinfo", "/proc/zoneinfo",
                                         "/sys/devices/system/memory/block_size_bytes",
                                         "/sys/devices/system/cpu/present",
@@ -204,7 +204,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=300)
+@settings(deadline=2000, max_examples=300)
 @given(json_values)
 def test_quantities_and_pods_raise_only_sizing_input_error(v: Any) -> None:
     for fn in (cpu_millis, memory_bytes):
@@ -218,7 +218,7 @@ def test_quantities_and_pods_raise_only_sizing_input_error(v: Any) -> None:
         pass
 
 
-@settings(max_examples=300)
+@settings(deadline=2000, max_examples=300)
 @given(st.one_of(json_values, st.fixed_dictionaries(
     {"metadata": st.fixed_dictionaries({"name": st.text(min_size=1, max_size=5)}),
      "spec": st.fixed_dictionaries({"containers": st.lists(st.fixed_dictionaries({
@@ -233,7 +233,7 @@ def test_pod_manifests_never_crash_the_model(v: Any) -> None:
         assert str(exc)
 
 
-@settings(max_examples=300)
+@settings(deadline=2000, max_examples=300)
 @given(json_values)
 def test_evidence_from_dict_raises_only_evidence_error(v: Any) -> None:
     try:
@@ -246,7 +246,7 @@ def test_evidence_from_dict_raises_only_evidence_error(v: Any) -> None:
         pass
 
 
-@settings(max_examples=300)
+@settings(deadline=2000, max_examples=300)
 @given(st.dictionaries(st.sampled_from(["runtime", "hypervisor", "x"]), json_values))
 def test_kata_toml_adapter_raises_only_sizing_input_error(data: dict) -> None:
     try:

@@ -5,7 +5,9 @@ one memory block off. ``python -m kgc.lab.guests selftest`` does the same by han
 
 Needs ``qemu-system-x86_64`` (scripts/bootstrap.d/10-node-lab.sh installs it), a guest
 kernel (the node lab's, else Debian's linux-image-amd64 via ``apt-get download``, cached in
-$KGC_CACHE/sizing) and a static busybox (``/bin/busybox`` or busybox-static).
+$KGC_CACHE/sizing) and a static busybox (``/bin/busybox`` or busybox-static):
+scripts/bootstrap.d/15-sizing-guests.sh fetches both (``python -m kgc.lab.guests assets``),
+and the test fetches them itself when they are still missing.
 """
 
 from __future__ import annotations

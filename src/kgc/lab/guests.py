@@ -498,6 +498,16 @@ CAPTURES: tuple[CaptureSpec, ...] = (
                 note="runtime-rs static: 32 MiB overhead, a size that is not block-aligned"),
     CaptureSpec("rs-nvidia-two-containers-2x2560", "qemu-nvidia-gpu-runtime-rs",
                 "two-containers", note="runtime-rs static (NVIDIA): 512 MiB overhead"),
+    # the rest of the default matrix under the NVIDIA Go config (the cluster lab's simulated
+    # Kata nodes serve these: kgc.lab.cluster.sim_sizing)
+    CaptureSpec("go-nvidia-probe-1x8192", "qemu-nvidia-gpu", "probe",
+                note="Go static (NVIDIA config): the default VM, a pod without limits"),
+    CaptureSpec("go-nvidia-two-containers-2x10240", "qemu-nvidia-gpu", "two-containers",
+                note="Go static (NVIDIA config): 2 x 500m -> ceil(1.0) + 1 = 2 vCPUs"),
+    CaptureSpec("go-nvidia-memory-only-1x9216", "qemu-nvidia-gpu", "memory-only",
+                note="Go static (NVIDIA config): no CPU limit, only the default vCPU"),
+    CaptureSpec("go-nvidia-fractional-2x8448", "qemu-nvidia-gpu", "fractional-cpu",
+                note="Go static (NVIDIA config): 250m -> ceil(0.25) + 1 = 2 vCPUs"),
 )
 
 

@@ -61,6 +61,12 @@ def node_manifests(cluster: ClusterProfile) -> list[dict[str, Any]]:
                 },
                 "spec": {},
                 "status": {"capacity": capacity, "allocatable": dict(capacity),
+                           # both addresses from the start: with only kwok's InternalIP, its
+                           # stages' patches alternately drop and restore the node's
+                           # addresses (~every minute), and the API server then cannot
+                           # reach the node for `kubectl logs` ("no preferred addresses")
+                           "addresses": [{"type": "InternalIP", "address": "127.0.0.1"},
+                                         {"type": "Hostname", "address": name}],
                            # every field (the client's model requires them); kwok fills
                            # the empty ones with its own version
                            "nodeInfo": {"kernelVersion": lab.node_kernel,

@@ -1,11 +1,12 @@
 """Layer ``sizing`` (``sizing.*``): pod limits -> the Kata microVM's vCPUs and memory.
 
-PROVISIONAL ``__init__`` (the lead writes the real one): it exports the pure model
-(:mod:`.model`), the evidence and its parsers (:mod:`.evidence`), the checks (:mod:`.checks`)
-and the profile section (:mod:`.profile`). The registry imports every layer package and
-needs a ``LAYER``; this one (shaped like the keda layer's provisional one) carries an EMPTY
-registry, so the catalogue, the README and the suites are unchanged until the lead wires
-``CHECKS`` with a ``gather`` that collects :class:`SizingEvidence` and a conformance suite.
+Cluster scope. ``gather`` (:mod:`.collect`) reads the cluster's Pods, Nodes and
+RuntimeClasses, runs one pod per shape of the profile's matrix (``cluster.sizing.shapes``)
+with kgc's in-guest collector, measures the default VM with a limit-less probe pod where the
+profile does not describe a Kata RuntimeClass, and records :class:`SizingEvidence`
+(``record``/``replay``: ``kgc snapshot --kubeconfig`` + ``kgc evaluate`` judge it offline to
+identical verdicts). The checks (:mod:`.checks`) are pure; the model (:mod:`.model`) is
+Kata's sizing rules as a function.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from kgc.core.layer import Layer, Scope
-from kgc.core.model import Registry
 from kgc.layers.sizing.checks import CHECKS, judge_guest, judge_shape
+from kgc.layers.sizing.collect import gather
 from kgc.layers.sizing.evidence import (
     SIZING_GUEST_QUERY,
     ClusterObjects,
@@ -30,10 +31,6 @@ from kgc.layers.sizing.model import KataSizing, PodShape, SizingInputError, VmSi
 from kgc.layers.sizing.profile import SizingProfile, shape_manifest
 
 
-def _not_wired(ctx: Any) -> SizingEvidence:  # provisional: nothing is collected yet
-    return SizingEvidence(notes=("the sizing driver is not wired into this build yet",))
-
-
 def _record(ev: SizingEvidence) -> Mapping[str, Any]:
     return ev.to_dict()
 
@@ -42,9 +39,9 @@ LAYER = Layer(
     name="sizing",
     scope=Scope.CLUSTER,
     title="Kata VM sizing: pod limits -> vCPUs and memory, starved pods, node over-commit",
-    checks=Registry(),  # provisional: CHECKS is wired by the lead with the live driver
+    checks=CHECKS,
     markers=("cluster",),
-    gather=_not_wired,
+    gather=gather,
     record=_record,
     replay=SizingEvidence.from_dict,
 )
@@ -64,6 +61,7 @@ __all__ = [
     "SizingProfile",
     "VmSize",
     "expected_vm",
+    "gather",
     "judge_guest",
     "judge_shape",
     "kata_config_from_runtime",

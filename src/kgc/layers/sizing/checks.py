@@ -68,8 +68,7 @@ def sizing_profile(profile: Any) -> SizingProfile:
 
 
 def _cluster_runtime_class(profile: Any) -> str:
-    rc = getattr(getattr(profile, "cluster", None), "runtime_class", None)
-    return rc if isinstance(rc, str) and rc else "kata"
+    return sizing_profile(profile).runtime_class
 
 
 # -- one guest against one predicted VM --------------------------------------------------------
@@ -195,7 +194,9 @@ def config_findings(k: KataSizing) -> list[tuple[Status, str]]:
 
 @CHECKS.check(
     "sizing.kata-config",
-    title="Every Kata RuntimeClass has a known, sane sizing configuration (source named)",
+    title=("Each Kata RuntimeClass's sizing config is known (node file, else profile, else "
+           "probe-measured; named) and sane: default_maxvcpus ≥ default_vcpus, default_maxmemory ≥ "
+           "default_memory ≥ 256"),
     remediation="Let kgc read the node's Kata configuration (runtime layer), or describe it in "
     "the profile under cluster.sizing.kata.<runtime-class> (preset: qemu-nvidia-gpu, ...).",
     severity=Severity.NORMAL,
@@ -232,7 +233,9 @@ def kata_config(ev: SizingEvidence, profile: Any) -> Outcome:
         return skipped("no Kata sizing configuration is known: " + "; ".join(missing),
                        configs=rows)
     known = "; ".join(f"{r['runtime_class']}: {r['mode']} ({r['settings']}) from "
-                      f"{r['source']}" for r in rows if "mode" in r)
+                      f"{r['source']}" + (f" [before it: {'; '.join(r['tried'])}]"
+                                          if r["tried"] else "")
+                      for r in rows if "mode" in r)
     if warns or missing:
         return warned("; ".join(warns + missing) + f" — known: {known}",
                       "Review these Kata settings: " + "; ".join(warns + missing), configs=rows)
@@ -255,20 +258,21 @@ def judge_shape(obs: ShapeObservation, src: KataConfigSource | None,
     """One shape of the live matrix (pure): predict its VM and judge its guest."""
     tag = " (simulated)" if obs.simulated else ""
     row: dict[str, Any] = {"shape": obs.shape, "runtime_class": obs.runtime_class,
-                           "node": obs.node, "simulated": obs.simulated}
+                           "node": obs.node, "simulated": obs.simulated,
+                           "waited_s": obs.waited_s}
     if src is None or not src.usable:
         why = "no Kata configuration" if src is None else (src.error or src.detail)
         return ShapeResult(obs.shape, Status.SKIP,
                            f"{obs.shape}: cannot predict: {why} for {obs.runtime_class}", row=row)
     assert src.sizing is not None
     row["source"] = src.describe()
+    if obs.error:
+        return ShapeResult(obs.shape, Status.ERROR, f"{obs.shape}: {obs.error}{tag}", row=row)
     try:
         pod = PodShape.from_manifest(obs.pod)
     except SizingInputError as exc:
         return ShapeResult(obs.shape, Status.ERROR, f"{obs.shape}: the pod cannot be sized: {exc}",
                            row=row)
-    if obs.error:
-        return ShapeResult(obs.shape, Status.ERROR, f"{obs.shape}: {obs.error}{tag}", row=row)
     if obs.guest is None:
         return ShapeResult(obs.shape, Status.ERROR,
                            f"{obs.shape}: the pod ran but its guest reported nothing{tag}", row=row)
@@ -296,7 +300,9 @@ def judge_shape(obs: ShapeObservation, src: KataConfigSource | None,
 
 @CHECKS.check(
     "sizing.vm-matches-limits",
-    title="Each pod shape's microVM has exactly the vCPUs and memory Kata's rules predict",
+    title=("Each pod shape's microVM is the model's: vCPUs = V exactly, guest RAM in "
+           "[N − 8 MiB, N] (Go static: V = default_vcpus + ⌈Σ CPU limits⌉, "
+           "N = default_memory + Σ memory limits)"),
     remediation="Make the Kata configuration match what the profile/node says, or fix the "
     "profile's sizing section; see the shape table in the evidence.",
     severity=Severity.CRITICAL,
@@ -414,10 +420,25 @@ def _kata_pods(ev: SizingEvidence, profile: Any) -> tuple[list[_KataPod], list[s
     return out, bad, others
 
 
+UNREADABLE = ("kgc's sizing model could not read these pods' resources: look at them with "
+              "`kubectl get pod -o yaml`; if the API server accepted them, report it with the "
+              "bundle (`kgc snapshot --kubeconfig`).")
+
+
+def _no_cluster(ev: SizingEvidence) -> Outcome:
+    err = ev.errors.get("cluster")
+    if err:
+        return errored(f"the cluster's pods, nodes and RuntimeClasses could not be read: {err}",
+                       "Grant the run's credentials `list` on pods (all namespaces), nodes and "
+                       "runtimeclasses.node.k8s.io, then rerun.")
+    return skipped("the cluster's pods, nodes and RuntimeClasses were not collected")
+
+
 # -- sizing.starved-pods -----------------------------------------------------------------------
 @CHECKS.check(
     "sizing.starved-pods",
-    title="No Kata pod relies on requests the VM will not honour",
+    title=("No Kata pod relies on requests the VM ignores: every request has its limit, VM vCPUs ≥ "
+           "⌈Σ CPU requests⌉, VM MiB ≥ Σ memory requests"),
     remediation="Set limits on every container of a Kata pod (Kata sizes the VM from limits, "
     "never from requests); limits = requests gives Guaranteed QoS and a VM that fits.",
     severity=Severity.NORMAL,
@@ -427,11 +448,13 @@ def starved_pods(ev: SizingEvidence, profile: Any) -> Outcome:
     scheduler reserves it, the VM does not get it), or when the predicted VM is smaller than
     the pod's requests (ceil(Σ cpu requests) vCPUs, Σ memory requests MiB)."""
     if ev.cluster is None:
-        return skipped("the cluster's pods were not collected")
+        return _no_cluster(ev)
     pods, bad, _ = _kata_pods(ev, profile)
     if not pods:
-        return skipped("no running Kata pod to inspect" + (f"; unreadable: {'; '.join(bad)}"
-                                                           if bad else ""))
+        if bad:
+            return errored("no readable running Kata pod to inspect; unreadable: "
+                           + "; ".join(bad), UNREADABLE)
+        return skipped("no running Kata pod to inspect")
     findings: list[str] = []
     fixes: list[str] = []
     rows = []
@@ -480,7 +503,7 @@ def starved_pods(ev: SizingEvidence, profile: Any) -> Outcome:
             else "raise the limits of these pods to at least their requests"), pods=rows)
     if bad:
         return errored(f"{len(pods)} Kata pod(s) fine, but some pods cannot be read: "
-                       + "; ".join(bad), pods=rows)
+                       + "; ".join(bad), UNREADABLE, pods=rows)
     return passed(f"all {len(pods)} Kata pod(s) set limits for what they request", pods=rows)
 
 
@@ -507,7 +530,8 @@ def _node_alloc(obj: Mapping[str, Any]) -> tuple[str, int | None, int | None, st
 
 @CHECKS.check(
     "sizing.node-overcommit",
-    title="No node hosts Kata VMs whose memory exceeds its allocatable",
+    title=("Per node: Σ (predicted VM memory + RuntimeClass overhead) over Kata pods + other pods' "
+           "memory requests ≤ allocatable memory"),
     remediation="Move or shrink the listed Kata pods, or give the node more memory; remember "
     "that the VM is default_memory + the limits, plus the RuntimeClass overhead.",
     severity=Severity.CRITICAL,
@@ -518,12 +542,14 @@ def node_overcommit(ev: SizingEvidence, profile: Any) -> Outcome:
     ``overcommit_counts_other_pods``), must not exceed ``status.allocatable.memory``."""
     sp = sizing_profile(profile)
     if ev.cluster is None:
-        return skipped("the cluster's pods and nodes were not collected")
+        return _no_cluster(ev)
     pods, bad, _ = _kata_pods(ev, profile)
     placed = [kp for kp in pods if kp.pod.node]
     if not placed:
-        return skipped("no Kata pod is placed on a node" + (f"; unreadable: {'; '.join(bad)}"
-                                                            if bad else ""))
+        if bad:
+            return errored("no readable Kata pod placed on a node; unreadable: "
+                           + "; ".join(bad), UNREADABLE)
+        return skipped("no Kata pod is placed on a node")
     nodes: dict[str, tuple[int, int | None]] = {}
     node_errors: list[str] = []
     for n in ev.cluster.nodes:
@@ -610,7 +636,9 @@ def node_overcommit(ev: SizingEvidence, profile: Any) -> Outcome:
                       "default_memory + limits, and the RuntimeClass overhead comes on top): "
                       + "; ".join(over), nodes=table)
     if bad or node_errors:
-        return errored("cannot read: " + "; ".join(bad + node_errors), nodes=table)
+        return errored("cannot read: " + "; ".join(bad + node_errors), UNREADABLE
+                       .replace("these pods' resources", "these pods' resources or nodes' "
+                                "allocatable memory"), nodes=table)
     if undecided:
         return skipped("cannot decide: " + "; ".join(undecided), nodes=table)
     fit = ", ".join(f"{r['node']} {_f(r['sum_mib'])}/{_f(r['allocatable_mib'])} MiB"

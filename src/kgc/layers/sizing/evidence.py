@@ -412,6 +412,7 @@ class ShapeObservation:
     guest: GuestSize | None = None
     error: str = ""
     simulated: bool = False
+    waited_s: float | None = None  # from the pod's creation to the end of waiting for it
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -422,6 +423,7 @@ class ShapeObservation:
             "guest": self.guest.to_dict() if self.guest else None,
             "error": self.error,
             "simulated": self.simulated,
+            "waited_s": self.waited_s,
         }
 
     @classmethod
@@ -437,6 +439,8 @@ class ShapeObservation:
                 guest=None if g is None else GuestSize.from_dict(g),
                 error=_str(m.get("error", ""), f"{where}.error"),
                 simulated=_bool(m.get("simulated", False), f"{where}.simulated"),
+                waited_s=None if m.get("waited_s") is None else _num(m["waited_s"],
+                                                                     f"{where}.waited_s"),
             )
         except KeyError as exc:
             raise EvidenceError(f"{where}: missing field {exc.args[0]!r}") from None
@@ -479,6 +483,8 @@ class SizingEvidence:
     shapes: tuple[ShapeObservation, ...] | None = None
     cluster: ClusterObjects | None = None
     notes: tuple[str, ...] = ()
+    # why a part could not be collected ("cluster": the objects, "pods": the live pods)
+    errors: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -486,6 +492,7 @@ class SizingEvidence:
             "shapes": None if self.shapes is None else [s.to_dict() for s in self.shapes],
             "cluster": None if self.cluster is None else self.cluster.to_dict(),
             "notes": list(self.notes),
+            "errors": dict(self.errors),
         }
 
     @classmethod
@@ -503,6 +510,8 @@ class SizingEvidence:
                 ShapeObservation.from_dict(s, f"sizing.shapes[{i}]") for i, s in enumerate(shapes)),
             cluster=None if cluster is None else ClusterObjects.from_dict(cluster),
             notes=_str_tuple(m.get("notes", []), "sizing.notes"),
+            errors={_str(k, "sizing.errors key"): _str(v, f"sizing.errors[{k!r}]")
+                    for k, v in _require_mapping(m.get("errors", {}), "sizing.errors").items()},
         )
 
 

@@ -11,7 +11,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from kgc.layers.sizing.model import KATA_PRESETS, KataSizing
+from kgc.layers.sizing.model import (
+    KATA_PRESETS,
+    KataSizing,
+    SizingInputError,
+    cpu_millis,
+    memory_bytes,
+)
 
 
 class Strict(BaseModel):
@@ -42,9 +48,29 @@ class ShapeContainer(Strict):
             raise ValueError("must be a DNS label (lower-case letters, digits, '-')")
         return v
 
+    @field_validator("cpu", "requests_cpu")
+    @classmethod
+    def _cpu(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                cpu_millis(v, "cpu")
+            except SizingInputError as exc:
+                raise ValueError(str(exc).removeprefix("cpu: ")) from None
+        return v
+
+    @field_validator("memory", "requests_memory")
+    @classmethod
+    def _memory(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                memory_bytes(v, "memory")
+            except SizingInputError as exc:
+                raise ValueError(str(exc).removeprefix("memory: ")) from None
+        return v
+
 
 class PodShapeSpec(Strict):
-    """A pod shape of the live matrix. ``runtime_class`` defaults to the cluster profile's
+    """A pod shape of the live matrix. ``runtime_class`` defaults to the sizing section's
     (``gpu_runtime_class`` for shapes that request GPUs)."""
 
     name: str
@@ -98,11 +124,11 @@ class KataSizingProfile(Strict):
     runtime: Literal["go", "runtime-rs"] = "go"
     static_sandbox_resource_mgmt: bool = False
     hypervisor: str = "qemu"
-    default_vcpus: float = 1.0
+    default_vcpus: float = Field(default=1.0, allow_inf_nan=False, ge=-1024, le=1024)
     default_memory: int = Field(default=2048, ge=0)
     default_maxvcpus: int = Field(default=0, ge=0)
     default_maxmemory: int = Field(default=0, ge=0)
-    overhead_vcpus: float = Field(default=0.0, ge=0)
+    overhead_vcpus: float = Field(default=0.0, ge=0, le=1024, allow_inf_nan=False)
     overhead_memory: int = Field(default=0, ge=0)
     memory_slots: int = Field(default=10, ge=0)
     enable_virtio_mem: bool = False
@@ -169,20 +195,40 @@ class SizingProfile(Strict):
     """``cluster.sizing`` in a profile."""
 
     shapes: tuple[PodShapeSpec, ...] = DEFAULT_SHAPES
+    # the Kata RuntimeClass of the shapes (a shape's own runtime_class wins), and of the
+    # shapes that request GPUs (None: runtime_class)
+    runtime_class: str = Field(default="kata", min_length=1, max_length=253)
+    gpu_runtime_class: str | None = Field(default=None, min_length=1, max_length=253)
+    # extended resources that mean "a GPU": a GPU shape requests the first a node advertises
+    gpu_resources: tuple[str, ...] = Field(default=("nvidia.com/pgpu", "nvidia.com/gpu"),
+                                           min_length=1)
     # RuntimeClass name -> Kata sizing keys, used when the node's Kata files are not readable
     kata: dict[str, KataSizingProfile] = Field(default_factory=dict)
-    gpu_runtime_class: str | None = None
     memtotal: MemTotalTolerance = MemTotalTolerance()
     # on a cluster with no node access and no profile entry: run a limit-less probe pod
     measure_with_probe: bool = True
     # node over-commit: also count non-Kata pods' memory requests against allocatable
     overcommit_counts_other_pods: bool = True
+    # --- the live pods (one per shape, plus a probe per Kata RuntimeClass when measured)
+    # any image with `sh`: the pods run kgc's in-guest collector (kgc guest --script)
+    image: str = Field(default="busybox:1.36", min_length=1, max_length=512)
+    # bounded waits: until a pod is placed and its sandbox starts, then until it finishes
+    schedule_timeout_s: float = Field(default=180.0, gt=0, le=3600)
+    finish_timeout_s: float = Field(default=300.0, gt=0, le=3600)
+    max_parallel: int = Field(default=4, ge=1, le=64)  # pods in flight at once
+    # the collector's own bound on each command it runs in the guest (KGC_CMD_TIMEOUT)
+    collector_timeout_s: int = Field(default=60, ge=1, le=600)
 
     @model_validator(mode="after")
     def _unique(self) -> SizingProfile:
         names = [s.name for s in self.shapes]
         if len(set(names)) != len(names):
             raise ValueError("shape names must be unique")
+        if PROBE_SHAPE.name in names:
+            raise ValueError(f"shape name {PROBE_SHAPE.name!r} is reserved for the probe pod")
+        if self.finish_timeout_s < self.schedule_timeout_s:
+            raise ValueError("finish_timeout_s counts from the pod's creation: it must be at "
+                             "least schedule_timeout_s")
         return self
 
 

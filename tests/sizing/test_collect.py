@@ -1,0 +1,266 @@
+"""The live gather's pure half: what it creates (pods that size exactly like the shapes, the
+one collector, the label the lab answers to), what it reads from the cluster (projected, kgc's
+own pods left out), and how a pod's outcome becomes an observation — guest evidence, or an
+error that names the pod and why."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+from kgc.core.profile import ClusterProfile
+from kgc.guest import build_script
+from kgc.kube.pods import PodOutcome as Outcome
+from kgc.lab.cluster import sim_sizing
+from kgc.lab.cluster.manifests import node_manifests, runtime_class_manifests
+from kgc.layers.sizing.checks import judge_shape
+from kgc.layers.sizing.collect import (
+    COLLECTOR_KIND,
+    COLLECTOR_LABEL,
+    CONFIGMAP,
+    KWOK_NODE_ANNOTATION,
+    MAX_PROBES,
+    cluster_objects,
+    collector_configmap,
+    collector_container,
+    guest_from_log,
+    kata_runtime_classes,
+    observe,
+    plan,
+    project_pod,
+    settled,
+    shape_pod_manifest,
+)
+from kgc.layers.sizing.evidence import KataConfigSource, ShapeObservation, SizingEvidence
+from kgc.layers.sizing.model import KATA_PRESETS, PodShape, expected_vm
+from kgc.layers.sizing.profile import (
+    DEFAULT_SHAPES,
+    PROBE_SHAPE,
+    PodShapeSpec,
+    ShapeContainer,
+    SizingProfile,
+    shape_manifest,
+)
+
+CLUSTER = ClusterProfile()
+SP = SizingProfile()
+
+
+def lab_objects(pods: list[dict[str, Any]] | None = None):  # type: ignore[no-untyped-def]
+    objs, _ = cluster_objects(pods or [], node_manifests(CLUSTER),
+                              runtime_class_manifests(CLUSTER), CLUSTER.label)
+    return objs
+
+
+# -- the pods ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("shape", [*DEFAULT_SHAPES, PROBE_SHAPE], ids=lambda s: s.name)
+@pytest.mark.parametrize("preset", sorted(KATA_PRESETS))
+def test_a_shape_pod_sizes_exactly_like_its_shape(shape: PodShapeSpec, preset: str) -> None:
+    m = shape_pod_manifest(shape, runtime_class="kata", name="p", namespace="ns",
+                           labels={"kgc.io/run": "r"}, image="busybox", gpu_resource="x/gpu")
+    plain = shape_manifest(shape, runtime_class="kata", gpu_resource="x/gpu")
+    k = KATA_PRESETS[preset]
+    assert expected_vm(m, k) == expected_vm(plain, k)
+    assert PodShape.from_manifest(m).containers == PodShape.from_manifest(plain).containers
+
+
+def test_the_collector_runs_in_the_last_app_container_and_the_others_end_with_it() -> None:
+    two = next(s for s in DEFAULT_SHAPES if s.name == "two-containers")
+    m = shape_pod_manifest(two, runtime_class="kata", name="p", namespace="ns",
+                           labels={"kgc.io/run": "r"}, image="busybox")
+    a, b = m["spec"]["containers"]
+    assert collector_container(m) == b["name"] == "b"
+    assert "/kgc/collect.sh" in b["command"][-1] and "/kgc-sync/done" in b["command"][-1]
+    assert "/kgc-sync/done" in a["command"][-1] and "collect.sh" not in a["command"][-1]
+    assert {v["mountPath"] for v in b["volumeMounts"]} == {"/kgc", "/kgc-sync"}
+    assert m["metadata"]["labels"][COLLECTOR_LABEL] == COLLECTOR_KIND
+    assert m["metadata"]["labels"]["kgc.io/run"] == "r"
+    spec = m["spec"]
+    assert spec["restartPolicy"] == "Never" and spec["automountServiceAccountToken"] is False
+    assert spec["activeDeadlineSeconds"] > 0
+    assert spec["volumes"][0]["configMap"]["name"] == CONFIGMAP
+
+
+def test_the_configmap_carries_kgcs_one_guest_collector() -> None:
+    cm = collector_configmap("ns", {"kgc.io/run": "r"})
+    script = cm["data"]["collect.sh"]
+    m = re.search(r"B='(@@KGC-[0-9a-f]+@@)'", script)
+    assert m is not None
+    assert script == build_script(m.group(1))  # what `kgc guest --script` prints
+    assert "/proc/zoneinfo" in script and "/sys/devices/system/memory" in script
+
+
+def test_plan_probes_first_then_every_shape() -> None:
+    plans, notes = plan(lab_objects(), SP, CLUSTER, namespace="ns", labels={},
+                        probe_classes=["kata"])
+    assert [p.shape for p in plans] == ["probe", *[s.name for s in DEFAULT_SHAPES]]
+    assert plans[0].probe and plans[0].manifest["metadata"]["name"] == "kgc-probe-kata"
+    assert not any(p.not_applicable for p in plans) and not notes
+    gpu = next(p for p in plans if p.shape == "gpu")
+    limits = gpu.manifest["spec"]["containers"][0]["resources"]["limits"]
+    assert limits["nvidia.com/pgpu"] == "1"  # the profile's first one a lab node advertises
+
+
+def test_plan_says_why_a_shape_cannot_run() -> None:
+    no_gpu = ClusterProfile(lab={"gpu_nodes": 0})  # type: ignore[arg-type]
+    objs, _ = cluster_objects([], node_manifests(no_gpu), runtime_class_manifests(no_gpu),
+                              CLUSTER.label)
+    sp = SizingProfile(shapes=(*DEFAULT_SHAPES, PodShapeSpec(
+        name="other-rc", containers=(ShapeContainer(cpu="1", memory="1Gi"),),
+        runtime_class="kata-fc")))
+    plans, _ = plan(objs, sp, CLUSTER, namespace="ns", labels={},
+                    probe_classes=[f"k{i}" for i in range(MAX_PROBES + 2)])
+    why = {p.shape: p.not_applicable for p in plans if not p.probe}
+    assert why["gpu"].startswith("not applicable: no node advertises nvidia.com/pgpu or "
+                                 "nvidia.com/gpu")
+    assert why["other-rc"].startswith("not applicable: the cluster has no RuntimeClass "
+                                      "'kata-fc'")
+    assert sum(p.probe for p in plans) == MAX_PROBES
+
+
+# -- the cluster's objects ---------------------------------------------------------------------
+def _raw_pod(name: str, rc: str | None, *, labels: dict[str, str] | None = None,
+             limits: dict[str, str] | None = None) -> dict[str, Any]:
+    res = {"limits": limits} if limits else {}
+    spec: dict[str, Any] = {"nodeName": "kgc-gpu-0", "containers": [
+        {"name": "c", "image": "i", "env": [{"name": "TOKEN", "value": "secret"}],
+         "resources": res}]}
+    if rc:
+        spec["runtimeClassName"] = rc
+    return {"metadata": {"name": name, "namespace": "ns", "labels": labels or {},
+                         "annotations": {"io.katacontainers.config.hypervisor.default_vcpus":
+                                         "2", "other": "x"},
+                         "managedFields": [{"x": 1}]},
+            "spec": spec, "status": {"phase": "Running", "podIP": "10.0.0.1"}}
+
+
+def test_cluster_objects_are_projected_and_kgcs_own_pods_left_out() -> None:
+    objs, mine = cluster_objects(
+        [_raw_pod("app", "kata", limits={"cpu": "1"}),
+         _raw_pod("kgc-sizing-x", "kata", labels={"kgc.io/run": "abc"})],
+        node_manifests(CLUSTER), runtime_class_manifests(CLUSTER), "kgc.io/run")
+    assert mine == 1 and len(objs.pods) == 1
+    p = objs.pods[0]
+    assert "secret" not in json.dumps(p) and "managedFields" not in json.dumps(p)
+    assert p["metadata"]["annotations"] == {
+        "io.katacontainers.config.hypervisor.default_vcpus": "2"}
+    assert p["spec"]["containers"] == [{"name": "c", "resources": {"limits": {"cpu": "1"}}}]
+    assert p["status"] == {"phase": "Running"}
+    assert KWOK_NODE_ANNOTATION in objs.nodes[0]["metadata"]["annotations"]
+    assert objs.runtime_classes[0]["overhead"]["podFixed"]["memory"] == "320Mi"
+
+
+def test_project_pod_keeps_malformed_parts_for_the_checks_to_report() -> None:
+    p = project_pod({"metadata": {"name": "x"}, "spec": {"containers": "nonsense"}})
+    assert p["spec"]["containers"] == "nonsense"
+    assert project_pod({}) == {"metadata": {}, "spec": {}}
+
+
+def test_kata_runtime_classes_are_the_shapes_profiles_and_kata_pods() -> None:
+    objs = lab_objects([_raw_pod("a", "runc"), _raw_pod("b", "kata")])
+    assert kata_runtime_classes(objs, SP, "kata") == ["kata"]
+    sp = SizingProfile(kata={"kata-qemu-nvidia-gpu": {"preset": "qemu-nvidia-gpu"}})
+    assert kata_runtime_classes(None, sp, "kata") == ["kata", "kata-qemu-nvidia-gpu"]
+
+
+# -- a pod's outcome -> an observation ---------------------------------------------------------
+def _plan(shape: str = "one-container"):  # type: ignore[no-untyped-def]
+    plans, _ = plan(lab_objects(), SP, CLUSTER, namespace="ns", labels={})
+    return next(p for p in plans if p.shape == shape)
+
+
+def _ran(p, node: str = "kgc-gpu-0", phase: str = "Succeeded") -> dict[str, Any]:  # type: ignore[no-untyped-def]  # noqa: E501
+    pod = json.loads(json.dumps(p.manifest))
+    pod["spec"]["nodeName"] = node
+    pod["spec"]["overhead"] = {"cpu": "250m", "memory": "320Mi"}
+    pod["metadata"]["managedFields"] = [{"manager": "kube"}]
+    pod["status"] = {"phase": phase, "containerStatuses": [
+        {"name": collector_container(p.manifest),
+         "state": {"terminated": {"exitCode": 0 if phase == "Succeeded" else 1}}}]}
+    return pod
+
+
+def test_a_recorded_guest_log_becomes_guest_evidence_judged_at_the_predicted_size() -> None:
+    p = _plan()
+    cap = next(c for c in sim_sizing.captures() if c.name == "go-nvidia-one-container-3x10240")
+    o = observe(p, Outcome(p.manifest["metadata"]["name"], _ran(p),
+                           log="kubelet noise before\n" + sim_sizing.capture_log(cap),
+                           waited_s=4.2), {"kgc-gpu-0"})
+    assert o.error == "" and o.simulated and o.node == "kgc-gpu-0" and o.waited_s == 4.2
+    assert o.guest is not None and o.guest.vcpus == 3 and o.guest.ram_mib is not None
+    assert "managedFields" not in o.pod["metadata"]
+    src = KataConfigSource("kata", "profile", "p", KATA_PRESETS["qemu-nvidia-gpu"])
+    r = judge_shape(o, src, SP.memtotal)
+    assert r.status == "pass", r.reason
+    assert r.reason.startswith("one-container (simulated): expected 3 vCPU / 10240 MiB "
+                               "(Go static, default_vcpus=1, default_memory=8192), found 3 / ")
+    ev = SizingEvidence(configs={"kata": src}, shapes=(o,))
+    assert SizingEvidence.from_dict(json.loads(json.dumps(ev.to_dict()))) == ev
+
+
+def test_a_real_node_is_not_simulated() -> None:
+    p = _plan()
+    cap = sim_sizing.captures()[0]
+    o = observe(p, Outcome("x", _ran(p, node="gpu-a"), log=sim_sizing.capture_log(cap)),
+                {"kgc-gpu-0"})
+    assert not o.simulated
+
+
+@pytest.mark.parametrize(("outcome", "expect"), [
+    (Outcome("x", None, create_error='403 Forbidden: pods "x" is forbidden: exceeded quota'),
+     "pod kgc-sizing-one-container: the API refused it: 403 Forbidden: pods \"x\" is forbidden"),
+    (Outcome("x", "RAN-FAILED", log="kgc lab: no recorded guest capture of a 3 vCPU / 13312 "
+             "MiB VM\n", settled="the pod failed"),
+     "pod kgc-sizing-one-container (Failed, exit 1) on kgc-gpu-0: its log holds no kgc "
+     "collector output: 'kgc lab: no recorded guest capture of a 3 vCPU / 13312 MiB VM'"),
+    (Outcome("x", {"metadata": {"name": "x"}, "spec": {}, "status": {"phase": "Pending"}},
+             events=[{"type": "Warning", "reason": "FailedScheduling",
+                      "message": "0/3 nodes are available: 3 Insufficient memory."}],
+             timed_out=True, waited_s=180.0, settled="not scheduled within 180 s"),
+     "pod kgc-sizing-one-container did not finish within 180 s (phase Pending, node none); "
+     "events: FailedScheduling: 0/3 nodes are available: 3 Insufficient memory."),
+    (Outcome("x", "RAN-FAILED", log=None, log_error="404 Not Found", settled="the pod failed"),
+     "pod kgc-sizing-one-container stopped (the pod failed) without collector output; its "
+     "log could not be read: 404 Not Found"),
+])
+def test_a_pod_without_guest_evidence_says_which_pod_and_why(outcome: Outcome,
+                                                            expect: str) -> None:
+    p = _plan()
+    if outcome.pod == "RAN-FAILED":
+        outcome.pod = _ran(p, phase="Failed")
+    o = observe(p, outcome, set())
+    assert o.guest is None
+    assert o.error.startswith(expect), o.error
+
+
+def test_guest_from_log_is_total() -> None:
+    assert guest_from_log("")[1] == "its log holds no kgc collector output (empty log)"
+    cap = sim_sizing.captures()[0]
+    cut = sim_sizing.capture_log(cap)[:-40]  # killed before END
+    g, why = guest_from_log(cut)
+    assert g is not None and not why
+    assert any("ends before its END record" in x for x in g.problems)
+
+
+def test_settled_knows_hopeless_pods() -> None:
+    pull = {"status": {"containerStatuses": [{"name": "c", "state": {"waiting": {
+        "reason": "ImagePullBackOff", "message": "Back-off pulling image \"nope\""}}}]}}
+    assert settled(pull, []) == 'image pull: ImagePullBackOff: Back-off pulling image "nope"'
+    sandbox = [{"reason": "FailedCreatePodSandBox", "count": 3,
+                "message": "failed to create containerd task: kata: no such file"}]
+    assert settled({}, sandbox).startswith("the sandbox failed 3 times: FailedCreatePodSandBox")
+    assert settled({"status": {"phase": "Running"}}, []) is None
+
+
+def test_an_observation_of_a_shape_that_did_not_apply_is_a_skip() -> None:
+    from kgc.layers.sizing.checks import CHECKS
+
+    ev = SizingEvidence(
+        configs={"kata": KataConfigSource("kata", "profile", "p", KATA_PRESETS["qemu"])},
+        shapes=(ShapeObservation("gpu", {}, "kata",
+                                 error="not applicable: no node advertises nvidia.com/gpu"),))
+    v = CHECKS.get("sizing.vm-matches-limits").judge(ev, None, "c")
+    assert v.status == "skip" and "no node advertises nvidia.com/gpu" in v.reason

@@ -1,0 +1,89 @@
+"""The cluster lab's sizing chooser serves recorded real guests only: the capture whose VM
+is the one the model predicts for the pod, re-encoded losslessly as collector output — or a
+failing pod whose log says that no capture has that size."""
+
+from __future__ import annotations
+
+import pytest
+
+from kgc.core.hostfs import parse_output
+from kgc.core.profile import load_profile, profiles_dir
+from kgc.lab.cluster import sim_sizing
+from kgc.layers.sizing.collect import guest_from_log
+from kgc.layers.sizing.evidence import GuestSize
+from kgc.layers.sizing.model import expected_vm
+from kgc.layers.sizing.profile import DEFAULT_SHAPES, PROBE_SHAPE, shape_pod
+
+KATA = ("kata",)
+
+
+@pytest.mark.parametrize("cap", sim_sizing.captures(), ids=lambda c: c.name)
+def test_the_served_log_is_the_recorded_snapshot_exactly(cap: sim_sizing.Capture) -> None:
+    log = sim_sizing.capture_log(cap)
+    assert parse_output(log, sim_sizing.boundary_for(cap)) == cap.snapshot
+    g, why = guest_from_log(log)
+    assert not why and g == GuestSize.from_snapshot(cap.snapshot)
+
+
+@pytest.mark.parametrize("shape", [PROBE_SHAPE.name, *(s.name for s in DEFAULT_SHAPES)])
+def test_every_default_shape_gets_the_capture_of_its_predicted_vm(shape: str) -> None:
+    pod = shape_pod(shape, runtime_class="kata")
+    c = sim_sizing.decide(pod, KATA)
+    vm = expected_vm(pod, sim_sizing.LAB_KATA)
+    assert c.exit_code == 0, c.text
+    assert c.capture is not None and (c.capture.vcpus, c.capture.memory_mib) == (vm.vcpus,
+                                                                               vm.memory_mib)
+    assert c.capture.name in c.note and "recorded QEMU guest" in c.note
+
+
+def test_no_capture_of_the_predicted_size_fails_the_pod_saying_so() -> None:
+    pod = shape_pod("one-container", runtime_class="kata")
+    pod["spec"]["containers"][0]["resources"]["limits"]["memory"] = "5Gi"
+    c = sim_sizing.decide(pod, KATA)
+    assert c.exit_code == 1 and c.capture is None
+    assert c.text.startswith("kgc lab: no recorded guest capture of a 3 vCPU / 13312 MiB VM")
+    assert "python -m kgc.lab.guests record" in c.text
+
+
+def test_only_captures_booted_as_kata_would_boot_match() -> None:
+    """A Go dynamic VM (booted small, hot-plugged) never gets a cold-booted capture of the
+    same final size, nor the other way round."""
+    from kgc.layers.sizing.model import KATA_PRESETS
+
+    pod = shape_pod("one-container", runtime_class="kata")
+    dyn = expected_vm(pod, KATA_PRESETS["qemu"])
+    assert (dyn.boot_vcpus, dyn.boot_memory_mib) == (1, 2048)
+    hit = sim_sizing.matching(dyn)
+    assert hit is not None and hit.name == "go-qemu-one-container-3x4096-hotplug"
+    from dataclasses import replace
+
+    assert sim_sizing.matching(replace(dyn, boot_vcpus=3, boot_memory_mib=4096)) is None
+
+
+@pytest.mark.parametrize(("mutate", "text"), [
+    (lambda p: p["spec"].update(runtimeClassName="runc"),
+     "kgc lab: runtimeClassName 'runc' is not one of the lab's Kata RuntimeClasses"),
+    (lambda p: p["spec"]["containers"][0]["resources"]["limits"].update(memory="2.5.5Gi"),
+     "kgc lab: cannot size this pod: pod kgc-sizing-one-container: "
+     "main.resources.limits.memory: '2.5.5Gi' is not a Kubernetes quantity"),
+    (lambda p: p["spec"].update(containers=[]),
+     "kgc lab: cannot size this pod"),
+])
+def test_unsizable_or_non_kata_pods_fail_with_the_reason(mutate, text: str) -> None:  # type: ignore[no-untyped-def]  # noqa: E501
+    pod = shape_pod("one-container", runtime_class="kata")
+    mutate(pod)
+    c = sim_sizing.decide(pod, KATA)
+    assert c.exit_code == 1 and c.text.startswith(text), c.text
+
+
+def test_the_lab_profile_describes_the_kata_the_simulated_nodes_run() -> None:
+    prof = load_profile(profiles_dir() / "lab.yaml")
+    lab = sim_sizing.LAB_KATA
+    rcs = prof.cluster.lab.kata_runtime_classes
+    assert sim_sizing._lab_kata_classes() == tuple(rcs)
+    assert {prof.cluster.sizing.runtime_class, prof.cluster.sizing.gpu_runtime_class} <= set(rcs)
+    for rc in rcs:
+        k = prof.cluster.sizing.kata[rc].to_sizing("x")
+        assert (k.runtime, k.static, k.default_vcpus, k.default_memory) == (
+            lab.runtime, lab.static, lab.default_vcpus, lab.default_memory)
+    assert prof.cluster.simulated is True
