@@ -35,6 +35,8 @@ def _cmd_up(args: argparse.Namespace) -> int:
 
 def _cmd_down(args: argparse.Namespace) -> int:
     rep = down(args.run_dir)
+    for n in rep.get("nodes_stopped", []):
+        print(f"stopped real node {n} (its VM powered off)")
     for p in rep["stopped"]:
         print(f"stopped {p['name']} (pid {p['pid']})")
     if rep["left"] or rep["listening"]:

@@ -340,6 +340,11 @@ class NodeVM:
     # ``guestfwd=`` rules, e.g. a kubelet port on loopback and the API server for the guest
     restrict: bool = False
     forwards: tuple[str, ...] = ()
+    # A busy guest (a node running a kubelet, on a loaded host) may take longer than the
+    # default to complete one SSH handshake; waiting for the console's boot report first
+    # keeps early probes from piling up sshd instances in the booting guest.
+    ssh_probe_timeout_s: float = 20.0
+    probe_after_console_report: bool = False
     port: int = 0
     boot_s: float | None = None
     record: LabRecord | None = field(default=None, repr=False)
@@ -463,9 +468,12 @@ class NodeVM:
         if self.panicked():
             raise LabError(f"node {self.name}: the guest kernel panicked; console:\n"
                            + self.console_tail())
+        if self.probe_after_console_report and not self.console_reported():
+            return False
         try:
             r = subprocess.run([*self.ssh_base()[:-1], "-o", "ConnectTimeout=5",
-                                self.ssh_base()[-1], "true"], capture_output=True, timeout=20)
+                                self.ssh_base()[-1], "true"], capture_output=True,
+                               timeout=self.ssh_probe_timeout_s)
         except subprocess.TimeoutExpired:
             return False
         return r.returncode == 0
@@ -479,6 +487,14 @@ class NodeVM:
                 f"node {self.name}: SSH on 127.0.0.1:{self.port} did not answer within "
                 f"{timeout_s:.0f} s; console log {self.console_log}:\n{self.console_tail()}"
             ) from None
+
+    def console_reported(self) -> bool:
+        """The guest printed its boot report (kgc-console-report.service) on the console."""
+        try:
+            with open(self.console_log, "rb") as fh:
+                return b"== kgc-node ready" in fh.read()
+        except OSError:
+            return False
 
     def panicked(self) -> bool:
         try:
