@@ -145,10 +145,13 @@ def test_cluster_lab_with_a_real_node_killed_after_the_node_joined(private_cache
     cluster_rec, node_rec = the_record("cluster"), the_record("node")
     ids = {**identities(cluster_rec), **identities(node_rec)}
     qemu = int(node["qemu_pid"])
-    relays = {p: procs.proc_start(p) for p in procs.descendants([qemu])}
-    ports = {k: v for k, v in json.loads((run_dir / "state.json").read_text())["ports"].items()
-             if isinstance(v, int)}
+    state = json.loads((run_dir / "state.json").read_text())
+    relays = {p: procs.proc_start(p) for p in procs.referencing(state["relay_dir"],
+                                                                  ["python*"])}
+    ports = {k: v for k, v in state["ports"].items() if isinstance(v, int)}
     assert procs.is_same(qemu, procs.proc_start(qemu), "qemu-system-x86_64")
+    # QEMU starts a relay per guest connection in a session of its own (reparented to
+    # init): only the lab's copy of relay.py in its run directory ties them to this lab
     assert relays, "the kubelet's connections to the API server run through relay processes"
     assert {ports["apiserver"], ports[f"kubelet-{node['name']}"], ports[f"ssh-{node['name']}"]} \
         <= procs.listening_ports()

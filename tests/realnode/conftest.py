@@ -78,5 +78,7 @@ def real_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealLab]:
         report = labc.down(run_dir)
         assert not report["left"] and not report["listening"], report
         assert not procs.pid_alive(qemu), "the node VM survived `down`"
+        assert procs.referencing(state["relay_dir"], realnode.RELAY_EXES) == [], \
+            "a relay to the API server survived `down`"
         listening = procs.listening_ports()
         assert [p for p in ports if p in listening] == [], "a lab port still listens"

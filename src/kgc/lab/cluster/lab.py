@@ -583,6 +583,10 @@ def down(run_dir: Path | str | None = None, grace_s: float = 10.0) -> dict[str, 
                 report.setdefault("nodes_stopped", []).append(node.get("name"))
     entries = _state_processes(state)
     stopped, left = stop_processes(entries, grace_s)
+    if state.get("relay_dir"):
+        from kgc.lab.cluster import realnode
+
+        left += [{"name": "node relay", "pid": p} for p in realnode.stop_relays(state)]
     report["stopped"], report["left"] = stopped, left
     ports = {int(p) for p in (state.get("ports") or {}).values() if isinstance(p, int)}
     listening = procs.listening_ports()

@@ -64,6 +64,7 @@ NODE_MEMORY_MIB = 2048
 NODE_VCPUS = 2
 GUEST_IP = "10.0.2.15"  # QEMU user networking's guest address (the node lab's udev rule)
 RELAY = Path(__file__).resolve().parent.parent / "node" / "relay.py"
+RELAY_EXES = ("python*",)
 
 
 def placement() -> dict[str, Any]:
@@ -341,7 +342,16 @@ def join(run_dir: Path, state: dict[str, Any], *, node: str = DEFAULT_NODE,
     pki = cluster_pki.Pki(run_dir / "pki")
     creds = issue_credentials(pki, node)
     api_port = int(state["ports"]["apiserver"])
-    relay_cmd = f"{sys.executable} -I {RELAY} {api_port}"
+    # QEMU runs the relay per guest connection in a session of its own, reparented to init:
+    # the lab's own copy of it names the lab's run directory, which is how `down` and
+    # `kgc lab cleanup` find the relays of this lab (and no other lab's)
+    relays = run_dir / "relay"
+    relays.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(RELAY, relays / RELAY.name)
+    state["relay_dir"] = str(relays)
+    if record is not None:
+        record.add_owned(relays, list(RELAY_EXES))
+    relay_cmd = f"{sys.executable} -I {relays / RELAY.name} {api_port}"
     if "," in relay_cmd:
         raise LabError(f"the relay command may not contain a comma (QEMU's option syntax): "
                        f"{relay_cmd}")
@@ -457,6 +467,19 @@ def leave(entry: Mapping[str, Any]) -> bool:
     return not vm.alive()
 
 
+def stop_relays(state: Mapping[str, Any], grace_s: float = 3.0) -> list[int]:
+    """Stop what is left of the lab's relay processes (they end on their own once QEMU and
+    the API server are gone); returns the pids that survived."""
+    d = state.get("relay_dir")
+    if not isinstance(d, str):
+        return []
+    left = []
+    for pid in procs.referencing(d, RELAY_EXES):
+        if not procs.stop(pid, procs.proc_start(pid), grace_s=grace_s):
+            left.append(pid)
+    return left
+
+
 def guest_ssh(entry: Mapping[str, Any]) -> list[str]:
     """An ssh command line (without the remote command) for the node of ``entry``."""
     return ["ssh", "-F", str(entry["ssh_config"]), "-o", "ControlPath=none",
@@ -466,4 +489,4 @@ def guest_ssh(entry: Mapping[str, Any]) -> list[str]:
 __all__ = ["DEFAULT_NODE", "REAL_NODE_LABEL", "REAL_NODE_TAINT", "guest_ssh", "initialize_node",
            "install_kgc", "issue_credentials", "join", "kgc_payload", "kgc_tarball",
            "kubelet_config", "kubelet_kubeconfig", "leave", "node_files", "placement",
-           "vm_name"]
+           "stop_relays", "vm_name"]

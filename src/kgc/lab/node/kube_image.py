@@ -143,6 +143,9 @@ NODE_FILES: dict[str, str] = {
     "/etc/systemd/system/kubelet.service": KUBELET_UNIT,
     "/etc/modules-load.d/kgc-kube.conf": "overlay\n",
     "/etc/sysctl.d/90-kgc-kube.conf": "net.ipv4.ip_forward = 1\n",
+    # the lab's SSH sessions skip PAM: no logind session and no `systemd --user` manager
+    # per login, which cost a TCG guest tens of seconds (key-only root login is unchanged)
+    "/etc/ssh/sshd_config.d/kgc-kube.conf": "UsePAM no\n",
 }
 UNITS_ENABLED = ("containerd.service",)
 # Boot work a TCG node does not need (no display, no EFI, no FUSE, no device mapper, no
