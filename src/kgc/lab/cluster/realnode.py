@@ -61,7 +61,9 @@ REAL_NODE_TAINT = {"key": REAL_NODE_LABEL, "value": "true", "effect": "NoSchedul
 UNINITIALIZED_TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
 DEFAULT_NODE = "kgc-node-0"
 NODE_MEMORY_MIB = 2048
-NODE_VCPUS = 2
+# One vCPU, as every node-lab VM: a 2-vCPU TCG guest on a starved host was seen to hang in
+# early boot (RCU stalls, a blocked kworker, no progress for 10 minutes).
+NODE_VCPUS = 1
 GUEST_IP = "10.0.2.15"  # QEMU user networking's guest address (the node lab's udev rule)
 RELAY = Path(__file__).resolve().parent.parent / "node" / "relay.py"
 RELAY_EXES = ("python*",)
@@ -401,6 +403,7 @@ def join(run_dir: Path, state: dict[str, Any], *, node: str = DEFAULT_NODE,
                                group=True, log=str(vm.console_log))
             record.add_owned(vm.dir, ["qemu-system-x86_64"])
             record.add_ssh_port(vm.port)
+            record.add_path(vm.dir)
     save()
     say(f"node {node} answers SSH after {timings['boot_to_ssh_s']} s")
     if payload is not None:
@@ -453,7 +456,8 @@ def _forget_vm(vm: Any, state: dict[str, Any], entry: dict[str, Any],
 
 
 def leave(entry: Mapping[str, Any]) -> bool:
-    """Power the node's VM off (QEMU monitor ``quit``, then SIGTERM). True when it is gone."""
+    """Power the node's VM off (QEMU monitor ``quit``, then SIGTERM) and remove its run
+    directory (its disk overlay is never booted again). True when it is gone."""
     from kgc.lab.node.lab import NodeVM
 
     name = entry.get("vm")
@@ -464,7 +468,10 @@ def leave(entry: Mapping[str, Any]) -> bool:
     except LabError:
         return True
     vm.stop()
-    return not vm.alive()
+    if vm.alive():
+        return False
+    shutil.rmtree(vm.dir, ignore_errors=True)
+    return True
 
 
 def stop_relays(state: Mapping[str, Any], grace_s: float = 3.0) -> list[int]:
