@@ -217,7 +217,9 @@ def build_variant(v: Variant) -> BuiltImage:
     meta = vd / "image.json"
     if meta.exists():
         m = json.loads(meta.read_text())
-        return BuiltImage(Path(m["disk"]), Path(m["kernel"]), Path(m["initrd"]), m["options"])
+        # the files sit next to image.json: paths recorded through another cache root (a
+        # test's private cache that links to this one) may no longer exist
+        return BuiltImage(vd / "disk.raw", vd / "vmlinuz", vd / "initrd.img", m["options"])
     vd.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{v.name}-", dir=vd.parent))
     # the build mounts /proc, /sys and /dev into the tree: recorded for `kgc lab cleanup`
