@@ -142,31 +142,37 @@ def test_cluster_lab_with_a_real_node_killed_after_the_node_joined(private_cache
         state, node = wait_for("the real node's kubelet to register", registered, 1500, 3)
     finally:
         sigkill(up)  # no `down`, no teardown
-    cluster_rec, node_rec = the_record("cluster"), the_record("node")
-    ids = {**identities(cluster_rec), **identities(node_rec)}
-    qemu = int(node["qemu_pid"])
-    state = json.loads((run_dir / "state.json").read_text())
-    relays = {p: procs.proc_start(p) for p in procs.referencing(state["relay_dir"],
-                                                                  ["python*"])}
-    ports = {k: v for k, v in state["ports"].items() if isinstance(v, int)}
-    assert procs.is_same(qemu, procs.proc_start(qemu), "qemu-system-x86_64")
-    # QEMU starts a relay per guest connection in a session of its own (reparented to
-    # init): only the lab's copy of relay.py in its run directory ties them to this lab
+    # facts first, judged after the cleanup: a failed assertion must not leave a VM behind
+    try:
+        recs = records("cluster")[0] + records("node")[0]
+        ids = {p: s for r in recs for p, s in identities(r).items()}
+        all_alive = all(procs.is_same(p, s) for p, s in ids.items())
+        qemu = int(node["qemu_pid"])
+        qemu_was_running = procs.is_same(qemu, procs.proc_start(qemu), "qemu-system-x86_64")
+        state = json.loads((run_dir / "state.json").read_text())
+        # QEMU starts a relay per guest connection in a session of its own (reparented to
+        # init): only the lab's copy of relay.py in its run directory ties them to this lab
+        relays = {p: procs.proc_start(p) for p in procs.referencing(state["relay_dir"],
+                                                                      ["python*"])}
+        ports = {k: v for k, v in state["ports"].items() if isinstance(v, int)}
+        listening_before = set(procs.listening_ports())
+    finally:
+        rep = cleanup_cli(private_cache)
+
+    assert sorted(r.lab for r in recs) == ["cluster", "node"], recs
+    assert all_alive and qemu_was_running
     assert relays, "the kubelet's connections to the API server run through relay processes"
-    assert {ports["apiserver"], ports[f"kubelet-{node['name']}"], ports[f"ssh-{node['name']}"]} \
-        <= procs.listening_ports()
-
-    rep = cleanup_cli(private_cache)
-
+    assert {ports["apiserver"], ports[f"kubelet-{node['name']}"],
+            ports[f"ssh-{node['name']}"]} <= listening_before
     nothing_left(ids)
     assert not procs.pid_alive(qemu)
     assert [p for p, s in relays.items() if procs.is_same(p, s)] == []
     after = procs.listening_ports()
     assert [k for k, p in ports.items() if p in after] == [], ports
     assert procs.referencing(node["vm_dir"], ["qemu-system-x86_64"]) == []
-    assert {cluster_rec.id, node_rec.id} <= set(rep["forgotten"])
+    assert not Path(node["vm_dir"]).exists()  # the VM's disk overlay went with it
+    assert {r.id for r in recs} <= set(rep["forgotten"])
     assert records("cluster") == ([], []) and records("node") == ([], [])
-    shutil.rmtree(node["vm_dir"], ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- containerd

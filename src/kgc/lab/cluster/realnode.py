@@ -450,6 +450,8 @@ def kubelet_journal(vm: Any, lines: int = 40) -> str:
 def _forget_vm(vm: Any, state: dict[str, Any], entry: dict[str, Any],
                save: Callable[[], None]) -> None:
     vm.stop()
+    if not vm.alive():
+        shutil.rmtree(vm.dir, ignore_errors=True)
     if entry in state.get("nodes", []):
         state["nodes"].remove(entry)
     save()
