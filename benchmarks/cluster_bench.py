@@ -37,7 +37,8 @@ def keda_zero_to_n(api: Any, run_dir: Path, cluster: Any, n: int) -> dict[str, f
                       for s in core.list_namespaced_service_account(ns).items), 60)
     labc.set_metric(0, run_dir)
     url = labc.status(run_dir)["metric_url"]
-    names = {cluster.runtime_class: "bench-kata", cluster.baseline_runtime_class: "bench-runc"}
+    names = {cluster.lab.runtime_class: "bench-kata",
+             cluster.lab.baseline_runtime_class: "bench-runc"}
     for rc, name in names.items():
         labels = {"app": name}
         apps.create_namespaced_deployment(ns, {

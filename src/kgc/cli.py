@@ -7,6 +7,7 @@
     kgc report                        allure-results -> HTML (Allure 3)
     kgc checks [--format md|json]     the check catalogue
     kgc profile check FILE|NAME       validate a profile
+    kgc cleanup --kubeconfig F (--run ID | --all)   remove what cluster runs left behind
     kgc gate VERDICT [--profile P]    gate a verdict against the profile's release policy
     kgc diff OLD NEW                  what changed between two verdicts; exit 1 on regression
     kgc image check IMAGE --profile P certify a node image file (read-only, no mount)
@@ -264,6 +265,54 @@ def cmd_lab(a: argparse.Namespace, extra: list[str]) -> int:
     return int(lab_main(extra))
 
 
+# --------------------------------------------------------------------------- kgc cleanup
+def cmd_cleanup(a: argparse.Namespace) -> int:
+    """Delete what cluster runs left (a SIGKILLed run cannot tear itself down): the run
+    namespaces and cluster-scoped objects labelled with the profile's run label, and say
+    what was removed."""
+    from kgc.kube import KubeError, WaitTimeout, cleanup, connect
+
+    if not (a.run or a.all):
+        raise UsageError("kgc cleanup needs --run ID or --all")
+    label = _profile(a.profile).cluster.label
+    try:
+        k = connect(a.kubeconfig, a.context)
+    except KubeError as exc:
+        raise TargetError(f"{exc}" + (f" ({exc.remediation})" if exc.remediation else "")
+                          ) from None
+    what = f"{label}={a.run}" if a.run else f"{label} (every run)"
+    try:
+        with k:
+            removed = cleanup(k, label, run_id=a.run, all_runs=bool(a.all), wait_s=a.wait)
+    except KubeError as exc:
+        print(f"kgc cleanup: {exc}", file=sys.stderr)
+        if exc.remediation:
+            print(f"  fix: {exc.remediation}", file=sys.stderr)
+        return 1
+    except WaitTimeout as exc:
+        print(f"kgc cleanup: deleted, but {exc}", file=sys.stderr)
+        return 1
+    for item in removed:
+        print(f"removed {item}")
+    print(f"kgc cleanup: {len(removed)} object(s) labelled {what} removed from {k.name}"
+          + (" (namespaces gone)" if removed and a.wait > 0 else ""))
+    return 0
+
+
+def _cleanup_parser(sub: Any) -> None:
+    p = sub.add_parser("cleanup", help="remove the namespaces and objects cluster runs left")
+    p.add_argument("--kubeconfig", default=None, help="default $KUBECONFIG, ~/.kube/config")
+    p.add_argument("--context", default=None)
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--run", default=None, metavar="ID", help="only this run's objects")
+    which.add_argument("--all", action="store_true", help="every run's objects")
+    p.add_argument("--profile", default=DEFAULT_PROFILE,
+                   help="whose cluster.label marks a run's objects (default kgc.io/run)")
+    p.add_argument("--wait", type=float, default=120.0, metavar="S",
+                   help="wait up to S seconds until the namespaces are gone (0: do not wait)")
+    p.set_defaults(func=cmd_cleanup)
+
+
 PASSTHROUGH = {"certify": cmd_certify, "guest": cmd_guest, "lab": cmd_lab}
 
 
@@ -326,6 +375,8 @@ def build_parser() -> argparse.ArgumentParser:
     pc = psub.add_parser("check", help="validate a profile file or built-in name")
     pc.add_argument("file")
     pc.set_defaults(func=cmd_profile)
+
+    _cleanup_parser(sub)
 
     # -- release gating (kgc.gate / kgc.image): kgc gate, kgc diff, kgc image ---------
     from kgc.gate.cli import register as register_gating

@@ -35,8 +35,9 @@ def test_kata_gpu_pod_lands_on_gpu_node_with_runtimeclass_overhead(
     lab_cluster: LabInfo, core: client.CoreV1Api, namespace: str
 ) -> None:
     cl = lab_cluster.cluster
-    resource = cl.gpu_resources[0]
-    created = core.create_namespaced_pod(namespace, gpu_pod("gpu-kata", resource, cl.runtime_class))
+    resource = cl.lab.gpu_resources[0]
+    created = core.create_namespaced_pod(namespace,
+                                         gpu_pod("gpu-kata", resource, cl.lab.runtime_class))
 
     # RuntimeClass admission copied the class's podFixed overhead into the pod spec.
     assert created.spec.overhead == {
@@ -75,12 +76,12 @@ def test_runtimeclass_overhead_counts_against_resourcequota(
     )
     with pytest.raises(ApiException) as err:
         core.create_namespaced_pod(
-            namespace, gpu_pod("over-quota", cl.gpu_resources[0], cl.runtime_class)
+            namespace, gpu_pod("over-quota", cl.lab.gpu_resources[0], cl.lab.runtime_class)
         )
     assert err.value.status == 403 and "exceeded quota" in err.value.body, err.value.body
     # The same pod under runc (no overhead) fits.
     core.create_namespaced_pod(
-        namespace, gpu_pod("fits-quota", cl.gpu_resources[0], cl.baseline_runtime_class)
+        namespace, gpu_pod("fits-quota", cl.lab.gpu_resources[0], cl.lab.baseline_runtime_class)
     )
 
 
@@ -100,7 +101,7 @@ def test_limitrange_defaults_are_admitted_into_the_pod(
     pod = core.create_namespaced_pod(namespace, {
         "metadata": {"name": "no-resources"},
         "spec": {
-            "runtimeClassName": lab_cluster.cluster.runtime_class,
+            "runtimeClassName": lab_cluster.cluster.lab.runtime_class,
             "containers": [{"name": "c", "image": "registry.invalid/kgc/app:lab"}],
         },
     })
@@ -139,11 +140,11 @@ def test_gpu_pod_stays_pending_with_insufficient_reason_without_gpu_capacity(
     _run_dir, state, cl = gpuless_lab
     k = kube.connect(state["kubeconfig"])
     core = k.core
-    resource = cl.gpu_resources[0]
+    resource = cl.lab.gpu_resources[0]
     nodes = core.list_node().items
     assert nodes and all(resource not in (n.status.allocatable or {}) for n in nodes)
     with kube.Run.for_profile(k, cl) as run:
-        run.create(gpu_pod("gpu-kata", resource, cl.runtime_class))
+        run.create(gpu_pod("gpu-kata", resource, cl.lab.runtime_class))
         pod = kube.wait_for_pod(k, run.namespace, "gpu-kata", kube.pod_unschedulable(), 60)
         msg = next(c.message for c in pod.status.conditions if c.type == "PodScheduled")
         # Waiting for Ready times out saying why: the scheduler's message.
@@ -188,7 +189,7 @@ def test_keda_scales_zero_to_n_and_kata_pods_ready_later_than_runc(
     k, namespace = lab_cluster.kube, run.namespace
     lab_cluster.set_metric(0)
     kata, runc = "app-kata", "app-runc"
-    for name, rc in ((kata, cl.runtime_class), (runc, cl.baseline_runtime_class)):
+    for name, rc in ((kata, cl.lab.runtime_class), (runc, cl.lab.baseline_runtime_class)):
         run.create(builders.deployment(
             name, [builders.container("app", "registry.invalid/kgc/app:lab",
                                       requests={"cpu": "100m", "memory": "64Mi"})],
@@ -225,8 +226,8 @@ def test_keda_scales_zero_to_n_and_kata_pods_ready_later_than_runc(
     assert watcher.error is None, watcher.error
     request.node.user_properties.append(("keda_zero_to_n_s", round(elapsed, 2)))
 
-    sandbox: dict[str, list[float]] = {cl.runtime_class: [], cl.baseline_runtime_class: []}
-    ready: dict[str, list[float]] = {cl.runtime_class: [], cl.baseline_runtime_class: []}
+    sandbox: dict[str, list[float]] = {cl.lab.runtime_class: [], cl.lab.baseline_runtime_class: []}
+    ready: dict[str, list[float]] = {cl.lab.runtime_class: [], cl.lab.baseline_runtime_class: []}
     for tl in watcher.timelines.values():
         if tl.ready is None:
             continue
@@ -235,7 +236,7 @@ def test_keda_scales_zero_to_n_and_kata_pods_ready_later_than_runc(
         assert tl.scheduled <= tl.sandbox_ready <= tl.ready, tl
         sandbox[tl.runtime_class or ""].append(tl.sandbox_ready - tl.scheduled)
         ready[tl.runtime_class or ""].append(tl.ready - tl.scheduled)
-    kata_lat, runc_lat = sandbox[cl.runtime_class], sandbox[cl.baseline_runtime_class]
+    kata_lat, runc_lat = sandbox[cl.lab.runtime_class], sandbox[cl.lab.baseline_runtime_class]
     assert len(kata_lat) >= n and len(runc_lat) >= n, sandbox
     request.node.user_properties.append(
         ("sandbox_latency_kata_s", [round(x, 3) for x in sorted(kata_lat)])
@@ -246,7 +247,7 @@ def test_keda_scales_zero_to_n_and_kata_pods_ready_later_than_runc(
     # Ordering: every Kata sandbox, and every Kata pod's Ready, came later (relative to its
     # scheduling) than every runc one.
     assert min(kata_lat) > max(runc_lat), (kata_lat, runc_lat)
-    assert min(ready[cl.runtime_class]) > max(ready[cl.baseline_runtime_class]), ready
+    assert min(ready[cl.lab.runtime_class]) > max(ready[cl.lab.baseline_runtime_class]), ready
     # Size: the median gap reflects the configured extra delay (at least half of it).
     configured_gap = (cl.lab.kata_sandbox_delay_ms - cl.lab.runc_sandbox_delay_ms) / 1000
     gap = statistics.median(kata_lat) - statistics.median(runc_lat)
@@ -401,7 +402,8 @@ def test_pytest_kubernetes_external_provider_drives_the_lab(
     cm = k8s.kubectl(["get", "configmap", name, "-n", "default"])
     assert cm["data"] == {"k": "v"}
     rcs = {r["metadata"]["name"] for r in k8s.kubectl(["get", "runtimeclasses"])["items"]}
-    assert {lab_cluster.cluster.runtime_class, lab_cluster.cluster.baseline_runtime_class} <= rcs
+    lab = lab_cluster.cluster.lab
+    assert {*lab.kata_runtime_classes, lab.baseline_runtime_class} <= rcs
     k8s.delete()
     assert lab_cluster.kubeconfig.exists()
 
@@ -419,7 +421,7 @@ def test_simulated_gpu_pod_serves_recorded_evidence_as_its_log(
         pytest.fail(f"recorded evidence {fixture} not in this checkout")
     cl = lab_cluster.cluster
     assert cl.simulated, "the lab profile must mark cluster checks as simulated"
-    core.create_namespaced_pod(namespace, gpu_pod("gpu-evidence", cl.gpu_resources[0]))
+    core.create_namespaced_pod(namespace, gpu_pod("gpu-evidence", cl.lab.gpu_resources[0]))
     labc.serve_recorded_logs(
         lab_cluster.kube, namespace, "gpu-evidence", fixture, run_dir=lab_cluster.run_dir
     )

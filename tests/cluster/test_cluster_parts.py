@@ -26,10 +26,10 @@ def test_nodes_carry_gpu_capacity_under_profile_resource_names() -> None:
     cpu = [n for n in nodes if n["metadata"]["labels"]["kgc.io/gpu"] == "false"]
     assert len(gpu) == 3 and len(cpu) == 2
     names = [r for n in gpu for r in n["status"]["capacity"] if r.startswith("nvidia.com/")]
-    assert set(names) == set(cl.gpu_resources)
+    assert set(names) == set(cl.lab.gpu_resources)
     for n in gpu:
         cap, alloc = n["status"]["capacity"], n["status"]["allocatable"]
-        assert cap == alloc and any(cap.get(r) == "8" for r in cl.gpu_resources)
+        assert cap == alloc and any(cap.get(r) == "8" for r in cl.lab.gpu_resources)
     for n in nodes:
         assert n["metadata"]["annotations"][labc.KWOK_ANNOTATION] == "fake"
     assert not any(r.startswith("nvidia.com/") for n in cpu for r in n["status"]["capacity"])
@@ -37,8 +37,8 @@ def test_nodes_carry_gpu_capacity_under_profile_resource_names() -> None:
 
 def test_runtime_classes_and_stage_delays_follow_the_profile() -> None:
     cl = ClusterProfile(
-        runtime_class="kata-qemu-nvidia-gpu",
-        lab=ClusterLabProfile(kata_sandbox_delay_ms=4500, runc_sandbox_delay_ms=100,
+        lab=ClusterLabProfile(kata_runtime_classes=("kata-qemu-nvidia-gpu",),
+                              kata_sandbox_delay_ms=4500, runc_sandbox_delay_ms=100,
                               kata_overhead_memory="10240Mi", kata_overhead_cpu="1"),
     )
     rcs = {r["metadata"]["name"]: r for r in labc.runtime_class_manifests(cl)}

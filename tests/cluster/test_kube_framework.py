@@ -53,12 +53,12 @@ def test_run_labels_everything_and_takes_it_all_down(lab_cluster: LabInfo) -> No
                     "handler": "kata"})
         run.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
                     "metadata": {"name": f"kgc-test-{run.run_id}"}, "rules": []})
-        gpu = {cl.gpu_resources[0]: 1}
+        gpu = {cl.lab.gpu_resources[0]: 1}
         pod = run.create(builders.pod(
             "gpu", [builders.container("cuda", "registry.invalid/kgc/cuda:lab", requests=gpu,
                                        limits=gpu,
                                        mounts=[builders.volume_mount("collector", "/kgc")])],
-            runtime_class=cl.runtime_class,
+            runtime_class=cl.lab.runtime_class,
             volumes=[builders.config_map_volume("collector", "collector")]))
         assert pod["metadata"]["labels"][cl.label] == run.run_id
         cm = k.core.read_namespaced_config_map("collector", run.namespace)
@@ -132,7 +132,7 @@ def test_pod_watcher_sees_the_phases_in_kubelet_order(
 ) -> None:
     k, cl = lab_cluster.kube, lab_cluster.cluster
     with kube.PodWatcher(k, run.namespace) as pods, kube.EventWatcher(k, run.namespace) as evs:
-        run.create(gpu_pod("gpu", cl.gpu_resources[0], cl.runtime_class))
+        run.create(gpu_pod("gpu", cl.lab.gpu_resources[0], cl.lab.runtime_class))
         kube.wait_for_pod(k, run.namespace, "gpu", kube.pod_ready(), 60)
         tl = pods.wait("the watch to see gpu Ready",
                        lambda tls: tls.get("gpu") if tls.get("gpu") and tls["gpu"].ready
@@ -163,11 +163,11 @@ def test_waiting_for_ready_on_an_unschedulable_pod_says_why(
 ) -> None:
     k, cl = lab_cluster.kube, lab_cluster.cluster
     run.create(builders.pod("greedy", [builders.container(
-        "c", "registry.invalid/x", requests={cl.gpu_resources[0]: 1000},
-        limits={cl.gpu_resources[0]: 1000})], runtime_class=cl.runtime_class))
+        "c", "registry.invalid/x", requests={cl.lab.gpu_resources[0]: 1000},
+        limits={cl.lab.gpu_resources[0]: 1000})], runtime_class=cl.lab.runtime_class))
     with pytest.raises(kube.WaitTimeout) as err:
         kube.wait_for_pod(k, run.namespace, "greedy", kube.pod_ready(), 5)
     msg = str(err.value)
     assert msg.startswith(f"timed out after 5 s waiting for pod {run.namespace}/greedy Ready")
-    assert "PodScheduled=False Unschedulable" in msg and f"Insufficient {cl.gpu_resources[0]}" \
+    assert "PodScheduled=False Unschedulable" in msg and f"Insufficient {cl.lab.gpu_resources[0]}" \
         in msg, msg

@@ -87,7 +87,8 @@ def test_pod_manifest_is_a_valid_pod_with_the_profile_settings() -> None:
     terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert terms["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["a"]
     assert spec["nodeSelector"] == {"pool": "gpu"}
-    assert m["metadata"]["labels"] == {"kgc.io/run": "r1", "kgc.io/layer": "gpu"}
+    assert m["metadata"]["labels"] == {"kgc.io/run": "r1", "kgc.io/layer": "gpu",
+                                       "kgc.io/collector": "gpu"}
     assert spec["activeDeadlineSeconds"] >= gp.start_timeout_s
     unpinned = gpu_pod_manifest(PodPlan("p", None, "nvidia.com/pgpu", 1), h200_profile(),
                                 namespace="n", configmap="c", labels=LABELS)

@@ -19,13 +19,15 @@ from lab.conftest import lab_env
 
 
 def test_run_knows_every_lab_scenario() -> None:
+    from kgc.lab.cluster.scenarios_gpu import BY_NAME as GPU
     from kgc.lab.containerd import SCENARIOS as CONTAINERD
     from kgc.lab.node.scenarios import SCENARIO_SPECS as NODE
 
     known = scenarios.scenarios()
-    assert set(known) == set(NODE) | set(CONTAINERD)
+    assert set(known) == set(NODE) | set(CONTAINERD) | set(GPU)
     assert {known[n].lab for n in NODE} == {"node"}
     assert {known[n].lab for n in CONTAINERD} == {"containerd"}
+    assert {known[n].lab for n in GPU} == {"cluster"}
 
 
 def test_every_lab_command_is_under_the_one_entry(capsys: pytest.CaptureFixture[str]) -> None:

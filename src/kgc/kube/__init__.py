@@ -16,11 +16,13 @@ namespace, waits on described conditions whose timeout says what it waited for.
 
 Modules: ``client`` (connect, Kube, KubeError), ``run`` (Run, cleanup), ``wait``
 (wait_for, watch_until, WaitTimeout, pod conditions), ``watch`` (PodWatcher, EventWatcher),
-``builders`` (plain-dict manifests).
+``builders`` (plain-dict manifests), ``pods`` (run_pods: a batch of pods to their end, with
+their events and logs).
 """
 
 from kgc.kube import builders
 from kgc.kube.client import Kube, KubeError, connect
+from kgc.kube.pods import PodOutcome, run_pods
 from kgc.kube.run import Run, Terminated, cleanup, create_object, with_labels
 from kgc.kube.wait import (
     Condition,
@@ -47,6 +49,7 @@ __all__ = [
     "KubeError",
     "NotYet",
     "ObservedEvent",
+    "PodOutcome",
     "PodTimeline",
     "PodWatcher",
     "Run",
@@ -63,6 +66,7 @@ __all__ = [
     "pod_ready",
     "pod_scheduled",
     "pod_unschedulable",
+    "run_pods",
     "wait_for",
     "wait_for_deleted",
     "wait_for_pod",

@@ -43,7 +43,7 @@ from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
 from kgc.kube.client import Kube
-from kgc.kube.wait import NotYet, WaitTimeout
+from kgc.kube.wait import NotYet, WaitTimeout, wait_for
 
 CREATED = "created"
 SCHEDULED = "scheduled"
@@ -224,10 +224,23 @@ class _Follower:
 
     def stop(self, timeout_s: float = 10.0) -> None:
         self._stop.set()
-        if self._watch is not None:
-            self._watch.stop()  # shuts the socket down: the blocked read returns
-        if self._thread is not None:
-            self._thread.join(timeout_s)
+        thread = self._thread
+        if thread is None:
+            return
+
+        def stopped() -> bool:
+            # Watch.stop() shuts the socket down so the blocked read returns; a stop that
+            # comes right after start() may find no socket yet (the request is still being
+            # made): repeat it until the thread has left the stream
+            if self._watch is not None:
+                self._watch.stop()
+            thread.join(0.05)
+            return not thread.is_alive()
+
+        try:
+            wait_for(f"watch {self.name} to stop", stopped, timeout_s, interval_s=0.05)
+        except WaitTimeout:
+            pass  # a daemon thread: it ends with its stream's server-side timeout
 
 
 class _Watcher:

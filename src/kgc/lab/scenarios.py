@@ -27,7 +27,7 @@ from typing import Any
 
 from kgc.core import report
 
-PROVIDERS = ("kgc.lab.node.scenarios", "kgc.lab.containerd")
+PROVIDERS = ("kgc.lab.node.scenarios", "kgc.lab.containerd", "kgc.lab.cluster.scenarios_gpu")
 ENTRY_POINT_GROUP = "kgc.lab_scenarios"
 
 

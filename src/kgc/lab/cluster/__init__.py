@@ -2,7 +2,8 @@
 
 ``kgc lab cluster up | down | status`` (lab/cluster/README.md). Modules: ``lab`` (the
 lab: paths, state, up/down/status), ``manifests`` (its objects, pure), ``pki``,
-``metric_server`` (the metric KEDA scales on), ``evidence`` (metric and recorded logs for
+``metric_server`` (the metric KEDA scales on), ``simulate`` (the responder for simulated
+collector pods; ``sim_gpu`` its GPU chooser), ``evidence`` (metric and recorded logs for
 the suites), ``cli``. Process supervision is shared by all labs (``kgc.lab.supervise``).
 """
 
@@ -25,10 +26,14 @@ from kgc.lab.cluster.lab import (
     write_state,
 )
 from kgc.lab.cluster.manifests import (
+    DEVICE_PLUGIN_LABELS,
+    DEVICE_PLUGIN_NAMESPACE,
     GPU_NODE_LABEL,
     KEDA_APISERVICE,
     KEDA_NAMESPACE,
     KWOK_ANNOTATION,
+    UNPULLABLE_REGISTRY,
+    device_plugin_manifests,
     keda_manifests,
     kwok_stages,
     node_manifests,
@@ -38,7 +43,9 @@ from kgc.lab.common import LabError, free_port
 from kgc.lab.procs import group_members, listening_ports, pid_alive
 
 __all__ = [
-    "GPU_NODE_LABEL", "KEDA_APISERVICE", "KEDA_NAMESPACE", "KWOK_ANNOTATION", "LAB_PROFILE",
+    "DEVICE_PLUGIN_LABELS", "DEVICE_PLUGIN_NAMESPACE", "UNPULLABLE_REGISTRY",
+    "device_plugin_manifests", "GPU_NODE_LABEL", "KEDA_APISERVICE", "KEDA_NAMESPACE",
+    "KWOK_ANNOTATION", "LAB_PROFILE",
     "Binaries", "Lab", "LabError", "RunPaths", "binaries", "cache_dir", "certify_stage",
     "cri_log", "default_run_dir", "down", "free_port", "group_members", "keda_manifests",
     "kwok_stages", "lab_cluster_profile", "listening_ports", "node_manifests", "pid_alive",

@@ -10,7 +10,8 @@ left to run ``down``.
 
 Components, all on 127.0.0.1 with ports chosen at start: etcd, kube-apiserver (authz
 Node,RBAC; admission incl. RuntimeClass, ResourceQuota, LimitRanger),
-kube-controller-manager, kube-scheduler, kwok (nodes and pods simulated through stages), a
+kube-controller-manager, kube-scheduler, kwok (nodes and pods simulated through stages), the
+collector simulator (``kgc.lab.cluster.simulate``: what simulated collector pods print), a
 metric HTTP endpoint (``kgc.lab.cluster.metric_server``), the KEDA operator and the KEDA
 metrics API server (registered as ``v1beta1.external.metrics.k8s.io``).
 """
@@ -35,9 +36,12 @@ from kgc.core.profile import ClusterProfile, ProfileError, load_profile, profile
 from kgc.lab import procs
 from kgc.lab.cluster import pki as cluster_pki
 from kgc.lab.cluster.manifests import (
+    DEVICE_PLUGIN_LABELS,
+    DEVICE_PLUGIN_NAMESPACE,
     KEDA_APISERVICE,
     KEDA_NAMESPACE,
     KWOK_ANNOTATION,
+    device_plugin_manifests,
     keda_manifests,
     kwok_stages,
     node_manifests,
@@ -404,6 +408,11 @@ class Lab:
             f"--tls-cert-file={pki.kwok_serving.cert}",
             f"--tls-private-key-file={pki.kwok_serving.key}",
             "--enable-crds=Logs,ClusterLogs",
+            # kwok renews each node's Lease (kube-node-lease): without it the node lifecycle
+            # controller marks the nodes NotReady after its 40 s grace period, their pods
+            # not Ready, and kwok's node-initialize stage then drops the nodes' addresses
+            # (pod logs stop working)
+            "--node-lease-duration-seconds=40",
             "--cidr=10.244.0.0/16",
         ], {}, logs / "kwok.log")
         self._start(kwok)
@@ -416,7 +425,17 @@ class Lab:
         ], {}, logs / "metric-server.log")
         self._start(metric)
 
+        sim_ready = paths.root / "simulator.ready"
+        sim_ready.unlink(missing_ok=True)
+        simulator = Proc("kgc-simulator", [
+            sys.executable, "-m", "kgc.lab.cluster.simulate", f"--kubeconfig={paths.kubeconfig}",
+            f"--run-dir={paths.root}", f"--ready-file={sim_ready}",
+        ], {}, logs / "simulator.log")
+        self._start(simulator)
+
         self._create_objects(api, ports)
+        self._wait("collector simulator watching pods", sim_ready.exists, [simulator],
+                   timeout=30)
         self._wait("metric endpoint", metric_port_file.exists, [metric], timeout=30)
         ports["metric"] = int(metric_port_file.read_text())
         self.state["metric_url"] = f"http://127.0.0.1:{ports['metric']}/metric"
@@ -433,6 +452,10 @@ class Lab:
         self._wait(f"nodes Ready and untainted ({', '.join(node_names)})",
                    lambda: _nodes_ready(api, node_names), [kwok])
         self._wait("default ServiceAccount", lambda: _has_default_sa(api), [kcm])
+        if device_plugin_manifests(self.cluster):
+            gpu_nodes = [n for n in node_names if n.startswith("kgc-gpu-")]
+            self._wait(f"device-plugin pods Ready on {', '.join(gpu_nodes)}",
+                       lambda: _plugin_ready(api, gpu_nodes), [kcm, sched, kwok])
 
         if self.keda:
             keda_env = {
@@ -516,6 +539,8 @@ class Lab:
             created = kube.create_object(api, node)
             if not (created.get("status") or {}).get("capacity"):
                 api.core.patch_node_status(node["metadata"]["name"], {"status": node["status"]})
+        for m in device_plugin_manifests(self.cluster):
+            kube.create_object(api, m)
         if not self.keda:
             return
         self._create_crds(api, keda_crd_dir(), "KEDA CRDs")
@@ -539,6 +564,17 @@ def _nodes_ready(api: kube.Kube, names: list[str]) -> Any:
         if node is not None and node.spec.taints:
             return kube.NotYet(f"node {name} tainted: {[t.key for t in node.spec.taints]}")
     return True
+
+
+def _plugin_ready(api: kube.Kube, nodes: list[str]) -> Any:
+    sel = ",".join(f"{k}={v}" for k, v in DEVICE_PLUGIN_LABELS.items())
+    pods: list[Any] = api.core.list_namespaced_pod(DEVICE_PLUGIN_NAMESPACE,
+                                                   label_selector=sel).items
+    ready = {p.spec.node_name for p in pods
+             if any(c.type == "Ready" and c.status == "True"
+                    for c in (p.status.conditions or []))}
+    left = [n for n in nodes if n not in ready]
+    return True if not left else kube.NotYet(f"no Ready device-plugin pod on {', '.join(left)}")
 
 
 def _has_default_sa(api: kube.Kube) -> bool:
@@ -640,13 +676,22 @@ def running(run_dir: Path | None = None, **kw: Any) -> Iterator[Lab]:
 @contextlib.contextmanager
 def certify_stage(work: Path) -> Iterator[list[str]]:
     """Stage for ``kgc lab certify``: bring the lab up under ``work``, yield the pytest
-    arguments that point the cluster suites at it (lab profile, its kubeconfig), take it
-    down afterwards. The suites find the run directory (metric endpoint, recorded logs)
-    through ``KGC_CLUSTER_RUN_DIR``."""
+    arguments that point the cluster suites at it (lab profile, and the kubeconfig of the
+    least-privilege ServiceAccount of ``deploy/rbac/kgc-certify.yaml``, applied to the lab
+    first: the suites run as a user's certification run would), take it down afterwards.
+    The suites find the run directory (metric endpoint, recorded logs) through
+    ``KGC_CLUSTER_RUN_DIR``."""
+    from kgc.lab.cluster import rbac
+
     run_dir = Path(work) / "cluster-lab"
     lab = Lab(run_dir)
     try:
         state = lab.up(say=lambda m: print(f"[certify] cluster lab: {m}", flush=True))
+        admin = kube.connect(state["kubeconfig"])
+        rbac.apply_certify_rbac(admin)
+        sa_kubeconfig = rbac.certify_kubeconfig(admin, state["server"], lab.paths.pki / "ca.crt",
+                                                run_dir / "kubeconfig-kgc-certify")
+        rbac.wait_policy_enforced(kube.connect(sa_kubeconfig))
         old = os.environ.get("KGC_CLUSTER_RUN_DIR")
         os.environ["KGC_CLUSTER_RUN_DIR"] = str(run_dir)
         try:
@@ -658,7 +703,7 @@ def certify_stage(work: Path) -> Iterator[list[str]]:
                 "-m", "cluster",
                 *(sorted(suites) or [str(profiles_dir().parent / "conformance")]),
                 "--profile", str(profiles_dir() / f"{LAB_PROFILE}.yaml"),
-                "--kubeconfig", state["kubeconfig"],
+                "--kubeconfig", str(sa_kubeconfig),
             ]
         finally:
             if old is None:

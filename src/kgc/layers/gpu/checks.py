@@ -80,8 +80,15 @@ class PodSubject:
         return tuple(p for p in self.run.pods if p is not self.pod)
 
 
+SIMULATED_REASON = "SimulatedOutput"  # an event a lab stand-in records on a pod it answered
+
+
 def _pod_ev(pod: GpuPodEvidence) -> dict[str, Any]:
-    return {"pod": pod.ref, "node": pod.node or pod.target_node}
+    ev: dict[str, Any] = {"pod": pod.ref, "node": pod.node or pod.target_node}
+    notes = [e.message for e in pod.events if e.reason == SIMULATED_REASON and e.message]
+    if notes:  # what a simulated cluster served as this pod's output, and what it changed
+        ev["simulated_output"] = notes[-1]
+    return ev
 
 
 def _ran(subj: PodSubject) -> tuple[GpuPodEvidence, GuestEvidence] | Outcome:

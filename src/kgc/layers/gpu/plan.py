@@ -28,6 +28,9 @@ from kgc.layers.gpu.profile import GpuProfile
 SCRIPT_KEY = "collect.sh"
 MOUNT = "/kgc"
 CONTAINER = "collector"
+# every pod that runs the in-guest collector says so (a lab answers such pods with recorded
+# evidence: kgc.lab.cluster.simulate)
+COLLECTOR_LABEL = "kgc.io/collector"
 # a sandbox failure repeated this often will not heal by itself within the budget
 SANDBOX_RETRIES_SETTLE = 3
 
@@ -135,7 +138,7 @@ def gpu_pod_manifest(p: PodPlan, gp: GpuProfile, *, namespace: str, configmap: s
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": p.name, "namespace": namespace,
-                     "labels": {**labels, "kgc.io/layer": "gpu"},
+                     "labels": {**labels, "kgc.io/layer": "gpu", COLLECTOR_LABEL: "gpu"},
                      "annotations": {"kgc.io/target-node": p.node or ""}},
         "spec": spec,
     }

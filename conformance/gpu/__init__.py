@@ -1,0 +1,1 @@
+"""Suite for the gpu layer (cluster scope)."""

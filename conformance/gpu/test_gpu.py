@@ -1,0 +1,69 @@
+"""Layer 4 — GPU pods. When a pod asks for a GPU with the Kata RuntimeClass, it gets that
+GPU inside a real microVM — and when it does not, the cause is named. Judged once per
+cluster (``--kubeconfig``); the node and the pod of each result are in its evidence."""
+
+import pytest
+
+pytestmark = pytest.mark.layer("gpu")
+
+
+# preflight: the cluster is set up for GPU pods
+def test_the_kata_runtimeclass_exists_with_the_expected_handler(certify):
+    certify("gpu.runtimeclass")
+
+
+def test_the_runtimeclass_declares_the_vmm_overhead(certify):
+    certify("gpu.runtimeclass-overhead")
+
+
+def test_gpu_nodes_advertise_gpus_with_capacity_and_allocatable(certify):
+    certify("gpu.nodes-advertise")
+
+
+def test_the_device_plugin_is_ready_on_every_gpu_node(certify):
+    certify("gpu.device-plugin")
+
+
+# the GPU pod
+def test_a_gpu_pod_with_the_kata_runtimeclass_runs_to_completion(certify):
+    certify("gpu.pod-runs")
+
+
+def test_the_gpu_pod_runs_in_a_vm_not_on_the_node(certify):
+    certify("gpu.in-vm")
+
+
+def test_the_gpu_is_an_nvidia_pci_function_in_the_guest_with_its_bars(certify):
+    certify("gpu.pci-function")
+
+
+def test_nvidia_smi_sees_exactly_the_requested_gpus(certify):
+    certify("gpu.smi-count")
+
+
+def test_the_gpu_model_is_the_one_the_profile_certifies(certify):
+    certify("gpu.product")
+
+
+def test_each_gpu_has_at_least_the_profile_memory(certify):
+    certify("gpu.memory")
+
+
+def test_the_guest_driver_is_at_least_the_profile_minimum(certify):
+    certify("gpu.driver")
+
+
+def test_the_guest_cuda_version_is_at_least_the_profile_minimum(certify):
+    certify("gpu.cuda")
+
+
+def test_the_guest_gpu_agrees_with_the_node_product_label(certify):
+    certify("gpu.node-labels")
+
+
+def test_no_two_gpu_pods_on_one_node_share_a_gpu(certify):
+    certify("gpu.unique")
+
+
+def test_a_cuda_matmul_in_the_guest_matches_the_cpu(certify):
+    certify("gpu.compute")

@@ -1,0 +1,204 @@
+"""The live side of the gpu layer: what it reads from a cluster and the pods it runs there.
+
+1. **Preflight** (reads only): RuntimeClasses, nodes and — when the profile names them —
+   the device plugin's pods. A list the API refuses becomes ``None`` with the reason in
+   ``ClusterGpuEvidence.errors`` (its checks say so), never an exception.
+2. **Plan** (pure, :func:`kgc.layers.gpu.plan.plan`): which GPU pods to create.
+3. **Run** (``kgc.kube``): one labelled namespace per run, the collector ConfigMap, the
+   GPU pods (at most ``cluster.gpu.max_parallel`` in flight), each followed by watches until
+   it finished, its fate is known (:func:`kgc.layers.gpu.plan.settled`) or its budget ran
+   out; its events and its collector's log are read, and everything is torn down — on
+   success, failure, Ctrl-C and SIGTERM.
+4. **Evidence**: :class:`GpuRunEvidence` (cluster, pods, plan notes), what a bundle
+   records; the checks judge it, live or replayed, the same way.
+
+An API server that does not answer at all is a :class:`~kgc.core.target.TargetError`
+(every gpu check ``error`` with the transport's remediation). A run that cannot create
+its namespace or follow its pods records each planned pod with that refusal as its
+``create_error`` — ``gpu.pod-runs`` is then an ``error`` naming it, never a skip that could
+let a cluster pass without a single GPU pod.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from kubernetes.client.rest import ApiException
+
+from kgc import kube
+from kgc.core.target import TargetError
+from kgc.evidence.guest import parse_guest_output
+from kgc.kube import KubeError, PodOutcome
+from kgc.layers.gpu.checks import settings
+from kgc.layers.gpu.evidence import (
+    ClusterGpuEvidence,
+    GpuPodEvidence,
+    GpuRunEvidence,
+    node_from_api,
+    plugin_pod_from_api,
+    pod_from_api,
+    runtime_class_from_api,
+)
+from kgc.layers.gpu.plan import (
+    CONTAINER,
+    PodPlan,
+    collector_configmap,
+    gpu_pod_manifest,
+    plan,
+    settled,
+)
+from kgc.layers.gpu.profile import GpuProfile
+
+CONFIGMAP = "kgc-gpu-collector"
+LIST_TIMEOUT_S = 60
+
+
+def _items(k: kube.Kube, resource: str, fn: Callable[..., Any], *args: Any,
+           **kw: Any) -> list[dict[str, Any]]:
+    """One list call, as the plain dicts the API served."""
+    resp: Any = k.call("list", resource, fn, *args, _preload_content=False,
+                       _request_timeout=LIST_TIMEOUT_S, **kw)
+    doc = json.loads(resp.data)
+    items = doc.get("items") if isinstance(doc, dict) else None
+    return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, ApiException):
+        try:
+            body = json.loads(exc.body or "")
+        except (TypeError, ValueError):
+            body = None
+        msg = body.get("message") if isinstance(body, dict) else None
+        return f"{exc.status} {exc.reason}: {msg or ''}".strip(": ")
+    return str(exc)
+
+
+def preflight(k: kube.Kube, gp: GpuProfile) -> ClusterGpuEvidence:
+    """The cluster-wide facts the preflight checks judge and the plan is made from."""
+    errors: dict[str, str] = {}
+
+    def listed(name: str, resource: str, fn: Callable[..., Any], *args: Any,
+               **kw: Any) -> list[dict[str, Any]] | None:
+        try:
+            return _items(k, resource, fn, *args, **kw)
+        except (KubeError, ApiException, ValueError) as exc:
+            errors[name] = _why(exc)
+            return None
+
+    rcs = listed("runtime_classes", "runtimeclasses.node.k8s.io", k.node.list_runtime_class)
+    nodes = listed("nodes", "nodes", k.core.list_node)
+    plugin = None
+    if gp.device_plugin_selector:
+        if gp.device_plugin_namespace:
+            plugin = listed("plugin_pods", f"pods in {gp.device_plugin_namespace}",
+                            k.core.list_namespaced_pod, gp.device_plugin_namespace,
+                            label_selector=gp.device_plugin_selector)
+        else:
+            plugin = listed("plugin_pods", "pods (all namespaces)",
+                            k.core.list_pod_for_all_namespaces,
+                            label_selector=gp.device_plugin_selector)
+    return ClusterGpuEvidence(
+        runtime_classes=None if rcs is None else tuple(
+            sorted((runtime_class_from_api(r) for r in rcs), key=lambda r: r.name)),
+        nodes=None if nodes is None else tuple(
+            sorted((node_from_api(n) for n in nodes), key=lambda n: n.name)),
+        plugin_pods=None if plugin is None else tuple(
+            sorted((plugin_pod_from_api(p) for p in plugin), key=lambda p: (p.node or "",
+                                                                              p.name))),
+        plugin_selector=gp.device_plugin_selector,
+        plugin_namespace=gp.device_plugin_namespace,
+        errors=errors,
+    )
+
+
+def finish_budget_s(gp: GpuProfile) -> float:
+    """How long a pod may take from its creation to its end: the pod's own
+    activeDeadlineSeconds (start budget + the collector's) plus a margin, so that the API's
+    deadline, which names itself in the pod's status, decides first."""
+    return gp.start_timeout_s + gp.collector_timeout_s * 4 + 30
+
+
+def pod_evidence(p: PodPlan, manifest: Mapping[str, Any], o: PodOutcome,
+                 cluster: ClusterGpuEvidence, gp: GpuProfile) -> GpuPodEvidence:
+    """One pod's outcome -> its evidence (the manifest stands in for a pod never created)."""
+    obj = o.pod if o.pod is not None else manifest
+    node_name = ((obj.get("spec") or {}) if isinstance(obj, Mapping) else {}).get("nodeName")
+    scheduled = isinstance(node_name, str) and bool(node_name)
+    return pod_from_api(
+        obj,
+        events=o.events,
+        node=cluster.node(node_name if scheduled else p.node),
+        target_node=p.node,
+        resource=p.resource,
+        count=p.count,
+        guest=parse_guest_output(o.log) if o.log is not None else None,
+        log_error=o.log_error,
+        create_error=o.create_error,
+        waited_s=o.waited_s,
+        budget_s=finish_budget_s(gp) if scheduled else gp.schedule_timeout_s,
+        timed_out=o.timed_out,
+    )
+
+
+def run_plan(k: kube.Kube, cluster_section: Any, gp: GpuProfile, cluster: ClusterGpuEvidence,
+             plans: Sequence[PodPlan]) -> list[GpuPodEvidence]:
+    """Create and follow the planned pods in one run namespace; tear it all down."""
+    manifests: list[dict[str, Any]] = []
+    try:
+        with kube.Run.for_profile(k, cluster_section) as run:
+            run.create(collector_configmap(CONFIGMAP, run.namespace, run.labels))
+            manifests = [gpu_pod_manifest(p, gp, namespace=run.namespace, configmap=CONFIGMAP,
+                                          labels=run.labels) for p in plans]
+
+            by_name = {p.name: p for p in plans}
+
+            def stop_early(pod: Mapping[str, Any],
+                           events: Sequence[Mapping[str, Any]]) -> str | None:
+                node = (pod.get("spec") or {}).get("nodeName")
+                p = by_name.get(str((pod.get("metadata") or {}).get("name")), plans[0])
+                ev = pod_from_api(pod, events=events, node=cluster.node(node),
+                                  resource=p.resource, count=p.count)
+                return settled(ev, cluster)
+
+            outcomes = kube.run_pods(
+                run, manifests, container=CONTAINER,
+                schedule_timeout_s=gp.schedule_timeout_s,
+                finish_timeout_s=finish_budget_s(gp),
+                max_parallel=gp.max_parallel, settled=stop_early)
+    except (KubeError, ApiException, kube.WaitTimeout) as exc:
+        # the run itself could not proceed (namespace refused, pods not watchable): each
+        # planned pod carries that as its refusal, so gpu.pod-runs is an error naming it
+        why = f"the gpu run could not proceed: {_why(exc)}"
+        return [pod_from_api(
+            manifests[i] if manifests else _stand_in(p, gp), node=cluster.node(p.node),
+            target_node=p.node, resource=p.resource, count=p.count, create_error=why)
+            for i, p in enumerate(plans)]
+    return [pod_evidence(p, m, o, cluster, gp)
+            for p, m, o in zip(plans, manifests, outcomes, strict=True)]
+
+
+def _stand_in(p: PodPlan, gp: GpuProfile) -> dict[str, Any]:
+    """What the pod would have been, for a run that never got to build it."""
+    return {"metadata": {"name": p.name, "namespace": ""},
+            "spec": {"runtimeClassName": gp.runtime_class,
+                     "containers": [{"name": CONTAINER, "image": gp.image}]}}
+
+
+def gather(ctx: Any) -> GpuRunEvidence:
+    """The layer's gather: preflight, plan, run; the evidence of one run."""
+    gp = settings(ctx.profile)
+    k = ctx.target.connect()
+    try:
+        try:
+            k.server_version()
+        except KubeError as exc:
+            raise TargetError(str(exc), exc.remediation) from None
+        cluster = preflight(k, gp)
+        plans, notes = plan(cluster, gp)
+        pods = run_plan(k, ctx.profile.cluster, gp, cluster, plans) if plans else []
+        return GpuRunEvidence(cluster, tuple(pods), tuple(notes))
+    finally:
+        k.close()
