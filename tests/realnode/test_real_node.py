@@ -267,6 +267,59 @@ def test_the_node_layers_run_in_cluster_and_agree_with_the_ssh_run(
     assert pod_v["iommu.enabled"][0] == "pass"  # the node's own kernel, read in the pod
 
 
+# --------------------------------------------------------------------------- GPU layer
+
+
+def _real_node_gpu_profile(path: Path) -> Path:
+    """The lab profile, with the gpu layer aimed at the real node: runc (the node has no
+    Kata), the lab's busybox image (no registry), the stand-in GPU the test advertises."""
+    doc = yaml.safe_load((profiles_dir() / "lab.yaml").read_text())
+    doc["name"] = "lab-real-node-gpu"
+    doc["cluster"]["gpu"].update({
+        "runtime_class": "runc", "require_overhead": False, "image": BUSYBOX_IMAGE,
+        "resources": ["nvidia.com/gpu"], "count": 1, "pods_per_node": 1, "max_nodes": 1,
+        "cpu": "100m", "memory": "64Mi", "node_selector": {realnode.REAL_NODE_LABEL: "true"},
+        "device_plugin_selector": None, "device_plugin_namespace": None,
+        "schedule_timeout_s": 300, "start_timeout_s": POD_TIMEOUT_S,
+        "collector_timeout_s": 120})
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def test_the_gpu_layer_on_a_runc_pod_of_the_real_node_fails_isolation_truly(
+        real_lab: RealLab, tmp_path: Path) -> None:
+    """Real negative evidence: the gpu layer's pod runs under runc on the real node, its
+    collector reads the node's own kernel — ``gpu.in-vm`` fails for the true reason, and
+    the verdict is not marked simulated (its pod ran on a real kubelet)."""
+    k, node = real_lab.kube, real_lab.node_name
+    kernel = k.core.read_node(node).status.node_info.kernel_version
+    # one stand-in GPU to schedule against (accounting only: the node has no GPU), and the
+    # real-node taint lifted while the layer runs (its pods tolerate the GPU taints only)
+    k.core.patch_node_status(node, {"status": {"capacity": {"nvidia.com/gpu": "1"}}})
+    k.core.patch_node(node, {"spec": {"taints": None}})
+    try:
+        kube.wait_for("the stand-in GPU to be allocatable", lambda: (
+            k.core.read_node(node).status.allocatable or {}).get("nvidia.com/gpu") == "1",
+            120, 1)
+        res = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", "gpu",
+             "--kubeconfig", str(real_lab.kubeconfig), "--profile",
+             str(_real_node_gpu_profile(tmp_path / "profile.yaml"))],
+            cwd=tmp_path, capture_output=True, text=True, timeout=1500, check=False)
+    finally:
+        k.core.patch_node(node, {"spec": {"taints": [realnode.REAL_NODE_TAINT]}})
+        k.core.patch_node_status(node, {"status": {"capacity": {"nvidia.com/gpu": None}}})
+    doc = json.loads((tmp_path / "reports" / "verdict.json").read_text())
+    by = {r["check"]: r for r in doc["results"]}
+    assert "gpu.in-vm" in by, res.stdout[-3000:]
+    v = by["gpu.in-vm"]
+    assert v["status"] == "fail", v
+    assert f"the pod's kernel {kernel} is the node's own kernel" in v["reason"], v["reason"]
+    assert v["simulated"] is False, v  # every pod it rests on ran on the real kubelet
+    assert by["gpu.pod-runs"]["status"] == "pass" and not by["gpu.pod-runs"]["simulated"]
+    assert res.returncode == 1  # not certified: a GPU pod outside a VM
+
+
 # --------------------------------------------------------------------------- simulated marks
 
 

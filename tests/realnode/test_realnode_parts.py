@@ -4,6 +4,8 @@ the API server, the kubelet's configuration and credentials."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import socket
 import threading
 from pathlib import Path
@@ -214,3 +216,38 @@ def test_each_lab_run_directory_gets_its_own_node_vm(tmp_path: Path) -> None:
     assert a == realnode.vm_name(tmp_path / "a", "kgc-node-0")
     assert a != realnode.vm_name(tmp_path / "b", "kgc-node-0")
     assert len(a) <= 16  # QEMU's -name and the ssh ControlPath stay short
+
+
+# --------------------------------------------------------------------------- gpu evidence
+
+
+def test_gpu_evidence_names_the_pods_that_ran_on_stand_ins() -> None:
+    from kgc.layers.gpu.evidence import (
+        ClusterGpuEvidence,
+        GpuPodEvidence,
+        GpuRunEvidence,
+        node_from_api,
+    )
+
+    real = node_from_api(REAL_NODE)
+    kwok = node_from_api(KWOK_NODE)
+    assert real.stand_in is False and kwok.stand_in is True
+    assert "kwok" in kwok.stand_in_why
+
+    def pod(name: str, node: str | None) -> GpuPodEvidence:
+        return GpuPodEvidence(name, "ns", node, node, "6.1.0", {}, "runc", "img",
+                              "nvidia.com/gpu", 1)
+
+    def run(*pods: GpuPodEvidence, nodes: tuple[Any, ...] = (real, kwok)) -> GpuRunEvidence:
+        return GpuRunEvidence(ClusterGpuEvidence((), nodes), pods)
+
+    assert run(pod("a", "kgc-node-0")).stand_ins() == []
+    assert run(pod("a", "kgc-node-0"), pod("b", "kgc-gpu-0")).stand_ins() == [
+        "pod ns/b on kgc-gpu-0: kwok node (kwok.x-k8s.io/node=fake)"]
+    assert run().stand_ins() is None  # no pod: nothing to tell by
+    legacy = dataclasses.replace(real, stand_in=None)  # a bundle recorded before origins
+    assert run(pod("a", "kgc-node-0"), nodes=(legacy,)).stand_ins() is None
+    # recorded and replayed: the origin survives, older records stay byte-identical
+    r = run(pod("a", "kgc-node-0"), pod("b", "kgc-gpu-0"))
+    assert GpuRunEvidence.from_dict(json.loads(json.dumps(r.to_dict()))) == r
+    assert "stand_in" not in legacy.to_dict()
