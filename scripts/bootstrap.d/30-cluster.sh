@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Cluster lab binaries: kube-apiserver/controller-manager/scheduler (k8s.io/kubernetes),
+# Cluster lab binaries: kube-apiserver/controller-manager/scheduler and the kubelet of the
+# lab's real node (k8s.io/kubernetes, one module, one version),
 # kwok (sigs.k8s.io/kwok), KEDA operator + metrics API server (github.com/kedacore/keda/v2),
 # all built from the Go modules under lab/cluster/go/, plus etcd from Debian trixie's
 # etcd-server .deb (unpacked, not installed). Everything lands in ${KGC_CACHE}/cluster/.
@@ -79,12 +80,12 @@ fetch_etcd() {
 
 # ---- Go modules ----
 declare -A PKGS=(
-  [kube]="k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler"
+  [kube]="k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet"
   [kwok]="sigs.k8s.io/kwok/cmd/kwok"
   [keda]="github.com/kedacore/keda/v2/cmd/operator ./gen/adapter"
 )
 declare -A OUTS=(
-  [kube]="kube-apiserver kube-controller-manager kube-scheduler"
+  [kube]="kube-apiserver kube-controller-manager kube-scheduler kubelet"
   [kwok]="kwok"
   [keda]="operator adapter"
 )

@@ -99,6 +99,82 @@ def test_cluster_lab_killed_mid_up(private_cache: Path, tmp_path: Path) -> None:
                                                  for s in rep["stopped"] if ": " in s}
 
 
+def test_cluster_lab_with_a_real_node_killed_after_the_node_joined(private_cache: Path,
+                                                                   tmp_path: Path) -> None:
+    """`kgc lab cluster up --with-node` killed once the node's kubelet has registered
+    through the VM's forwards: cleanup stops the control plane, powers the VM off, ends the
+    relay processes QEMU runs per guest connection and frees every port."""
+    from kgc.lab import cluster as labc
+    from kgc.lab.node.kube_image import containerd_deb, kubelet_binary
+
+    missing = [str(p) for p in labc.binaries().missing(keda=False)]
+    try:
+        kubelet_binary(), containerd_deb()
+    except labc.LabError as exc:
+        missing.append(str(exc))
+    if missing or shutil.which("qemu-system-x86_64") is None or os.geteuid() != 0:
+        pytest.fail("the real node needs root, QEMU, the cluster binaries and the kubelet: "
+                    f"{'; '.join(missing) or 'QEMU or root missing'} — run scripts/bootstrap.sh")
+    run_dir = tmp_path / "run"
+    up = lab_cli(private_cache, "cluster", "up", "--no-keda", "--with-node", "--run-dir",
+                 str(run_dir), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def registered() -> Any:
+        if up.poll() is not None:
+            raise AssertionError(f"`kgc lab cluster up --with-node` exited ({up.returncode})")
+        try:
+            state = json.loads((run_dir / "state.json").read_text())
+        except (OSError, ValueError):
+            return NotYet("no state yet")
+        nodes = [n for n in state.get("nodes") or [] if n.get("ssh_port")]
+        if not nodes:
+            return NotYet(f"node VM not booted ({state.get('phase')})")
+        from kgc import kube
+
+        k = kube.connect(run_dir / "kubeconfig")
+        try:
+            names = [n.metadata.name for n in k.core.list_node().items]
+        finally:
+            k.close()
+        return (state, nodes[0]) if nodes[0]["name"] in names else NotYet(names)
+
+    try:
+        state, node = wait_for("the real node's kubelet to register", registered, 1500, 3)
+    finally:
+        sigkill(up)  # no `down`, no teardown
+    # facts first, judged after the cleanup: a failed assertion must not leave a VM behind
+    try:
+        recs = records("cluster")[0] + records("node")[0]
+        ids = {p: s for r in recs for p, s in identities(r).items()}
+        all_alive = all(procs.is_same(p, s) for p, s in ids.items())
+        qemu = int(node["qemu_pid"])
+        qemu_was_running = procs.is_same(qemu, procs.proc_start(qemu), "qemu-system-x86_64")
+        state = json.loads((run_dir / "state.json").read_text())
+        # QEMU starts a relay per guest connection in a session of its own (reparented to
+        # init): only the lab's copy of relay.py in its run directory ties them to this lab
+        relays = {p: procs.proc_start(p) for p in procs.referencing(state["relay_dir"],
+                                                                      ["python*"])}
+        ports = {k: v for k, v in state["ports"].items() if isinstance(v, int)}
+        listening_before = set(procs.listening_ports())
+    finally:
+        rep = cleanup_cli(private_cache)
+
+    assert sorted(r.lab for r in recs) == ["cluster", "node"], recs
+    assert all_alive and qemu_was_running
+    assert relays, "the kubelet's connections to the API server run through relay processes"
+    assert {ports["apiserver"], ports[f"kubelet-{node['name']}"],
+            ports[f"ssh-{node['name']}"]} <= listening_before
+    nothing_left(ids)
+    assert not procs.pid_alive(qemu)
+    assert [p for p, s in relays.items() if procs.is_same(p, s)] == []
+    after = procs.listening_ports()
+    assert [k for k, p in ports.items() if p in after] == [], ports
+    assert procs.referencing(node["vm_dir"], ["qemu-system-x86_64"]) == []
+    assert not Path(node["vm_dir"]).exists()  # the VM's disk overlay went with it
+    assert {r.id for r in recs} <= set(rep["forgotten"])
+    assert records("cluster") == ([], []) and records("node") == ([], [])
+
+
 # --------------------------------------------------------------------------- containerd
 
 

@@ -39,7 +39,10 @@ def _busybox() -> Path:
     )
 
 
-def _layer(busybox: Path) -> bytes:
+LINKS = ("sh", "sleep", "env", "cat", "echo")
+
+
+def _layer(busybox: Path, links: tuple[str, ...] = LINKS) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for d in ("bin", "tmp", "proc", "sys", "dev", "etc"):
@@ -52,7 +55,7 @@ def _layer(busybox: Path) -> bytes:
         ti.size = len(data)
         ti.mode = 0o755
         tar.addfile(ti, io.BytesIO(data))
-        for name in ("sh", "sleep", "env", "cat", "echo"):
+        for name in links:
             ti = tarfile.TarInfo(f"bin/{name}")
             ti.type = tarfile.SYMTYPE
             ti.linkname = "busybox"
@@ -73,19 +76,25 @@ def _config(diff_id: str, cmd: list[str]) -> bytes:
     ).encode()
 
 
-def build_archive(dest: Path) -> Path:
-    """Write the pause + probe docker-archive to ``dest`` (skipped when up to date)."""
+def build_archive(dest: Path, images: dict[str, list[str]] | None = None,
+                  links: tuple[str, ...] = LINKS) -> Path:
+    """Write a docker-archive of busybox images to ``dest`` (skipped when up to date):
+    by default the pause + probe images; ``images`` maps tags to commands, ``links`` names
+    the busybox applets linked into /bin."""
     bb = _busybox()
-    layer = _layer(bb)
+    layer = _layer(bb, links)
     digest = hashlib.sha256(layer).hexdigest()
-    stamp = dest.with_suffix(".sha256")
-    if dest.exists() and stamp.exists() and stamp.read_text().strip() == digest:
-        return dest
-    diff_id = f"sha256:{digest}"
-    images = {
+    # the default archive keeps its stamp (the layer digest); others also hash their tags
+    key = digest if images is None else hashlib.sha256(
+        (digest + json.dumps(images, sort_keys=True)).encode()).hexdigest()
+    images = images or {
         PAUSE_IMAGE: ["/bin/sleep", "2147483647"],
         PROBE_IMAGE: ["/bin/sh", "-c", "env; exec sleep 3600"],
     }
+    stamp = dest.with_suffix(".sha256")
+    if dest.exists() and stamp.exists() and stamp.read_text().strip() == key:
+        return dest
+    diff_id = f"sha256:{digest}"
     manifest = []
     files: dict[str, bytes] = {f"{digest}/layer.tar": layer}
     for tag, cmd in images.items():
@@ -104,6 +113,6 @@ def build_archive(dest: Path) -> Path:
             tar.addfile(ti, io.BytesIO(data))
     tmp.replace(dest)
     stamp_tmp = stamp.with_suffix(f".{os.getpid()}.tmp")
-    stamp_tmp.write_text(digest + "\n")
+    stamp_tmp.write_text(key + "\n")
     stamp_tmp.replace(stamp)
     return dest

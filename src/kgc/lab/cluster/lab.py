@@ -203,6 +203,7 @@ class Lab:
         keda: bool = True,
         timeout_s: float = 120.0,
         die_with_parent: bool = False,
+        with_node: bool = False,
     ) -> None:
         self.paths = _paths(run_dir)
         self.cluster = cluster or lab_cluster_profile()
@@ -210,6 +211,7 @@ class Lab:
         self.keda = keda
         self.timeout_s = timeout_s
         self.die_with_parent = die_with_parent
+        self.with_node = with_node  # also boot and join a real node (kgc.lab.cluster.realnode)
         self.state: dict[str, Any] = {}
         self._say: Callable[[str], None] = lambda _m: None
         self._sup: Supervisor | None = None
@@ -493,6 +495,13 @@ class Lab:
             self._wait(f"APIService {KEDA_APISERVICE} Available",
                        lambda: _apiservice_available(api, KEDA_APISERVICE), [operator, adapter])
 
+        if self.with_node:
+            from kgc.lab.cluster import realnode
+
+            assert self._sup is not None
+            realnode.join(self.paths.root, self.state, record=self._sup.record, save=self._save,
+                          say=self._say)
+
         self.state["phase"] = "up"
         self.state["up_s"] = round(time.monotonic() - t0, 2)
         self._save()
@@ -601,8 +610,19 @@ def down(run_dir: Path | str | None = None, grace_s: float = 10.0) -> dict[str, 
                               "listening": []}
     if not state:
         return report
+    if state.get("nodes"):
+        from kgc.lab.cluster import realnode
+
+        # real nodes first, while their API server still answers: a clean power-off
+        for node in state["nodes"]:
+            if isinstance(node, dict) and realnode.leave(node):
+                report.setdefault("nodes_stopped", []).append(node.get("name"))
     entries = _state_processes(state)
     stopped, left = stop_processes(entries, grace_s)
+    if state.get("relay_dir"):
+        from kgc.lab.cluster import realnode
+
+        left += [{"name": "node relay", "pid": p} for p in realnode.stop_relays(state)]
     report["stopped"], report["left"] = stopped, left
     ports = {int(p) for p in (state.get("ports") or {}).values() if isinstance(p, int)}
     listening = procs.listening_ports()
@@ -639,6 +659,7 @@ def status(run_dir: Path | str | None = None) -> dict[str, Any]:
         "api_ready_s": state.get("api_ready_s"),
         "up_s": state.get("up_s"),
         "record": state.get("record"),
+        "nodes": state.get("nodes", []),
     }
 
 

@@ -253,3 +253,16 @@ def kubeconfig(pki: Pki, server: str, stem: str, path: Path, context: str = "kgc
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     path.chmod(0o600)
     return path
+
+
+def issue(pki: Pki, directory: Path, stem: str, cn: str, org: str | None = None, *,
+          server: bool = False, client: bool = False, dns: tuple[str, ...] = (),
+          ips: tuple[str, ...] = ()) -> KeyPair:
+    """Sign one more leaf with the run's CA (e.g. a joining node's kubelet credentials)."""
+    ca_cert = x509.load_pem_x509_certificate(pki.ca.cert.read_bytes())
+    ca_key = serialization.load_pem_private_key(pki.ca.key.read_bytes(), password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise ValueError(f"{pki.ca.key}: not the lab's ECDSA CA key")
+    directory.mkdir(parents=True, exist_ok=True)
+    return _leaf(directory, stem, ca_cert, ca_key, cn, org, server=server, client=client,
+                 dns=dns, ips=ips)

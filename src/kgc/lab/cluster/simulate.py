@@ -5,7 +5,8 @@ A pod of the cluster layers that runs an in-guest collector carries the label
 ``kgc.io/collector=<kind>`` (``gpu``, ``sizing``). kwok runs such a pod to ``Running`` like
 any other; nothing runs in it. The responder (started by ``kgc lab cluster up`` as the
 process ``python -m kgc.lab.cluster.simulate``) watches these pods and, once one is
-Running, asks the chooser registered for its kind what the pod's log is:
+Running, asks the chooser registered for its kind what the pod's log is (pods on a node a
+real kubelet runs — the lab's real node, ``kgc.lab.cluster.realnode`` — are left alone):
 
     register_chooser("gpu", chooser)      # chooser(pod: dict) -> SimOutput | None
 
@@ -46,6 +47,7 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 
 from kgc import kube
+from kgc.kube.origin import stand_in_reason
 from kgc.kube.watch import Stamp, _Follower, _Watcher
 from kgc.lab.cluster.evidence import cri_log
 
@@ -176,6 +178,11 @@ class Responder(_Watcher):
                 or EXIT_ANNOTATION in _d(md.get("annotations")) or st.get("phase") != "Running"):
             return
         self.answered[uid] = "pending"
+        node = str(_d(pod.get("spec")).get("nodeName") or "")
+        if stand_in_reason(self.node(node)) is None:
+            # a real kubelet runs this pod (the lab's real node): its log is its own
+            self.answered[uid] = f"on real node {node}: not simulated"
+            return
         try:
             self.answered[uid] = self.answer(pod)
         except Exception as exc:  # noqa: BLE001 - reported on the pod, never a made-up output

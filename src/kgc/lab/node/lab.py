@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -115,6 +115,11 @@ class Variant:
     files: Mapping[str, str] = field(default_factory=dict)
     options: str | None = None  # kernel command line in the boot entry (None: base's)
     initramfs: bool = False  # rebuild the initramfs in a chroot after adding the files
+    # Build hook run on the variant's tree after the files are written (installs packages,
+    # copies binaries); ``prepare_key`` is a content hash of everything the hook puts in.
+    prepare: Callable[[Path], None] | None = field(default=None, compare=False, repr=False)
+    prepare_key: str = ""
+    disk_gib: int = 2
 
     def key(self) -> str:
         h = hashlib.sha256()
@@ -127,6 +132,8 @@ class Variant:
         h.update(json.dumps(LAB_LINKS, sort_keys=True).encode())
         h.update(json.dumps([dict(self.files), self.options, self.initramfs],
                             sort_keys=True).encode())
+        if self.prepare is not None or self.disk_gib != 2:  # older variants keep their keys
+            h.update(json.dumps([self.prepare_key, self.disk_gib]).encode())
         return h.hexdigest()[:16]
 
 
@@ -210,7 +217,9 @@ def build_variant(v: Variant) -> BuiltImage:
     meta = vd / "image.json"
     if meta.exists():
         m = json.loads(meta.read_text())
-        return BuiltImage(Path(m["disk"]), Path(m["kernel"]), Path(m["initrd"]), m["options"])
+        # the files sit next to image.json: paths recorded through another cache root (a
+        # test's private cache that links to this one) may no longer exist
+        return BuiltImage(vd / "disk.raw", vd / "vmlinuz", vd / "initrd.img", m["options"])
     vd.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{v.name}-", dir=vd.parent))
     # the build mounts /proc, /sys and /dev into the tree: recorded for `kgc lab cleanup`
@@ -251,6 +260,8 @@ def build_variant(v: Variant) -> BuiltImage:
                 p.unlink()
             p.write_text(content)
             p.chmod(0o600 if "ssh_host" in path and not path.endswith(".pub") else 0o644)
+        if v.prepare is not None:
+            v.prepare(root)
         entry = _parse_entry(entry_path.read_text())
         kver = (base_root() / ".kgc-base-done").read_text().strip()
         if v.initramfs:
@@ -262,7 +273,7 @@ def build_variant(v: Variant) -> BuiltImage:
         shutil.copy2(root / entry["initrd"].lstrip("/"), vd_tmp / "initrd.img")
         disk = vd_tmp / "disk.raw"
         with open(disk, "wb") as fh:
-            fh.truncate(2 * 1024**3)
+            fh.truncate(v.disk_gib * 1024**3)
         _run(["mkfs.ext4", "-q", "-F", "-L", "kgcroot", "-E", "root_owner=0:0", "-d", str(root),
               str(disk)])
         shutil.rmtree(root)
@@ -286,12 +297,13 @@ class Hardware:
     iommu: Literal["intel", "amd", "none"] = "intel"
     extra_accels: int = 0  # extra edu devices (benchmarks), multifunction from 00:08.0
     memory_mib: int = 768
+    vcpus: int = 1
 
     def qemu_args(self) -> list[str]:
         # the CPU vendor matches the IOMMU (the guest reads vmx/svm and vendor_id)
         cpu = "max,vendor=AuthenticAMD" if self.iommu == "amd" else "max,vendor=GenuineIntel"
         a = ["-machine", "q35,kernel-irqchip=split", "-accel", "tcg", "-cpu", cpu,
-             "-smp", "1", "-m", str(self.memory_mib), "-nodefaults", "-display", "none"]
+             "-smp", str(self.vcpus), "-m", str(self.memory_mib), "-nodefaults", "-display", "none"]
         if self.iommu == "intel":
             a += ["-device", "intel-iommu,intremap=on"]
         elif self.iommu == "amd":
@@ -325,6 +337,16 @@ class NodeVM:
     image: BuiltImage
     hardware: Hardware = Hardware()
     boot_timeout_s: float = 420.0
+    # user-mode network: ``restrict`` cuts the guest off from the host and the outside
+    # (only the forwards below lead anywhere); ``forwards`` are extra ``hostfwd=``/
+    # ``guestfwd=`` rules, e.g. a kubelet port on loopback and the API server for the guest
+    restrict: bool = False
+    forwards: tuple[str, ...] = ()
+    # A busy guest (a node running a kubelet, on a loaded host) may take longer than the
+    # default to complete one SSH handshake; waiting for the console's boot report first
+    # keeps early probes from piling up sshd instances in the booting guest.
+    ssh_probe_timeout_s: float = 20.0
+    probe_after_console_report: bool = False
     port: int = 0
     boot_s: float | None = None
     record: LabRecord | None = field(default=None, repr=False)
@@ -402,7 +424,9 @@ class NodeVM:
                 "-append", self.image.options,
                 "-drive", f"file={self.dir / 'disk.qcow2'},if=none,id=d0,format=qcow2,cache=unsafe",
                 "-device", "virtio-blk-pci,drive=d0,addr=0x3",
-                "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{self.port}-:22",
+                "-netdev", ",".join([
+                    "user", "id=n0", *(["restrict=on"] if self.restrict else []),
+                    f"hostfwd=tcp:127.0.0.1:{self.port}-:22", *self.forwards]),
                 "-device", "virtio-net-pci,netdev=n0,addr=0x2",
                 "-serial", f"file:{self.console_log}",
                 "-monitor", f"unix:{self.dir / 'monitor.sock'},server,nowait",
@@ -446,9 +470,12 @@ class NodeVM:
         if self.panicked():
             raise LabError(f"node {self.name}: the guest kernel panicked; console:\n"
                            + self.console_tail())
+        if self.probe_after_console_report and not self.console_reported():
+            return False
         try:
             r = subprocess.run([*self.ssh_base()[:-1], "-o", "ConnectTimeout=5",
-                                self.ssh_base()[-1], "true"], capture_output=True, timeout=20)
+                                self.ssh_base()[-1], "true"], capture_output=True,
+                               timeout=self.ssh_probe_timeout_s)
         except subprocess.TimeoutExpired:
             return False
         return r.returncode == 0
@@ -462,6 +489,14 @@ class NodeVM:
                 f"node {self.name}: SSH on 127.0.0.1:{self.port} did not answer within "
                 f"{timeout_s:.0f} s; console log {self.console_log}:\n{self.console_tail()}"
             ) from None
+
+    def console_reported(self) -> bool:
+        """The guest printed its boot report (kgc-console-report.service) on the console."""
+        try:
+            with open(self.console_log, "rb") as fh:
+                return b"== kgc-node ready" in fh.read()
+        except OSError:
+            return False
 
     def panicked(self) -> bool:
         try:

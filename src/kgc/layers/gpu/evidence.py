@@ -26,6 +26,7 @@ from typing import Any
 
 from kgc.core.model import EvidenceError
 from kgc.evidence.guest import Fields, GuestEvidence, clip
+from kgc.kube.origin import NodeOrigin, stand_in_reason, stand_ins
 
 MAX_EVENTS = 100  # per pod, the most recent kept
 MAX_MESSAGE = 2048
@@ -123,6 +124,10 @@ class NodeInfo:
     allocatable: Mapping[str, str] = field(default_factory=dict)
     ready: bool | None = None
     unschedulable: bool = False
+    # whether a real kubelet runs the node (kgc.kube.origin): None when not recorded (older
+    # bundles); True with the reason for a stand-in (a kwok node)
+    stand_in: bool | None = None
+    stand_in_why: str = ""
 
     def count(self, resource: str, which: str = "allocatable") -> int | None:
         src = self.allocatable if which == "allocatable" else self.capacity
@@ -133,17 +138,21 @@ class NodeInfo:
         return {k: v for k, v in self.capacity.items() if k.startswith("nvidia.com/")}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "kernel_version": self.kernel_version,
-                "labels": dict(self.labels), "capacity": dict(self.capacity),
-                "allocatable": dict(self.allocatable), "ready": self.ready,
-                "unschedulable": self.unschedulable}
+        d = {"name": self.name, "kernel_version": self.kernel_version,
+             "labels": dict(self.labels), "capacity": dict(self.capacity),
+             "allocatable": dict(self.allocatable), "ready": self.ready,
+             "unschedulable": self.unschedulable}
+        if self.stand_in is not None:  # recorded: older bundles stay byte-identical
+            d |= {"stand_in": self.stand_in, "stand_in_why": self.stand_in_why}
+        return d
 
     @classmethod
     def from_dict(cls, d: Any, where: str = "node") -> NodeInfo:
         f = Fields(d, where)
         return cls(f.text("name"), f.opt_str("kernel_version"), f.str_map("labels"),
                    f.str_map("capacity"), f.str_map("allocatable"), f.opt_flag("ready"),
-                   f.flag("unschedulable"))
+                   f.flag("unschedulable"), f.opt_flag("stand_in"),
+                   f.opt_str("stand_in_why") or "")
 
 
 def node_from_api(obj: Any) -> NodeInfo:
@@ -161,6 +170,8 @@ def node_from_api(obj: Any) -> NodeInfo:
         allocatable=_str_map(st.get("allocatable")),
         ready=ready,
         unschedulable=_m(o.get("spec")).get("unschedulable") is True,
+        stand_in=stand_in_reason(o) is not None,
+        stand_in_why=stand_in_reason(o) or "",
     )
 
 
@@ -529,6 +540,20 @@ class GpuRunEvidence:
     pods: tuple[GpuPodEvidence, ...] = ()
     # why no (or fewer) pods were created: "no node advertises nvidia.com/gpu", sample bound
     plan_notes: tuple[str, ...] = ()
+
+    def stand_ins(self) -> list[str] | None:
+        """For the engine's simulated mark (``Context.simulated``): the pods that ran on a
+        stand-in node, [] when every pod ran on a real kubelet, None when it cannot tell
+        (no pod, or node origins not recorded)."""
+        nodes = {n.name: n for n in self.cluster.nodes or ()}
+        subjects: list[tuple[str, NodeOrigin | None]] = []
+        for p in self.pods:
+            n = nodes.get(p.node) if p.node else None
+            if n is not None and n.stand_in is None:
+                return None
+            subjects.append((p.ref, None if n is None else NodeOrigin(
+                n.name, bool(n.stand_in), n.stand_in_why)))
+        return stand_ins(subjects)
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, "cluster": self.cluster.to_dict(),
