@@ -512,45 +512,55 @@ def lab_run_dir(kubeconfig: str | None) -> Path | None:
     return None
 
 
-def lab_metric_url(kubeconfig: str | None) -> str:
+def _lab_state(kubeconfig: str | None) -> tuple[Path, dict[str, Any]]:
+    """The cluster lab's ``state.json`` (read as data: the product never imports the labs)."""
     run_dir = lab_run_dir(kubeconfig)
     if run_dir is None:
         raise TriggerError(
             "endpoint mode lab: no cluster lab run directory next to the kubeconfig "
             f"({kubeconfig}) and $KGC_CLUSTER_RUN_DIR unset; use mode deploy on a real "
             "cluster")
-    from kgc.lab.cluster.lab import status
+    try:
+        state = json.loads((run_dir / "state.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise TriggerError(f"endpoint mode lab: {run_dir}/state.json unreadable ({exc})"
+                           ) from None
+    if not isinstance(state, dict):
+        raise TriggerError(f"endpoint mode lab: {run_dir}/state.json is not a lab state")
+    return run_dir, state
 
-    url = status(run_dir).get("metric_url")
-    if not url:
+
+def lab_metric_url(kubeconfig: str | None) -> str:
+    run_dir, state = _lab_state(kubeconfig)
+    url = state.get("metric_url")
+    if state.get("phase") != "up" or not isinstance(url, str) or not url:
         raise TriggerError(f"endpoint mode lab: the lab at {run_dir} has no metric endpoint "
-                           "(is it up? `kgc lab cluster status`)")
-    return str(url)
+                           f"(phase {state.get('phase')!r}; is it up? `kgc lab cluster "
+                           "status`)")
+    return url
 
 
 def lab_hpa_sync_period(kubeconfig: str | None) -> tuple[float | None, str]:
     """The lab's kube-controller-manager runs as a process, not a pod: read its command
-    line from /proc (only while the recorded pid is still that process)."""
-    run_dir = lab_run_dir(kubeconfig)
-    if run_dir is None:
-        return None, ""
+    line from /proc (only while the recorded pid still runs the recorded binary)."""
     try:
-        state = json.loads((run_dir / "state.json").read_text())
-    except (OSError, ValueError):
+        _, state = _lab_state(kubeconfig)
+    except TriggerError:
         return None, ""
-    from kgc.lab import procs
-
     for p in state.get("processes") or []:
         if not isinstance(p, dict) or p.get("name") != "kube-controller-manager":
             continue
         pid = p.get("pid")
-        if not isinstance(pid, int) or not procs.is_same(pid, p.get("start"), p.get("exe")):
+        if not isinstance(pid, int) or isinstance(pid, bool):
             continue
         try:
-            args = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
         except OSError:
             continue
-        v = controller_manager_sync_period(args)
+        argv = args.split("\0")
+        if not argv or argv[0] != p.get("exe"):
+            continue  # the pid was reused by another program
+        v = controller_manager_sync_period(argv)
         return (v if v is not None else HPA_SYNC_DEFAULT_S,
                 "lab kube-controller-manager command line"
                 + ("" if v is not None else " (flag not set: Kubernetes default)"))
