@@ -361,7 +361,12 @@ VECTORS: list[Vector] = [
         prof(decision_dominance=0.75), {"keda.scaling-config": "pass"},
         words={"keda.scaling-config": ("HPA sync period not visible (Kubernetes default 15 s)",)},
         exact={}),
-    Vector("no replica signal", _no_replica_signal(), D, {"keda.scaling-config": "skip"}),
+    Vector("no replica signal", _no_replica_signal(), D, {"keda.scaling-config": "skip"},
+           words={"keda.scaling-config": ("the decision phase was not measured",)}),
+    Vector("every pod stalled", synth({"kata": [[pod(sandbox=None, stall=True)] * 3]}),
+           prof(compare_baseline=False), {"keda.scaling-config": "skip"},
+           words={"keda.scaling-config": ("end-to-end p50 is censored",
+                                          "3 of 3 pods never became Ready")}),
     # --- watch precision: allowed lag [-0.5, 1.5] s (offset ± 0.25, tolerance 0.25)
     Vector("lag at upper bound", _lag_evidence(1.5), prof(watch_lag_tolerance_s=0.25),
            {"keda.watch-precision": "pass"}),

@@ -563,8 +563,11 @@ def scaling_config(ev: KedaEvidence, profile: Any) -> Outcome:
     ev_: dict[str, Any] = {"config": {run.role: run.config.to_dict() for run in ev.runs()},
            "decision": dec.to_dict(), "activation_rank1": first.to_dict(),
            "hpa_ranks_2_plus": later.to_dict(), "e2e": e2e.to_dict()}
-    if dec.n == 0 or e2e.n == 0 or dec.p50 is None or e2e.p50 is None or math.isinf(e2e.p50) \
-            or e2e.p50 <= 0:
+    if e2e.p50 is not None and math.isinf(e2e.p50):
+        return skipped(f"the decision share cannot be judged: end-to-end p50 is censored "
+                       f"({e2e.censored} of {e2e.counted} pods never became Ready, see "
+                       f"keda.scale-up-completes); configuration: {words}", **ev_)
+    if dec.n == 0 or e2e.n == 0 or dec.p50 is None or e2e.p50 is None or e2e.p50 <= 0:
         why = "; ".join(dec.notes) or "no replica signal recorded"
         return skipped(f"the decision phase was not measured ({why}); configuration: {words}",
                        **ev_)

@@ -192,7 +192,7 @@ def ready_stalls(pods: Sequence[PodRecord], marks: Sequence[ScaleMark], k: int, 
         if "ready" in rec.observed:
             continue
         phase = stuck_phase(rec)
-        detail = "; ".join(x for x in (rec.detail, hints.get(rec.name, "")) if x)
+        detail = _with_hint(rec.detail, hints.get(rec.name, ""))
         out.append(Stall(phase, timeout_s, waited_s, detail or "not Ready", rec.name, at))
     short = k - len(pods)
     if short > 0:
@@ -207,10 +207,17 @@ def ready_stalls(pods: Sequence[PodRecord], marks: Sequence[ScaleMark], k: int, 
             words = (f"the Deployment was scaled to {top} but only {len(pods)} of {k} pods "
                      "were created")
             phase = "creation"
-        extra = hints.get(phase, "")
-        out.append(Stall(phase, timeout_s, waited_s, words + (f"; {extra}" if extra else ""),
+        out.append(Stall(phase, timeout_s, waited_s, _with_hint(words, hints.get(phase, "")),
                          None, at))
     return out
+
+
+def _with_hint(detail: str, hint: str) -> str:
+    """``detail; hint`` unless the hint's message already is in the detail."""
+    msg = hint.partition(": ")[2].strip()
+    if not hint or (msg and msg in detail):
+        return detail
+    return f"{detail}; {hint}" if detail else hint
 
 
 def event_hint(events: Iterable[ObservedEvent], name: str | None = None,
