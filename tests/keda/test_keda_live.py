@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -35,6 +36,8 @@ from kgc.core.registry import load_layers
 from kgc.core.target import ClusterTarget
 from kgc.lab import cluster as labc
 from kgc.lab.cluster.scenarios_keda import _merge
+
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.lab, pytest.mark.cluster, pytest.mark.slow]
 
@@ -85,25 +88,49 @@ def judge(prof: Profile, kubeconfig: str) -> tuple[dict[str, Any], Any]:
 # --------------------------------------------------------------------------- good runs
 
 
-def test_the_user_command_certifies_the_lab_and_writes_the_artefacts(
+def test_the_readme_commands_certify_the_lab_and_write_the_artefacts(
         lab: dict[str, Any], tmp_path: Path) -> None:
+    """The README's keda-run block, verbatim but for the kubeconfig and the profile, from
+    an empty directory: live run, snapshot, evaluate, replay."""
+    readme = (REPO / "README.md").read_text()
+    m = re.search(r"<!-- keda-run:start -->\n(.*?)<!-- keda-run:end -->", readme, re.S)
+    assert m, "README lost its keda-run block"
+    lines = [ln.strip() for ln in m.group(1).splitlines() if ln.strip()]
+    assert [ln.split()[:2] for ln in lines] == [["pytest", "-m"], ["kgc", "snapshot"],
+                                               ["kgc", "evaluate"], ["pytest", "-m"]]
+    prof = str(profiles_dir() / "lab.yaml")
+    outs = []
+    for line in lines:
+        cmd = (line.replace("~/.kube/config", lab["kubeconfig"])
+               .replace("my-platform.yaml", prof).replace(" [--context C]", ""))
+        argv = cmd.split()
+        argv = ([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *argv[1:]]
+                if argv[0] == "pytest" else [*KGC, *argv[1:]])
+        out = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                             check=False)
+        assert out.returncode == 0, (line, out.stdout[-3000:], out.stderr[-2000:])
+        outs.append(out)
     rdir = tmp_path / "reports"
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-m", "keda", "--kubeconfig", lab["kubeconfig"],
-         "--profile", "lab", "--report-dir", str(rdir), "-p", "no:cacheprovider"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
-    doc = json.loads((rdir / "verdict.json").read_text())
+    doc = json.loads((rdir / "verdict.json").read_text())  # the replay's, the last line's
     got = {r["check"]: r["status"] for r in doc["results"]}
     assert len(got) == 8 and doc["overall"] == "pass", got
     assert all(s == "pass" for c, s in got.items() if c != "keda.watch-precision"), got
     assert all(r["simulated"] for r in doc["results"])
+    assert {r["origin"] for r in doc["results"]} == {"bundle"}
+    # kgc evaluate and pytest --snapshot judge the bundle the same way
+    ev_lines = [ln for ln in outs[2].stdout.splitlines() if ln.strip().startswith(
+        ("PASS", "WARN", "FAIL", "SKIP", "ERROR"))]
+    py_lines = [ln for ln in outs[3].stdout.splitlines() if ln.strip().startswith(
+        ("PASS", "WARN", "FAIL", "SKIP", "ERROR"))]
+    assert ev_lines and ev_lines == py_lines
     # the artefacts lie next to verdict.json; the console shows the per-phase table
     csv = (rdir / "keda-timestamps.csv").read_text()
     assert csv.startswith("role,runtime_class,repetition") and ",sandbox_ready," in csv
     assert 'data-phase="sandbox"' in (rdir / "keda-timeline.svg").read_text()
-    assert "keda on kgc-lab: keda-phases.txt" in out.stdout
-    assert "sandbox ready" in out.stdout and "(seconds; percentiles by nearest rank)" in out.stdout
+    for out in (outs[0], outs[3]):
+        assert "keda on kgc-lab: keda-phases.txt" in out.stdout
+        assert "(seconds; percentiles by nearest rank)" in out.stdout
+    assert (tmp_path / "cluster.json").stat().st_mode & 0o077 == 0  # bundles are private
     nothing_left(lab["kube"])
 
 
