@@ -4,7 +4,7 @@
 # virt-host-validate comparison) is built from Debian's archive by `kgc lab node build` into
 # ${KGC_CACHE:-~/.cache/kgc}/node/ (needs root; ~2.5 min once, then cached).
 set -euo pipefail
-pkgs=(qemu-system-x86 qemu-utils debootstrap cpio openssh-client e2fsprogs)
+pkgs=(qemu-system-x86 qemu-utils debootstrap cpio openssh-client e2fsprogs ovmf mtools)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

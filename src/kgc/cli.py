@@ -7,6 +7,9 @@
     kgc report                        allure-results -> HTML (Allure 3)
     kgc checks [--format md|json]     the check catalogue
     kgc profile check FILE|NAME       validate a profile
+    kgc gate VERDICT [--profile P]    gate a verdict against the profile's release policy
+    kgc diff OLD NEW                  what changed between two verdicts; exit 1 on regression
+    kgc image check IMAGE --profile P certify a node image file (read-only, no mount)
     kgc guest ...                     the in-guest collector (what a GPU pod runs)
     kgc lab ...                       the built-in labs (needs the `lab` extra)
 
@@ -75,13 +78,43 @@ def cmd_checks(a: argparse.Namespace) -> int:
     return 0
 
 
+def _take(args: list[str], flag: str, takes_value: bool = True) -> str | bool | None:
+    """Remove ``flag`` (``--flag V`` or ``--flag=V``) from a pass-through argument list."""
+    for i, a in enumerate(args):
+        if a == flag:
+            del args[i]
+            return args.pop(i) if takes_value and i < len(args) else True
+        if takes_value and a.startswith(flag + "="):
+            del args[i]
+            return a.split("=", 1)[1]
+    return None
+
+
 def cmd_certify(a: argparse.Namespace, extra: list[str]) -> int:
-    """pytest over the installed suites, from the current directory."""
+    """pytest over the installed suites, from the current directory. kgc's own options:
+    ``--html`` builds the HTML report afterwards, ``--history FILE`` (implies --html) keeps
+    the Allure history there (trends across nightly runs)."""
     from kgc.plugin import suites_dir
 
+    extra = list(extra)
+    history = _take(extra, "--history")
+    html = bool(_take(extra, "--html", takes_value=False)) or bool(history)
     args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", str(suites_dir()), *extra]
     rc = subprocess.call(args)
-    return 2 if rc == 4 else rc  # pytest's own usage error -> kgc's bad-input code
+    if rc == 4:
+        return 2  # pytest's own usage error -> kgc's bad-input code
+    if html and rc in (0, 1):
+        rdir = Path(str(_take(list(extra), "--report-dir") or "reports"))
+        try:
+            index = report.generate_html(
+                rdir / "allure-results", rdir / "html",
+                history=Path(str(history)) if history else None,
+                policy=_report_policy(None, rdir / "allure-results", None))
+        except report.ReportError as exc:
+            print(f"kgc certify: {exc}", file=sys.stderr)
+            return 2
+        print(f"HTML report: {index}")
+    return rc
 
 
 def _profile(name: str) -> Any:
@@ -176,9 +209,32 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
     return 0 if status == "pass" else 1
 
 
-def cmd_report(a: argparse.Namespace) -> int:
+def _report_policy(profile: str | None, results: Path, verdict: Path | None) -> Any:
+    """The verdict policy the report's quality gate uses: --profile, else the profile the
+    run was judged with (verdict.json's run.profile_source / run.profile)."""
+    names = [profile] if profile else []
+    vpath = verdict or results.parent / "verdict.json"
     try:
-        index = report.generate_html(Path(a.results), Path(a.out))
+        run = json.loads(vpath.read_text()).get("run", {})
+        names += [run.get("profile_source"), run.get("profile")]
+    except (OSError, ValueError, AttributeError):
+        pass
+    for n in [x for x in names if x]:
+        try:
+            return load_profile(n).policy
+        except ProfileError:
+            if n == profile:
+                raise
+    return None
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    results = Path(a.results)
+    verdict = Path(a.verdict) if a.verdict else None
+    try:
+        index = report.generate_html(results, Path(a.out), verdict,
+                                     history=Path(a.history) if a.history else None,
+                                     policy=_report_policy(a.profile, results, verdict))
     except report.ReportError as exc:
         print(f"kgc report: {exc}", file=sys.stderr)
         return 2
@@ -257,6 +313,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="build the HTML report from allure-results (Allure 3)")
     p.add_argument("--results", default=os.path.join("reports", "allure-results"))
     p.add_argument("--out", default=os.path.join("reports", "html"))
+    p.add_argument("--verdict", default=None,
+                   help="the run's verdict.json (default: beside the results directory)")
+    p.add_argument("--history", default=None, metavar="FILE",
+                   help="Allure history file kept between runs (trends across nights)")
+    p.add_argument("--profile", default=None,
+                   help="the policy for the report's quality gate (default: the run's profile)")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("profile", help="profile tools")
@@ -264,6 +326,12 @@ def build_parser() -> argparse.ArgumentParser:
     pc = psub.add_parser("check", help="validate a profile file or built-in name")
     pc.add_argument("file")
     pc.set_defaults(func=cmd_profile)
+
+    # -- release gating (kgc.gate / kgc.image): kgc gate, kgc diff, kgc image ---------
+    from kgc.gate.cli import register as register_gating
+
+    register_gating(sub)
+    # -- end release gating -----------------------------------------------------------
 
     sub.add_parser("guest", help="in-guest collector (args go to python -m kgc.guest)",
                    add_help=False)

@@ -349,6 +349,8 @@ def _record(item: pytest.Item, v: Verdict) -> None:
         allure.dynamic.tag(f"origin:{v.origin}")
         if v.simulated:
             allure.dynamic.tag("simulated")
+        if v.category:
+            allure.dynamic.label("kgc_category", v.category)
         allure.dynamic.description(
             f"**{v.title}**\n\nTarget: `{v.target}`\n\nStatus: **{v.status}** — {v.reason}"
             + (f"\n\n**Simulated evidence**: {v.simulated_why}" if v.simulated else "")
@@ -538,6 +540,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if alluredir:
         report.write_allure_environment(Path(alluredir), env)
         report.write_allure_categories(Path(alluredir))
+        report.clean_skipped_results(Path(alluredir))
     if exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED,
                       pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = 0 if status == "pass" else 1
@@ -553,6 +556,8 @@ def _environment(state: KgcState) -> dict[str, str]:
     }
     for key, ctx in state.contexts.items():
         tag = state.ids[key]
+        env[f"{tag}.origin"] = ctx.target.origin
+        env.update({f"{tag}.{k}": v for k, v in ctx.describe().items()})
         if ctx.scope is not Scope.NODE:
             continue
         try:

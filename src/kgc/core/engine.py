@@ -160,6 +160,20 @@ class Context:
         assert lay.gather is not None
         return lay.gather(self)
 
+    def describe(self) -> dict[str, str]:
+        """Environment facts the layers whose evidence was had tell about this target."""
+        out: dict[str, str] = {}
+        for n, ev in self._evidence.items():
+            lay = self.layers[n]
+            if lay.describe is None:
+                continue
+            try:
+                facts = lay.describe(ev)
+            except Exception as exc:  # noqa: BLE001 - the panel never breaks a run
+                facts = {f"{n}.describe_error": f"{type(exc).__name__}: {exc}"}
+            out.update({k: str(v) for k, v in facts.items() if v not in (None, "")})
+        return out
+
     def record(self, names: Iterable[str] | None = None) -> dict[str, Mapping[str, Any]]:
         """The probe layers' records for a bundle (only layers whose evidence was had)."""
         out: dict[str, Mapping[str, Any]] = {}

@@ -68,6 +68,8 @@ class Layer:
     # scrubs secrets out of the node snapshot before anything else sees it (e.g. registry
     # credentials in containerd's config): applied once per node, bundles included
     redact: Callable[[HostSnapshot, Profile], HostSnapshot] | None = None
+    # facts for the report's environment panel (versions: containerd, GPU driver, Kubernetes)
+    describe: Callable[[Any], Mapping[str, str]] | None = None
 
     def __post_init__(self) -> None:
         for c in self.checks:

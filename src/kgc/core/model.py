@@ -155,6 +155,20 @@ class Verdict:
     simulated: bool = False
     simulated_why: str = ""
 
+    @property
+    def category(self) -> str | None:
+        """Who has to act: ``node`` (the node or cluster is not conformant), ``environment``
+        (kgc could not decide: unreachable, unreadable, missing permission, a lab problem)
+        or ``suite`` (a defect in kgc). None for pass and skip."""
+        if self.status in (Status.FAIL, Status.WARN):
+            return "node"
+        if self.status is Status.ERROR:
+            if self.evidence.get("evidence_unavailable") == "suite" or self.reason.startswith(
+                    "evaluator crashed"):
+                return "suite"
+            return "environment"
+        return None
+
     def with_origin(self, origin: str, simulated_why: str | None) -> Verdict:
         reason = self.reason
         if simulated_why:
@@ -177,6 +191,7 @@ class Verdict:
             "origin": self.origin,
             "simulated": self.simulated,
             "simulated_why": self.simulated_why,
+            "category": self.category,
             "evidence": self.evidence,
         }
 

@@ -15,6 +15,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from kgc.gate.policy import Policy
+
 DEFAULT_PROFILE = "generic-nvidia-passthrough"
 
 
@@ -263,6 +265,8 @@ class Profile(Strict):
     # checks whose evidence comes from a stand-in on this platform (a lab's stub shim, a
     # simulated cluster): check-id glob -> why. Their verdicts carry simulated=true.
     simulated: dict[str, str] = Field(default_factory=dict)
+    # release gating: what blocks, how warn/skip count, required layers (kgc.gate.policy)
+    policy: Policy = Policy()
     source: str = Field(default="", exclude=True)
 
 

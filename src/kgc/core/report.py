@@ -165,13 +165,34 @@ def write_allure_environment(alluredir: Path, env: Mapping[str, str]) -> None:
     (alluredir / "environment.properties").write_text("\n".join(lines) + "\n")
 
 
+# kgc's own categories (label ``kgc_category`` on every result that needs someone to act)
+CATEGORIES = (
+    ("node", "Node defect: not conformant (fail/warn)"),
+    ("environment", "Environment or lab problem: kgc could not decide (error)"),
+    ("suite", "Suite defect: a bug in kgc (error)"),
+)
+
+
 def write_allure_categories(alluredir: Path) -> None:
-    cats = [
-        {"name": "Check could not decide (error)", "matchedStatuses": ["broken"]},
-        {"name": "Node not certified (fail)", "matchedStatuses": ["failed"]},
-        {"name": "Skipped with a reason", "matchedStatuses": ["skipped"]},
-    ]
+    """Allure 2's categories.json (read by Allure 2 viewers); Allure 3 reads the same
+    rules from the allurerc written by :func:`generate_html`."""
+    cats = [{"name": name, "matchedStatuses": ["failed", "broken"],
+             "messageRegex": ".*", "labels": {"kgc_category": key}} for key, name in CATEGORIES]
     (alluredir / "categories.json").write_text(json.dumps(cats, indent=1))
+
+
+def clean_skipped_results(alluredir: Path) -> None:
+    """A skip is a decision with a reason, not an error: move pytest's "Skipped: ..." message
+    out of the status details (shown in an error box) into the description."""
+    for f in alluredir.glob("*-result.json"):
+        try:
+            doc = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        if doc.get("status") != "skipped" or not doc.get("statusDetails"):
+            continue
+        doc.pop("statusDetails", None)
+        f.write_text(json.dumps(doc))
 
 
 class ReportError(Exception):
@@ -222,34 +243,154 @@ def _check_allure_major(binp: Path) -> None:
                           f"{INSTALL_ALLURE}")
 
 
-def generate_html(results_dir: Path, out_dir: Path, name: str = "kata-gpu-conformance") -> Path:
-    """Allure 3 static report, one self-contained index.html (renders from file://)."""
+def headline(verdict: Mapping[str, Any] | None) -> str:
+    """CERTIFIED / NOT CERTIFIED, for which profile and layers — the report's first words."""
+    if not verdict:
+        return "kata-gpu-conformance"
+    run = verdict.get("run", {})
+    word = "CERTIFIED" if verdict.get("overall") == "pass" else "NOT CERTIFIED"
+    scope = run.get("scope") or ""
+    return f"{word} — profile {run.get('profile', '?')} {scope}".strip()
+
+
+def _esc(x: Any) -> str:
+    import html
+
+    return html.escape("" if x is None else str(x), quote=True)
+
+
+def banner_html(verdict: Mapping[str, Any]) -> str:
+    """The report's first screen: the verdict, the blocking failures with their reasons and
+    remediation (line breaks kept), what was not judged, and each target's environment."""
+    run = verdict.get("run", {})
+    ok = verdict.get("overall") == "pass"
+    results = list(verdict.get("results", []))
+    blocking = [r for r in results if r.get("status") in ("fail", "error")]
+    sev = {"blocker": 0, "critical": 1, "normal": 2, "minor": 3, "trivial": 4}
+    blocking.sort(key=lambda r: (r["status"] != "fail", sev.get(r.get("severity", ""), 9),
+                                 r.get("target", ""), r.get("check", "")))
+    simulated = [r for r in results if r.get("simulated")]
+    colour = "#1b7f3b" if ok else "#b3261e"
+    parts = [
+        '<section id="kgc-verdict" style="font-family:sans-serif;margin:0;padding:16px 24px;'
+        f'border-bottom:4px solid {colour};background:#fafafa">',
+        f'<h1 id="kgc-headline" style="color:{colour};margin:0 0 6px 0;font-size:28px;'
+        'font-weight:bold">'
+        f'{"CERTIFIED" if ok else "NOT CERTIFIED"}</h1>',
+        f'<p id="kgc-scope">profile <b>{_esc(run.get("profile"))}</b> — '
+        f'{_esc(run.get("scope", ""))} — {_esc(verdict.get("overall_reason", ""))}</p>',
+    ]
+    if simulated:
+        parts.append(f'<p id="kgc-simulated"><b>{len(simulated)} result(s) come from simulated '
+                     "evidence</b> (lab stand-ins): they prove the suite, not a node.</p>")
+    if blocking:
+        parts.append(f'<h2 style="margin:12px 0 4px 0">Blocking ({len(blocking)})</h2>'
+                     '<ol id="kgc-blocking">')
+        for r in blocking:
+            parts.append(
+                f'<li><b>[{_esc(r["status"]).upper()}] {_esc(r["check"])}</b> on '
+                f'{_esc(r.get("target"))} ({_esc(r.get("severity"))}): {_esc(r.get("reason"))}'
+                + (f'<pre class="kgc-remediation" style="white-space:pre-wrap;'
+                   f'background:#fff;border:1px solid #ddd;padding:6px">'
+                   f'{_esc(r.get("remediation"))}</pre>' if r.get("remediation") else "")
+                + "</li>")
+        parts.append("</ol>")
+    env = run.get("environment", {}) or {}
+    targets = sorted({k.rsplit(".", 1)[0] for k in env if "." in k and not k.startswith(
+        ("kgc", "python", "pytest"))})
+    if targets:
+        keys = sorted({k.rsplit(".", 1)[1] for k in env if k.rsplit(".", 1)[0] in targets})
+        parts.append('<h2 style="margin:12px 0 4px 0">Targets</h2><table id="kgc-targets" '
+                     'style="border-collapse:collapse"><tr><th>target</th>'
+                     + "".join(f"<th>{_esc(k)}</th>" for k in keys) + "</tr>")
+        for t in targets:
+            parts.append(f"<tr><td>{_esc(t)}</td>"
+                         + "".join(f"<td>{_esc(env.get(f'{t}.{k}', ''))}</td>" for k in keys)
+                         + "</tr>")
+        parts.append("</table>")
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def allure_config(name: str, out_dir: Path, extra: Mapping[str, Any] | None = None) -> str:
+    """allurerc.mjs: one self-contained page, kgc's categories, and any extra settings (the
+    verdict policy's quality gate, history)."""
+    from kgc.gate.allure import config_module
+
+    cats = [{"name": name_, "matchers": {"labels": {"kgc_category": key}}}
+            for key, name_ in CATEGORIES]
+    cfg: dict[str, Any] = {
+        "name": name,
+        "output": str(out_dir),
+        "categories": cats,
+        "plugins": {"awesome": {"options": {"singleFile": True, "reportLanguage": "en",
+                                            "reportName": name}}},
+        **(extra or {}),
+    }
+    return config_module(cfg)
+
+
+def generate_html(results_dir: Path, out_dir: Path, verdict: Path | None = None,
+                  extra_config: Mapping[str, Any] | None = None,
+                  history: Path | None = None, policy: Any = None) -> Path:
+    """Allure 3 static report, one self-contained index.html (renders from file://), whose
+    first screen is kgc's verdict (from ``verdict``, default: verdict.json beside the
+    results)."""
     if not results_dir.is_dir() or not any(results_dir.glob("*-result.json")):
         raise ReportError(f"no allure results in {results_dir}: run the suite first")
+    vpath = verdict if verdict is not None else results_dir.parent / "verdict.json"
+    doc: dict[str, Any] | None = None
+    if vpath.is_file():
+        try:
+            doc = json.loads(vpath.read_text())
+        except ValueError:
+            raise ReportError(f"{vpath}: not JSON (a verdict.json from kgc)") from None
+        if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+            raise ReportError(f"{vpath}: not a {SCHEMA} verdict")
+    elif verdict is not None:
+        raise ReportError(f"{vpath}: no such verdict file")
     binp = allure_bin()
     _check_allure_major(binp)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     cfg = out_dir.parent / "allurerc.mjs"
-    cfg.write_text(
-        "export default {\n"
-        f"  name: {json.dumps(name)},\n"
-        f"  output: {json.dumps(str(out_dir))},\n"
-        '  plugins: { awesome: { options: { singleFile: true, reportLanguage: "en" } } },\n'
-        "};\n"
-    )
+    extra = dict(extra_config or {})
+    if history is not None:
+        # Allure 3 appends this run to the file and draws trends from it: a nightly job keeps
+        # the file between runs (e.g. --history /var/lib/kgc/history.jsonl)
+        history.parent.mkdir(parents=True, exist_ok=True)
+        extra.update({"historyPath": str(history.resolve()), "historyLimit": 60})
+    if policy is not None:
+        from kgc.gate.allure import quality_gate_config
+
+        extra["qualityGate"] = quality_gate_config(policy)
+    cfg.write_text(allure_config(headline(doc), out_dir, extra))
     if out_dir.exists():
         shutil.rmtree(out_dir)
-    proc = subprocess.run(
-        [str(binp), "generate", str(results_dir), "--config", str(cfg), "-o", str(out_dir)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    if policy is None:
+        cmd = [str(binp), "generate", str(results_dir), "--config", str(cfg), "-o", str(out_dir)]
+        ok_codes: tuple[int, ...] = (0,)
+    else:
+        # Allure evaluates quality gates only while it collects results (`allure run`), not
+        # in `allure generate`: let it collect a copy of the results so the report's
+        # Quality Gates tab shows the gate (exit 1 = the gate failed, the report is built)
+        feed = Path(tempfile.mkdtemp(prefix="kgc-allure-feed-"))
+        cmd = [str(binp), "run", "--config", str(cfg), "--results-dir", str(feed), "--",
+               "cp", "-R", f"{results_dir}/.", str(feed)]
+        ok_codes = (0, 1)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    if policy is not None:
+        shutil.rmtree(feed, ignore_errors=True)
     index = out_dir / "index.html"
-    if proc.returncode != 0 or not index.exists():
+    if proc.returncode not in ok_codes or not index.exists():
         raise ReportError(
             f"allure generate failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}"
             f"{proc.stdout.strip()[-1000:]}"
         )
+    if doc is not None:
+        page = index.read_text()
+        at = page.find("<body")
+        at = page.find(">", at) + 1 if at >= 0 else -1
+        if at <= 0:
+            raise ReportError(f"{index}: no <body> to put the verdict on")
+        index.write_text(page[:at] + banner_html(doc) + page[at:])
     return index

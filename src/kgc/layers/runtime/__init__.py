@@ -6,6 +6,8 @@ Kata config, binary paths) and joins the node's one batched collection, so a pro
 moves paths costs no extra round trip, and a bundle records exactly what was judged.
 """
 
+from dataclasses import replace
+
 from kgc.core.hostfs import HostQuery
 from kgc.core.layer import snapshot_layer
 from kgc.core.profile import Profile
@@ -17,12 +19,16 @@ def _query(profile: Profile) -> HostQuery:
     return query_for(profile.runtime)
 
 
-LAYER = snapshot_layer(
+def _describe(ev: RuntimeEvidence) -> dict[str, str]:
+    return {"containerd": str(ev.version) if ev.version.known else ""}
+
+
+LAYER = replace(snapshot_layer(
     "runtime",
     "containerd really enables NRI, the Kata handler is wired, Kata plugs VFIO right",
     CHECKS,
     _query,
     parse,
-)
+), describe=_describe)
 
 __all__ = ["LAYER", "QUERY", "RuntimeEvidence", "parse", "query_for"]

@@ -1,0 +1,1 @@
+"""Release gating: the verdict policy, `kgc gate`, `kgc diff` and Allure quality gates."""

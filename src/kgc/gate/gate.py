@@ -1,0 +1,478 @@
+"""`kgc gate`: a verdict file judged against the profile's release policy.
+
+:func:`load_verdict` opens and validates a ``kgc-verdict/1`` file completely (one
+:class:`VerdictError` line on anything corrupt, foreign or empty); :func:`evaluate` is pure:
+the verdict and the policy in, a :class:`GateResult` out (green or not, the blocking findings
+first with their remediation, then what was not run or not accepted).
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kgc.core.report import SCHEMA, STATUSES
+from kgc.gate.policy import SEVERITIES, Policy
+
+MAX_VERDICT_BYTES = 256 * 1024 * 1024
+BAD = ("fail", "error")
+# worst first: what a (target, check) pair counts as when a file holds it twice
+STATUS_RANK = {"error": 0, "fail": 1, "warn": 2, "skip": 3, "pass": 4}
+
+
+class VerdictError(Exception):
+    """A verdict file that cannot be gated. ``str()`` is one line naming the file."""
+
+
+@dataclass(frozen=True)
+class VerdictDoc:
+    path: str
+    run: Mapping[str, Any]
+    overall: str
+    incomplete: bool
+    results: tuple[Mapping[str, Any], ...]
+
+    @property
+    def profile(self) -> str:
+        return str(self.run.get("profile") or "")
+
+    @property
+    def image(self) -> bool:
+        """Written by ``kgc image check`` from the image's files (``--boot`` verdicts are
+        node runs: they are gated like one)."""
+        img = self.run.get("image")
+        return isinstance(img, Mapping) and img.get("mode") != "boot"
+
+    @property
+    def layers_judged(self) -> tuple[str, ...]:
+        return tuple(self.run.get("layers_judged") or ())
+
+    def targets(self) -> list[str]:
+        return list(dict.fromkeys(r["target"] for r in self.results))
+
+    def by_target(self) -> dict[str, dict[str, Mapping[str, Any]]]:
+        """target -> check -> result (the worst one when a file holds a pair twice)."""
+        out: dict[str, dict[str, Mapping[str, Any]]] = {}
+        for r in self.results:
+            cur = out.setdefault(r["target"], {})
+            old = cur.get(r["check"])
+            if old is None or STATUS_RANK[r["status"]] < STATUS_RANK[old["status"]]:
+                cur[r["check"]] = r
+        return out
+
+
+def _kind(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, int | float):
+        return "a number"
+    if isinstance(v, str):
+        return "text"
+    if isinstance(v, dict):
+        return "an object"
+    if isinstance(v, list):
+        return "a list"
+    return type(v).__name__
+
+
+def _want(cond: bool, path: str, msg: str) -> None:
+    if not cond:
+        raise VerdictError(f"{path}: {msg}")
+
+
+def _result(p: str, i: int, r: Any) -> Mapping[str, Any]:
+    w = f"results[{i}]"
+    _want(isinstance(r, dict), p, f"{w} must be an object, got {_kind(r)}")
+    for key in ("check", "layer", "target", "status", "severity", "reason"):
+        v = r.get(key)
+        _want(isinstance(v, str), p, f"{w}.{key} must be text, got {_kind(v)}"
+              if key in r else f"{w} has no `{key}`")
+    _want(bool(r["check"].strip()) and bool(r["target"].strip()), p,
+          f"{w}: empty check id or target")
+    _want(r["check"].startswith(r["layer"] + "."), p,
+          f"{w}: check {r['check'][:60]!r} is not in its layer {r['layer'][:40]!r}")
+    _want(r["status"] in STATUSES, p,
+          f"{w}.status {r['status'][:20]!r} is not one of {', '.join(STATUSES)}")
+    _want(r["severity"] in SEVERITIES, p,
+          f"{w}.severity {r['severity'][:20]!r} is not one of {', '.join(SEVERITIES)}")
+    for key in ("remediation", "title", "simulated_why"):
+        _want(r.get(key) is None or isinstance(r.get(key), str), p,
+              f"{w}.{key} must be text, got {_kind(r.get(key))}")
+    _want("origin" in r and isinstance(r["origin"], str), p,
+          f"{w}.origin must be text (live or bundle)" if "origin" in r else
+          f"{w} has no `origin` (written before kgc marked replayed results): run it again")
+    _want("simulated" in r and isinstance(r["simulated"], bool), p,
+          f"{w}.simulated must be true or false" if "simulated" in r else
+          f"{w} has no `simulated` (written before kgc marked stand-ins): run it again")
+    _want(isinstance(r.get("evidence", {}), dict), p,
+          f"{w}.evidence must be an object, got {_kind(r.get('evidence'))}")
+    return r
+
+
+def parse_verdict(data: bytes, path: str = "verdict") -> VerdictDoc:
+    """Validate a verdict document completely; raises :class:`VerdictError` (one line)."""
+    p = path
+    if not data.strip():
+        raise VerdictError(f"{p}: empty file (no verdict in it)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise VerdictError(f"{p}: not UTF-8 text (byte {exc.start}): not a kgc verdict") from None
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise VerdictError(f"{p}: not JSON ({type(exc).__name__}: "
+                           f"{str(exc).splitlines()[0][:120] if str(exc) else ''})") from None
+    _want(isinstance(doc, dict), p, f"not a kgc verdict (top level is {_kind(doc)})")
+    schema = doc.get("schema")
+    if schema != SCHEMA:
+        fmt = doc.get("format")
+        if isinstance(fmt, str) and fmt.startswith("kgc-bundle/"):
+            raise VerdictError(f"{p}: an evidence bundle ({fmt[:30]}), not a verdict: judge it "
+                               "first (kgc evaluate, or pytest --snapshot)")
+        raise VerdictError(
+            f"{p}: not a kgc verdict (schema {str(schema)[:40]!r}; expected {SCHEMA!r})"
+            if schema is not None else f"{p}: not a kgc verdict (no `schema` field)")
+    run = doc.get("run")
+    _want(isinstance(run, dict), p, f"`run` must be an object, got {_kind(run)}")
+    for key in ("layers", "layers_judged", "targets"):
+        v = run.get(key)
+        _want(isinstance(v, list) and all(isinstance(x, str) for x in v), p,
+              f"run.{key} must be a list of text, got {_kind(v)}" if key in run
+              else f"run has no `{key}`")
+    _want(isinstance(run.get("profile"), str), p, "run.profile must be text")
+    env = run.get("environment", {})
+    _want(isinstance(env, dict), p, f"run.environment must be an object, got {_kind(env)}")
+    overall = doc.get("overall")
+    _want(overall in ("pass", "fail"), p, f"`overall` must be pass or fail, got {_kind(overall)}")
+    inc = doc.get("incomplete", False)
+    _want(isinstance(inc, bool), p, f"`incomplete` must be true or false, got {_kind(inc)}")
+    results = doc.get("results")
+    _want(isinstance(results, list), p, f"`results` must be a list, got {_kind(results)}")
+    rs = tuple(_result(p, i, r) for i, r in enumerate(results))
+    counts = doc.get("counts")
+    if counts is not None:
+        _want(isinstance(counts, dict), p, f"`counts` must be an object, got {_kind(counts)}")
+        real = dict.fromkeys(STATUSES, 0)
+        for r in rs:
+            real[r["status"]] += 1
+        told = {k: counts.get(k) for k in STATUSES}
+        _want(told == real, p, f"`counts` {told} do not match the results {real}: the file "
+              "was edited or truncated")
+    return VerdictDoc(p, run, overall, inc, rs)
+
+
+def load_verdict(path: str | Path) -> VerdictDoc:
+    p = Path(path)
+    try:
+        if p.is_dir():
+            raise VerdictError(f"{p}: a directory, not a verdict file (reports/verdict.json?)")
+        with open(p, "rb") as fh:
+            data = fh.read(MAX_VERDICT_BYTES + 1)
+    except FileNotFoundError:
+        raise VerdictError(f"{p}: no such file") from None
+    except OSError as exc:
+        raise VerdictError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_VERDICT_BYTES:
+        raise VerdictError(f"{p}: larger than {MAX_VERDICT_BYTES // 2**20} MiB: not a verdict")
+    return parse_verdict(data, str(p))
+
+
+# -- the gate ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Finding:
+    """One thing the gate reports. ``kind``: ``check`` (a result), ``layer`` (a required
+    layer not judged) or ``run`` (the run as a whole)."""
+
+    kind: str
+    text: str
+    target: str = ""
+    check: str = ""
+    layer: str = ""
+    status: str = ""
+    severity: str = ""
+    reason: str = ""
+    remediation: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.kind, self.target, self.check or self.layer or self.text)
+
+
+@dataclass(frozen=True)
+class GateResult:
+    green: bool
+    profile: str
+    verdict: str
+    required: tuple[str, ...]
+    judged: Mapping[str, tuple[str, ...]]  # layer -> targets it was judged on
+    blocking: tuple[Finding, ...]
+    not_run: tuple[Finding, ...]
+    not_accepted: tuple[Finding, ...]
+    waived: tuple[Finding, ...]
+    not_blocking: tuple[Finding, ...]
+    image: bool = False
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["judged"] = {k: list(v) for k, v in self.judged.items()}
+        d["status"] = "certified" if self.green else "not certified"
+        return d
+
+
+def _accept(r: Mapping[str, Any], policy: Policy) -> str | None:
+    """Why a result is not accepted (None: accepted)."""
+    if r["simulated"] and not policy.accept_simulated:
+        return f"simulated ({r.get('simulated_why') or 'a lab stand-in'})"
+    if r["origin"] == "bundle" and not policy.accept_replayed:
+        return "replayed from a bundle (policy accepts live results only)"
+    return None
+
+
+def _check_finding(r: Mapping[str, Any], text: str) -> Finding:
+    return Finding("check", text, r["target"], r["check"], r["layer"], r["status"],
+                   r["severity"], r["reason"], r.get("remediation") or "")
+
+
+def _target_scopes(doc: VerdictDoc, scopes: Mapping[str, str]) -> dict[str, str]:
+    """target -> node | cluster (from the scope of the layers its results belong to)."""
+    out: dict[str, str] = {}
+    for r in doc.results:
+        sc = scopes.get(r["layer"])
+        if sc and r["target"] not in out:
+            out[r["target"]] = sc
+    for t in doc.targets():
+        out.setdefault(t, "")
+    return out
+
+
+def _skip_summary(rs: Sequence[Mapping[str, Any]]) -> str:
+    reasons = list(dict.fromkeys(r["reason"].split(" [simulated")[0] for r in rs))
+    more = f" (+{len(reasons) - 2} other reasons)" if len(reasons) > 2 else ""
+    return "; ".join(reasons[:2]) + more
+
+
+def evaluate(doc: VerdictDoc, policy: Policy, profile: str,
+             layers: Mapping[str, str], checks: Mapping[str, Sequence[str]] | None = None
+             ) -> GateResult:
+    """Gate a verdict. ``layers``: every layer this build has -> its scope (node/cluster),
+    in report order; ``checks``: layer -> its check ids (for ``skip: per-check``, where a
+    check of a required layer that left no verdict blocks)."""
+    blocking: list[Finding] = []
+    not_run: list[Finding] = []
+    not_acc: list[Finding] = []
+    waived: list[Finding] = []
+    soft: list[Finding] = []
+    required = policy.required(tuple(layers), doc.image)
+
+    if doc.incomplete:
+        blocking.append(Finding("run", "the run did not finish (verdict marked incomplete): "
+                                "run it again to the end"))
+    if doc.profile != profile:
+        blocking.append(Finding(
+            "run", f"the verdict was judged against profile {doc.profile or '(none)'!r}, not "
+            f"{profile!r}: a certification for {profile!r} needs a run with --profile {profile}"))
+    if not doc.results:
+        blocking.append(Finding("run", "the verdict holds no result: nothing was judged"))
+
+    accepted: list[Mapping[str, Any]] = []
+    for r in doc.results:
+        why_not = _accept(r, policy)
+        st = r["status"]
+        where = f"{r['check']} on {r['target']}"
+        if why_not:
+            not_acc.append(_check_finding(r, f"{where} ({st}): not accepted, {why_not}"))
+            continue
+        accepted.append(r)
+        if st == "pass":
+            continue
+        w = policy.waiver(r["check"])
+        if w:
+            waived.append(_check_finding(r, f"{where} ({st}) waived: {w}"))
+            continue
+        blocks = policy.blocks_on_failure(r["check"], r["severity"])
+        if st in BAD:
+            if blocks:
+                blocking.append(_check_finding(r, f"{where} ({st}, {r['severity']})"))
+            else:
+                soft.append(_check_finding(r, f"{where} ({st}, {r['severity']}: severity "
+                                           "does not block under this policy)"))
+        elif st == "warn":
+            if blocks and policy.warn == "per-check":
+                blocking.append(_check_finding(r, f"{where} (warn on a blocking check; "
+                                               "policy warn: per-check)"))
+            else:
+                soft.append(_check_finding(r, f"{where} (warn)"))
+        elif st == "skip" and policy.skip == "per-check" and r["layer"] in required \
+                and not policy.may_skip(r["check"]):
+            blocking.append(_check_finding(r, f"{where} skipped in required layer "
+                                           f"{r['layer']} (policy skip: per-check)"))
+
+    # -- required layers: judged on every target of their scope ---------------------------
+    tscope = _target_scopes(doc, layers)
+    judged: dict[str, list[str]] = {}
+    for lay in required:
+        sc = layers.get(lay)
+        targets = [t for t, s in tscope.items() if sc is None or s == sc]
+        if lay not in layers:
+            blocking.append(Finding("layer", f"required layer {lay}: not in this build of kgc "
+                                    f"(layers: {', '.join(layers)})", layer=lay))
+            continue
+        if not targets:
+            blocking.append(Finding("layer", f"required layer {lay} was not judged: the run "
+                                    f"had no {sc} target", layer=lay))
+            continue
+        for t in targets:
+            mine = [r for r in accepted if r["layer"] == lay and r["target"] == t]
+            alls = [r for r in doc.results if r["layer"] == lay and r["target"] == t]
+            done = [r for r in mine if r["status"] != "skip"]
+            if policy.warn == "per-layer":
+                ok = any(r["status"] == "pass" for r in mine) or (
+                    bool(done) and any(r["status"] in BAD for r in done))
+            else:
+                ok = bool(done)
+            if ok and lay in doc.layers_judged:
+                judged.setdefault(lay, []).append(t)
+                continue
+            if ok:
+                msg = (f"required layer {lay} on {t}: results exist but run.layers_judged "
+                       "omits it (an inconsistent verdict)")
+            elif not alls:
+                msg = f"required layer {lay} was not run on {t} (no result: deselected?)"
+            elif not mine:
+                msg = (f"required layer {lay} on {t}: no accepted result ("
+                       f"{len(alls)} not accepted: {_accept(alls[0], policy)})")
+            elif not done:
+                msg = (f"required layer {lay} was not judged on {t}: all {len(mine)} checks "
+                       f"skipped — {_skip_summary(mine)}")
+            else:
+                msg = (f"required layer {lay} on {t}: no check passed ({len(done)} warned; "
+                       "policy warn: per-layer)")
+            blocking.append(Finding("layer", msg, target=t, layer=lay))
+        if policy.skip == "per-check" and checks is not None:
+            for t in targets:
+                have = {r["check"] for r in doc.results if r["target"] == t}
+                for cid in checks.get(lay, ()):
+                    if cid not in have and not policy.may_skip(cid) and not policy.waiver(cid):
+                        blocking.append(Finding(
+                            "check", f"{cid} on {t}: no verdict (not run; policy skip: "
+                            "per-check needs every check of a required layer)",
+                            target=t, check=cid, layer=lay, status="missing"))
+
+    # -- what else was not run (informational) -------------------------------------------
+    for lay in layers:
+        if lay in required:
+            continue
+        for t, s in tscope.items():
+            if s and layers[lay] != s:
+                continue
+            rs = [r for r in doc.results if r["layer"] == lay and r["target"] == t]
+            if rs and all(r["status"] == "skip" for r in rs):
+                not_run.append(Finding("layer", f"{lay} on {t}: {len(rs)} skipped — "
+                                       f"{_skip_summary(rs)}", target=t, layer=lay))
+            elif not rs and any(r["target"] == t for r in doc.results):
+                not_run.append(Finding("layer", f"{lay} on {t}: not run", target=t, layer=lay))
+
+    # the most severe first: run, then check failures by severity, then layers
+    sev = {s: i for i, s in enumerate(SEVERITIES)}
+    order = {"run": 0, "layer": 1, "check": 2}
+    blocking.sort(key=lambda f: (order[f.kind], STATUS_RANK.get(f.status, 9),
+                                 sev.get(f.severity, 9), f.target, f.check or f.layer))
+    return GateResult(
+        green=not blocking,
+        profile=profile,
+        verdict=doc.path,
+        required=required,
+        judged={k: tuple(v) for k, v in judged.items()},
+        blocking=tuple(blocking),
+        not_run=tuple(not_run),
+        not_accepted=tuple(not_acc),
+        waived=tuple(waived),
+        not_blocking=tuple(soft),
+        image=doc.image,
+        meta={k: doc.run.get(k) for k in ("started_at", "kgc_version", "profile", "targets")},
+    )
+
+
+# -- the one-screen summary ---------------------------------------------------------------
+def _short(text: str, width: int, lines: int) -> list[str]:
+    out: list[str] = []
+    for para in text.splitlines() or [""]:
+        out += textwrap.wrap(para, width) or [""]
+    if len(out) > lines:
+        out = out[:lines]
+        out[-1] = out[-1][: width - 2] + " …"
+    return out
+
+
+def render(res: GateResult, width: int = 100, budget: int = 40) -> str:
+    """What `kgc gate` prints: one screen (about ``budget`` lines), blocking findings first
+    — the run, then required layers not judged, then failed checks with their fix."""
+    head = "CERTIFIED" if res.green else "NOT CERTIFIED"
+    what = "node image" if res.image else "run"
+    lines = [f"kgc gate: {head} — profile {res.profile}, {what} {res.verdict}"]
+    req = ", ".join(f"{lay} {'ok' if lay in res.judged else 'NOT JUDGED'}"
+                    for lay in res.required) or "(none)"
+    lines.append(f"required layers: {req}")
+    tail: list[str] = []
+    if res.not_run or res.not_accepted:
+        items = [f.text for f in res.not_run] + [f.text for f in res.not_accepted]
+        tail.append(f"not run / not accepted ({len(items)}):")
+        tail += ["  - " + _short(t, width - 4, 1)[0] for t in items[:4]]
+        if len(items) > 4:
+            tail.append(f"  … and {len(items) - 4} more (kgc gate --json)")
+    if res.waived:
+        tail.append(f"waived ({len(res.waived)}): " + "; ".join(
+            f.check for f in res.waived[:5]) + (" …" if len(res.waived) > 5 else ""))
+    if res.not_blocking:
+        tail.append(f"not blocking ({len(res.not_blocking)}): " + "; ".join(
+            f"{f.check} {f.status}" for f in res.not_blocking[:5])
+            + (" …" if len(res.not_blocking) > 5 else ""))
+    tail.append(f"exit {0 if res.green else 1}: {head.lower()} under the policy of "
+                f"profile {res.profile}")
+    if res.blocking:
+        lines.append(f"blocking ({len(res.blocking)}):")
+        room = budget - len(lines) - len(tail) - 1
+        shown = 0
+        for i, f in enumerate(res.blocking, 1):
+            block = [f"  {i}. " + _short(f.text, width - 6, 1)[0]]
+            if f.kind == "check" and f.reason:
+                block += [f"     {ln}" for ln in _short(f.reason, width - 5, 1)]
+            if f.remediation:
+                # line breaks kept and lines never re-wrapped: a TOML snippet stays pasteable
+                fix = f.remediation.splitlines() or [""]
+                block.append(f"     fix: {fix[0]}")
+                block += [f"          {ln}" for ln in fix[1:4]]
+                if len(fix) > 4:
+                    block.append(f"          (… {len(fix) - 4} more line(s): kgc gate --json)")
+            if shown >= 3 and len(block) > room:
+                break
+            lines += block
+            room -= len(block)
+            shown += 1
+        if shown < len(res.blocking):
+            lines.append(f"  … and {len(res.blocking) - shown} more (kgc gate --json)")
+    return "\n".join(lines + tail)
+
+
+def layer_catalogue() -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
+    """This build's layers: name -> scope (report order), and name -> its check ids."""
+    from kgc.core.registry import load_layers
+
+    layers = load_layers()
+    return ({n: str(lay.scope) for n, lay in layers.items()},
+            {n: tuple(c.id for c in lay.checks) for n, lay in layers.items()})
+
+
+def gate_file(path: str | Path, profile: Any) -> GateResult:
+    """Load and gate one verdict file against a loaded profile."""
+    doc = load_verdict(path)
+    scopes, checks = layer_catalogue()
+    return evaluate(doc, profile.policy, profile.name, scopes, checks)
