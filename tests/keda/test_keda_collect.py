@@ -24,7 +24,6 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from kgc import kube
-from kgc.core.engine import Context
 from kgc.core.layer import Scope
 from kgc.core.profile import load_profile
 from kgc.kube.watch import Stamp as KubeStamp
@@ -425,10 +424,23 @@ def test_the_clusters_refusals_are_an_error_record_not_a_crash(exc: Exception,
     assert k.closed
 
 
-def test_an_unimplemented_trigger_is_an_error_verdict_naming_the_setting() -> None:
-    prof = load_profile("lab")
-    kp = prof.cluster.keda.model_copy(update={"trigger": "external-push"})
-    prof = prof.model_copy(update={"cluster": prof.cluster.model_copy(update={"keda": kp})})
-    ctx = Context(_Target(_Refusing(AssertionError("no call expected"))), prof)  # type: ignore[arg-type]
-    v = ctx.judge("keda.scale-up-completes")
-    assert str(v.status) == "error" and "cluster.keda.trigger: metrics-api" in v.reason
+def test_a_trigger_kgc_cannot_drive_is_refused_by_the_profile() -> None:
+    with pytest.raises(ValueError, match="metrics-api"):
+        KedaProfile.model_validate({"trigger": "external-push"})
+
+
+def test_the_workload_trigger_counts_the_runs_marker_pods() -> None:
+    kp = KedaProfile.model_validate({"trigger": "kubernetes-workload",
+                                     "endpoint": {"node_selector": {"pool": "system"}}})
+    so = scaled_object_manifest("kata", kp, "")
+    (trig,) = so["spec"]["triggers"]
+    assert trig == {"type": "kubernetes-workload", "metricType": "AverageValue",
+                    "metadata": {"podSelector": "kgc.io/keda-marker=true", "value": "1",
+                                 "activationValue": "0.5"}}
+    m = collect.marker_manifest(2, kp)
+    assert roundtrip(m, client.V1Pod) == m
+    assert m["metadata"]["name"] == "kgc-keda-marker-2"
+    assert m["metadata"]["labels"] == {"kgc.io/keda-marker": "true"}  # never a measured pod
+    assert "runtimeClassName" not in m["spec"] and m["spec"]["nodeSelector"] == {
+        "pool": "system"}
+    assert m["spec"]["terminationGracePeriodSeconds"] == 0

@@ -163,6 +163,22 @@ def test_a_recorded_run_replays_to_identical_verdicts(lab: dict[str, Any],
     nothing_left(lab["kube"])
 
 
+def test_the_kubernetes_workload_trigger_needs_no_endpoint(lab: dict[str, Any],
+                                                           tmp_path: Path) -> None:
+    """``trigger: kubernetes-workload``: the value is the number of marker pods the run
+    creates in its namespace (KEDA counts them); the measured pods never include them."""
+    prof, _ = profile_with(tmp_path, {"trigger": "kubernetes-workload", "repetitions": 2,
+                                      "replicas": 2})
+    v, ev = judge(prof, lab["kubeconfig"])
+    bad = {c: (str(x.status), x.reason) for c, x in v.items()
+           if str(x.status) not in ("pass", "warn")}
+    assert not bad, bad
+    assert ev.kata.config.trigger_kind == "kubernetes-workload"
+    pods = [p.name for run in ev.runs() for r in run.repetitions for p in r.pods]
+    assert len(pods) == 2 * 2 * 2 and not any("marker" in n for n in pods)
+    nothing_left(lab["kube"])
+
+
 # --------------------------------------------------------------------------- bad input
 
 

@@ -75,6 +75,7 @@ from kgc.layers.keda.profile import KedaProfile
 log = logging.getLogger("kgc.keda")
 
 ROLE_LABEL = "kgc.io/keda-role"
+MARKER_LABEL = "kgc.io/keda-marker"
 ENDPOINT = "kgc-keda-endpoint"
 KEDA_GROUP, KEDA_VERSION, SO_PLURAL = "keda.sh", "v1alpha1", "scaledobjects"
 SO_CRD = "scaledobjects.keda.sh"
@@ -151,14 +152,32 @@ def endpoint_manifests(kp: KedaProfile) -> list[dict[str, Any]]:
 
 
 def scaled_object_manifest(role: str, kp: KedaProfile, url: str) -> dict[str, Any]:
-    """The role's ScaledObject: metrics-api on ``url``, ``AverageValue`` target 1 (the value
-    is the desired replica count), activation above 0.5, minReplicaCount 0, max K."""
+    """The role's ScaledObject: minReplicaCount 0, max K, the value is the desired replica
+    count (``AverageValue`` target 1), active above 0.5. ``metrics-api``: the number at
+    ``url``; ``kubernetes-workload``: the number of the run's marker pods (KEDA counts
+    every matching pod not Succeeded/Failed, Pending ones included)."""
     name = workload_name(role)
-    return builders.scaled_object(
-        name, target=name, url=url, value_location="value", target_value="1",
-        activation_target_value="0.5", metric_type="AverageValue", min_replicas=0,
-        max_replicas=kp.replicas, polling_interval_s=kp.polling_interval_s,
+    so = builders.scaled_object(
+        name, target=name, url=url or "http://unused.invalid/", value_location="value",
+        target_value="1", activation_target_value="0.5", metric_type="AverageValue",
+        min_replicas=0, max_replicas=kp.replicas, polling_interval_s=kp.polling_interval_s,
         cooldown_period_s=kp.cooldown_period_s, labels={ROLE_LABEL: role})
+    if kp.trigger == "kubernetes-workload":
+        so["spec"]["triggers"] = [{"type": "kubernetes-workload", "metricType": "AverageValue",
+                                   "metadata": {"podSelector": f"{MARKER_LABEL}=true",
+                                                "value": "1", "activationValue": "0.5"}}]
+    return so
+
+
+def marker_manifest(i: int, kp: KedaProfile) -> dict[str, Any]:
+    """One marker pod of the ``kubernetes-workload`` trigger: the profile's image, no
+    runtime class, tiny requests, gone at once when deleted."""
+    return builders.pod(
+        f"kgc-keda-marker-{i}",
+        [builders.container("marker", kp.image, requests={"cpu": "1m", "memory": "4Mi"},
+                            image_pull_policy="IfNotPresent")],
+        labels={MARKER_LABEL: "true"}, node_selector=kp.endpoint.node_selector or None,
+        restart_policy="Always", termination_grace_period_s=0)
 
 
 # ---------------------------------------------------------------------------------------
@@ -475,7 +494,54 @@ class ProxyTrigger:
             raise TriggerError(f"PUT {self.where}: answer is not JSON ({exc})") from None
 
 
-def set_value(trigger: HttpTrigger | ProxyTrigger, value: float, timeout_s: float) -> Stamp:
+@dataclass
+class WorkloadTrigger:
+    """The ``kubernetes-workload`` trigger: the value is the number of the run's marker pods
+    (created, or deleted with grace 0, in the run's namespace)."""
+
+    cluster: kube.Kube
+    run: kube.Run
+    kp: KedaProfile
+    timeout_s: float = 15.0
+
+    @property
+    def where(self) -> str:
+        return f"marker pods {MARKER_LABEL}=true in {self.run.namespace}"
+
+    def put(self, value: float) -> Any:
+        k, ns = self.cluster, self.run.namespace
+        want = int(value)
+        if want != value or want < 0:
+            raise TriggerError(f"{self.where}: a pod count must be a whole number, not {value}")
+        try:
+            pods: Any = k.call("list", "pods", k.core.list_namespaced_pod, ns,
+                               label_selector=f"{MARKER_LABEL}=true",
+                               _request_timeout=self.timeout_s)
+            have = sorted(p.metadata.name for p in pods.items or []
+                          if p.metadata.deletion_timestamp is None)
+            for name in have[want:]:
+                k.call("delete", "pods", k.core.delete_namespaced_pod, name, ns,
+                       grace_period_seconds=0, _request_timeout=self.timeout_s)
+            taken = set(have)
+            i = 0
+            while len(taken) < want:
+                i += 1
+                m = marker_manifest(i, self.kp)
+                if m["metadata"]["name"] in taken:
+                    continue
+                self.run.create(m)
+                taken.add(m["metadata"]["name"])
+        except ApiException as exc:
+            raise TriggerError(f"{self.where}: {exc.status} {exc.reason}") from None
+        except kube.KubeError as exc:
+            raise TriggerError(f"{self.where}: {exc}") from None
+        return {"value": float(len(taken) if len(have) < want else want)}
+
+
+Trigger = HttpTrigger | ProxyTrigger | WorkloadTrigger
+
+
+def set_value(trigger: Trigger, value: float, timeout_s: float) -> Stamp:
     """Set the trigger value, retrying (bounded) while the endpoint does not answer; the
     stamp is taken right after the endpoint acknowledged the value."""
     last: list[str] = []
@@ -687,7 +753,7 @@ class Setup:
     """What the run made before measuring."""
 
     url: str
-    trigger: HttpTrigger | ProxyTrigger
+    trigger: Trigger
     clock: list[tuple[float, float, float]] = field(default_factory=list)
 
 
@@ -742,6 +808,8 @@ def _wait_scaled_objects_ready(k: kube.Kube, ns: str, roles: Sequence[str],
 def setup(k: kube.Kube, run: kube.Run, kp: KedaProfile, kubeconfig: str | None,
           clock: list[tuple[float, float, float]]) -> Setup:
     """The trigger endpoint (deploy mode: made and waited for; lab/url: located)."""
+    if kp.trigger == "kubernetes-workload":
+        return Setup("", WorkloadTrigger(k, run, kp), clock)
     mode = kp.endpoint.mode
     if mode == "lab":
         url = lab_metric_url(kubeconfig)
@@ -882,9 +950,6 @@ def measure(k: kube.Kube, profile: Any, kubeconfig: str | None = None) -> KedaEv
     from kgc.layers.keda.checks import keda_profile
 
     kp = keda_profile(profile)
-    if kp.trigger != "metrics-api":
-        return KedaEvidence("error", f"trigger {kp.trigger} is not implemented by this kgc "
-                            "build; set cluster.keda.trigger: metrics-api")
     pf = preflight(k, kp)
     if pf.missing or pf.keda_installed is False or pf.operator_ready is False:
         return KedaEvidence("preflight-failed", preflight=pf)
@@ -900,7 +965,7 @@ def measure(k: kube.Kube, profile: Any, kubeconfig: str | None = None) -> KedaEv
             _create(run, workload_manifest(role, kp), clock)
             _create(run, scaled_object_manifest(role, kp, su.url), clock)
         try:
-            if kp.endpoint.mode == "deploy":
+            if kp.trigger == "metrics-api" and kp.endpoint.mode == "deploy":
                 _wait_endpoint(k, run.namespace, kp.timeouts.endpoint_s)
             set_value(su.trigger, 0, kp.timeouts.endpoint_s)
         except (kube.WaitTimeout, TriggerError) as exc:

@@ -117,7 +117,10 @@ class KedaProfile(Strict):
     compare_baseline: bool = True
     repetitions: int = Field(default=5, ge=1, le=200)
     replicas: int = Field(default=3, ge=1, le=100)  # K: each repetition scales 0 -> K -> 0
-    trigger: Literal["metrics-api", "kubernetes-workload", "external-push"] = "metrics-api"
+    # metrics-api: a number the run sets on an HTTP endpoint (see ``endpoint``);
+    # kubernetes-workload: the number of marker pods the run creates in its namespace
+    # (no endpoint image needed, the marker pods run ``image``)
+    trigger: Literal["metrics-api", "kubernetes-workload"] = "metrics-api"
     endpoint: KedaEndpoint = KedaEndpoint()
     # the run's own ScaledObjects: set pollingInterval to the platform's production value
     # (KEDA's default is 30 s); cooldownPeriod only affects the scale back to zero between
