@@ -25,6 +25,20 @@ def _record(ev: KedaEvidence) -> Mapping[str, Any]:
     return ev.to_dict()
 
 
+def _describe(ev: KedaEvidence) -> dict[str, str]:
+    """Environment facts: KEDA's version and the settings that bound the latency."""
+    if not isinstance(ev, KedaEvidence):
+        return {}
+    out = {"keda": ev.preflight.keda_version or ""}
+    c = ev.kata.config if ev.kata is not None else None
+    if c is not None:
+        for key, val in (("keda.pollingInterval_s", c.polling_interval_s),
+                         ("keda.cooldownPeriod_s", c.cooldown_period_s),
+                         ("keda.hpa_sync_period_s", c.hpa_sync_period_s)):
+            out[key] = "" if val is None else f"{val:g}"
+    return out
+
+
 @dataclass(frozen=True)
 class ArtefactLayer(Layer):
     """A layer with report files: ``artefacts(evidence, profile) -> [(filename, mime,
@@ -43,6 +57,7 @@ LAYER = ArtefactLayer(
     gather=gather,
     record=_record,
     replay=KedaEvidence.from_dict,
+    describe=_describe,
     artefacts=artefacts,
 )
 
