@@ -184,8 +184,10 @@ def test_the_kubernetes_workload_trigger_needs_no_endpoint(lab: dict[str, Any],
 
 class _Endpoint:
     """A loopback metrics endpoint the KEDA operator (a lab process) can reach. ``mode``:
-    ``dead`` -- takes every PUT, always answers 0 (the trigger never fires); ``sticky`` --
-    answers the highest value ever set (the trigger can never be lowered)."""
+    ``dead`` -- takes every PUT, always answers 0 (the trigger never fires); ``one`` --
+    answers 1 while the value set is above 0 (KEDA activates, the Deployment never scales
+    past 1);
+    ``sticky`` -- answers the highest value ever set (the trigger can never be lowered)."""
 
     def __init__(self, mode: str) -> None:
         self.mode, self.values = mode, [0.0]
@@ -201,7 +203,9 @@ class _Endpoint:
                 self.wfile.write(data)
 
             def do_GET(self) -> None:  # noqa: N802
-                self._send({"value": 0 if ep.mode == "dead" else max(ep.values)})
+                value = {"dead": 0, "one": 1 if ep.values[-1] > 0 else 0}.get(
+                    ep.mode, max(ep.values))
+                self._send({"value": value})
 
             def do_PUT(self) -> None:  # noqa: N802
                 v = float(json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -259,6 +263,25 @@ def test_a_trigger_that_never_fires_is_a_bounded_decision_stall(
     nothing_left(lab["kube"])
 
 
+def test_a_deployment_that_never_scales_to_k_is_a_decision_stall_naming_the_replicas(
+        lab: dict[str, Any], tmp_path: Path, endpoint: Callable[[str], _Endpoint]) -> None:
+    ep = endpoint("one")
+    prof, _ = profile_with(tmp_path, {
+        "repetitions": 2, "endpoint": {"mode": "url", "url": ep.url},
+        "timeouts": {"activation_s": 10, "ready_s": 15, "scale_down_s": 30}})
+    v, ev = judge(prof, lab["kubeconfig"])
+    up = v["keda.scale-up-completes"]
+    assert str(up.status) == "fail", up.reason
+    assert "4 of 6 pods never became Ready within the 15 s wait" in up.reason
+    assert "stalled in decision (4)" in up.reason and "(never created)" in up.reason
+    assert "desired replicas reached 1 of 3" in up.reason
+    rep = ev.kata.repetitions[0]
+    assert len(ev.kata.repetitions) == 1 and len(rep.pods) == 1
+    assert "ready" in rep.pods[0].observed  # the one pod KEDA asked for came up
+    assert [s.phase for s in rep.stalls] == ["decision"]
+    nothing_left(lab["kube"])
+
+
 def test_a_scale_down_that_never_completes_is_a_bounded_scale_down_stall(
         lab: dict[str, Any], tmp_path: Path, endpoint: Callable[[str], _Endpoint]) -> None:
     ep = endpoint("sticky")
@@ -268,7 +291,7 @@ def test_a_scale_down_that_never_completes_is_a_bounded_scale_down_stall(
     v, ev = judge(prof, lab["kubeconfig"])
     down = v["keda.scale-down-completes"]
     assert str(down.status) == "fail", down.reason
-    assert "never completed within 12 s" in down.reason and "pod(s) left" in down.reason
+    assert "never completed within the 12 s wait" in down.reason and "pod(s) left" in down.reason
     assert "cooldownPeriod 3 s" in down.reason
     assert str(v["keda.scale-up-completes"].status) == "pass"
     assert len(ev.kata.repetitions) == 1
