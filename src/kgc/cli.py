@@ -255,11 +255,14 @@ def cmd_guest(a: argparse.Namespace, extra: list[str]) -> int:
 
 
 def cmd_lab(a: argparse.Namespace, extra: list[str]) -> int:
-    try:
-        from kgc.lab.cli import main as lab_main
-    except ModuleNotFoundError as exc:
-        print(f"kgc lab: the labs need the `lab` extra ({exc.name} missing): "
-              "pip install 'kata-gpu-conformance[lab]'", file=sys.stderr)
+    """`kgc lab ...` is `kgc-lab ...`: the labs register their command line through an entry
+    point (group ``kgc.commands``), so the product never imports them."""
+    from kgc.gate.cli import plugin
+
+    lab_main = plugin("kgc.commands", "lab")
+    if lab_main is None:
+        print("kgc lab: the labs are not installed: pip install 'kata-gpu-conformance[lab]' "
+              "(from a checkout: make bootstrap)", file=sys.stderr)
         return 2
     return int(lab_main(extra))
 

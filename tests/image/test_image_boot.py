@@ -26,7 +26,7 @@ def test_nocloud_seed_volume(tmp_path: Path) -> None:
     the host key kgc pins) and meta-data."""
     import yaml
 
-    from kgc.image.bootcheck import _keygen, _mtool, nocloud_seed
+    from kgc.lab.image_boot import _keygen, _mtool, nocloud_seed
 
     _i, cpub = _keygen(tmp_path / "id", "c")
     hkey, hpub = _keygen(tmp_path / "hk", "h")

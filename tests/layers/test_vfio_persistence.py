@@ -34,7 +34,9 @@ def test_good_node_passes_every_vfio_and_persistence_check(tmp_path: Path) -> No
     h = FakeHost(tmp_path, bound(), vfio_nodes=("2", "3", "vfio"),
                  modules_loaded=("e1000", "vfio_pci"), initramfs=INITRAMFS_VFIO,
                  files={"/etc/modprobe.d/kgc-vfio.conf": GOOD_MODPROBE,
-                        "/etc/modules-load.d/vfio.conf": "vfio-pci\n"})
+                        "/etc/modules-load.d/vfio.conf": "vfio-pci\n",
+                        "/boot/loader/entries/debian.conf":
+                        "linux /vmlinuz\noptions root=/dev/vda intel_iommu=on iommu=pt\n"})
     for layer in (vfio, persistence):
         for cid, v in judge(h, layer).items():
             assert v.status is Status.PASS, (cid, v.reason)

@@ -14,12 +14,15 @@ so a directory tree shaped like ``/sys`` and ``/proc`` can be read through the v
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import posixpath
 import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from kgc.core.model import EvidenceError
 
 MAX_FILE_BYTES = 262144
 
@@ -45,12 +48,20 @@ class HostQuery:
         )
 
 
+# Characters a query path may hold. Everything else -- quotes, `$`, backquotes, backslashes,
+# blanks, braces, `~`, `#`, `;&|<>()`, control characters -- is refused, so a path pasted
+# into the script can only ever be one word (with * ? [ ] left for the node's glob).
+_PATH_CHARS = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./*?[]:+,=@%-"
+)
+
+
 def _glob_words(pattern: str) -> str:
     """Render a path glob for sh: root prefix quoted, glob part left for expansion."""
     if not pattern.startswith("/"):
         raise ValueError(f"query paths must be absolute: {pattern!r}")
-    for ch in "'\"`$\\;&|<>()\n ":
-        if ch in pattern:
+    for ch in pattern:
+        if ch not in _PATH_CHARS:
             raise ValueError(f"unsupported character {ch!r} in query path {pattern!r}")
     return '"$R"' + pattern
 
@@ -109,10 +120,16 @@ def build_script(query: HostQuery, boundary: str) -> str:
             "done; printf '%s R 0\\n' \"$B\"; done"
         )
     for pat in query.stats:
+        # A link also reports what it resolves to (kind|mode|size, or `missing`): a link
+        # target that is absolute is looked up inside the root, as the node would see it.
         lines.append(
             f'for p in {_glob_words(pat)}; do ex "$p" || continue; '
             'printf \'%s S %s\\n\' "$B" "${p#"$R"}"; '
-            "stat -c '%F|%a|%U|%G|%s' -- \"$p\" 2>/dev/null || echo '?'; done"
+            "s=$(stat -c '%F|%a|%U|%G|%s' -- \"$p\" 2>/dev/null) || s='?'; "
+            'if [ -L "$p" ]; then l=$(readlink -- "$p"); case "$l" in /*) t="$R$l";; '
+            '*) t="${p%/*}/$l";; esac; '
+            "s=\"$s|$(stat -L -c '%F|%a|%s' -- \"$t\" 2>/dev/null || echo 'missing||')\"; fi; "
+            'printf \'%s\\n\' "$s"; done'
         )
     for name, cmd in query.commands:
         if not name.replace("_", "").replace("-", "").replace(".", "").isalnum():
@@ -142,6 +159,137 @@ class StatResult:
     owner: str
     group: str
     size: int
+    # for a symbolic link: what it points at ("missing" when the target does not exist),
+    # its permission bits and size; None for anything that is not a link (or old bundles)
+    target_kind: str | None = None
+    target_mode: str | None = None
+    target_size: int | None = None
+
+    @property
+    def is_link(self) -> bool:
+        return self.kind == "symbolic link"
+
+    @property
+    def dangling(self) -> bool:
+        return self.is_link and self.target_kind == "missing"
+
+    def resolved(self) -> tuple[str | None, str | None, int | None]:
+        """(kind, mode, size) of what the path finally is: the link target for a link
+        (all None when the collector did not resolve it), else the path itself."""
+        if self.is_link:
+            return self.target_kind, self.target_mode, self.target_size
+        return self.kind, self.mode, self.size
+
+    def executable(self) -> bool | None:
+        """Any execute bit on what the path resolves to (None: unknown)."""
+        _kind, mode, _size = self.resolved()
+        if mode is None:
+            return None
+        try:
+            return bool(int(mode, 8) & 0o111)
+        except ValueError:
+            return None
+
+
+# -- shape checks for recorded evidence (bundles): one EvidenceError line naming the field --
+def _where(prefix: str, key: object) -> str:
+    return f"{prefix}[{key!r}]"
+
+
+def want_mapping(v: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(v, Mapping):
+        raise EvidenceError(f"{where}: expected an object, got {_kind(v)}")
+    for k in v:
+        if not isinstance(k, str):
+            raise EvidenceError(f"{where}: keys must be text, got {_kind(k)}")
+    return v
+
+
+def want_str(v: Any, where: str, *, optional: bool = False) -> Any:
+    if v is None and optional:
+        return None
+    if not isinstance(v, str):
+        raise EvidenceError(f"{where}: expected text, got {_kind(v)}")
+    return v
+
+
+def want_int(v: Any, where: str, *, optional: bool = False) -> Any:
+    if v is None and optional:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise EvidenceError(f"{where}: expected an integer, got {_kind(v)}")
+    return v
+
+
+def want_number(v: Any, where: str, *, optional: bool = False) -> Any:
+    if v is None and optional:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise EvidenceError(f"{where}: expected a number, got {_kind(v)}")
+    return v
+
+
+def want_bool(v: Any, where: str) -> bool:
+    if not isinstance(v, bool):
+        raise EvidenceError(f"{where}: expected true or false, got {_kind(v)}")
+    return v
+
+
+def want_list(v: Any, where: str) -> list[Any]:
+    if not isinstance(v, list | tuple):
+        raise EvidenceError(f"{where}: expected a list, got {_kind(v)}")
+    return list(v)
+
+
+def _kind(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, int | float):
+        return f"a number ({v!r})"
+    if isinstance(v, str):
+        return "text"
+    if isinstance(v, Mapping):
+        return "an object"
+    if isinstance(v, list | tuple):
+        return "a list"
+    return type(v).__name__
+
+
+_STAT_FIELDS = ("kind", "mode", "owner", "group", "size")
+_STAT_OPTIONAL = ("target_kind", "target_mode", "target_size")
+
+
+def _stat_from(v: Any, where: str) -> StatResult:
+    d = want_mapping(v, where)
+    unknown = sorted(set(d) - set(_STAT_FIELDS) - set(_STAT_OPTIONAL))
+    if unknown:
+        raise EvidenceError(f"{where}: unknown field(s) {', '.join(unknown)}")
+    missing = [k for k in _STAT_FIELDS if k not in d]
+    if missing:
+        raise EvidenceError(f"{where}: missing field(s) {', '.join(missing)}")
+    return StatResult(
+        kind=want_str(d["kind"], f"{where}.kind"),
+        mode=want_str(d["mode"], f"{where}.mode"),
+        owner=want_str(d["owner"], f"{where}.owner"),
+        group=want_str(d["group"], f"{where}.group"),
+        size=want_int(d["size"], f"{where}.size"),
+        target_kind=want_str(d.get("target_kind"), f"{where}.target_kind", optional=True),
+        target_mode=want_str(d.get("target_mode"), f"{where}.target_mode", optional=True),
+        target_size=want_int(d.get("target_size"), f"{where}.target_size", optional=True),
+    )
+
+
+def _command_from(v: Any, where: str) -> CommandResult:
+    d = want_mapping(v, where)
+    unknown = sorted(set(d) - {"rc", "output"})
+    if unknown:
+        raise EvidenceError(f"{where}: unknown field(s) {', '.join(unknown)}")
+    if "rc" not in d or "output" not in d:
+        raise EvidenceError(f"{where}: needs both rc and output")
+    return CommandResult(want_int(d["rc"], f"{where}.rc"),
+                         want_str(d["output"], f"{where}.output"))
 
 
 @dataclass(frozen=True)
@@ -155,6 +303,22 @@ class HostSnapshot:
     commands: Mapping[str, CommandResult] = field(default_factory=dict)
     errors: Mapping[str, str] = field(default_factory=dict)
     complete: bool = True
+
+    def __post_init__(self) -> None:
+        # every parser relies on these shapes: a wrong one is refused here, named, once
+        for name in ("files", "links", "errors"):
+            for k, v in want_mapping(getattr(self, name), f"host.{name}").items():
+                want_str(v, f"host.{_where(name, k)}")
+        for k, v in want_mapping(self.dirs, "host.dirs").items():
+            if not isinstance(v, tuple) or not all(isinstance(e, str) for e in v):
+                raise EvidenceError(f"host.{_where('dirs', k)}: expected a tuple of names")
+        for k, v in want_mapping(self.stats, "host.stats").items():
+            if not isinstance(v, StatResult):
+                raise EvidenceError(f"host.{_where('stats', k)}: expected a stat result")
+        for k, v in want_mapping(self.commands, "host.commands").items():
+            if not isinstance(v, CommandResult):
+                raise EvidenceError(f"host.{_where('commands', k)}: expected a command result")
+        want_bool(self.complete, "host.complete")
 
     # -- reading --------------------------------------------------------------------
     def read(self, path: str) -> str | None:
@@ -198,23 +362,49 @@ class HostSnapshot:
             "files": dict(self.files),
             "links": dict(self.links),
             "dirs": {k: list(v) for k, v in self.dirs.items()},
-            "stats": {k: vars(v) for k, v in self.stats.items()},
+            "stats": {k: {f: x for f, x in vars(v).items()
+                          if x is not None or f not in _STAT_OPTIONAL}
+                      for k, v in self.stats.items()},
             "commands": {k: vars(v) for k, v in self.commands.items()},
             "errors": dict(self.errors),
             "complete": self.complete,
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> HostSnapshot:
+    def from_dict(cls, d: Any, where: str = "host") -> HostSnapshot:
+        """Load a recorded snapshot. Anything of the wrong shape raises one
+        :class:`EvidenceError` line naming the field (``host.files['/x']: expected text``).
+        ``complete`` is kept as recorded: an incomplete snapshot stays detectable."""
+        d = want_mapping(d, where)
+
+        def part(name: str) -> Mapping[str, Any]:
+            return want_mapping(d.get(name, {}), f"{where}.{name}")
+
+        def texts(name: str) -> dict[str, str]:
+            return {k: want_str(v, f"{where}.{_where(name, k)}") for k, v in part(name).items()}
+
+        dirs: dict[str, tuple[str, ...]] = {}
+        for k, v in part("dirs").items():
+            w = f"{where}.{_where('dirs', k)}"
+            dirs[k] = tuple(want_str(e, f"{w}[{i}]") for i, e in enumerate(want_list(v, w)))
         return cls(
-            files=dict(d.get("files", {})),
-            links=dict(d.get("links", {})),
-            dirs={k: tuple(v) for k, v in d.get("dirs", {}).items()},
-            stats={k: StatResult(**v) for k, v in d.get("stats", {}).items()},
-            commands={k: CommandResult(**v) for k, v in d.get("commands", {}).items()},
-            errors=dict(d.get("errors", {})),
-            complete=bool(d.get("complete", True)),
+            files=texts("files"),
+            links=texts("links"),
+            dirs=dirs,
+            stats={k: _stat_from(v, f"{where}.{_where('stats', k)}")
+                   for k, v in part("stats").items()},
+            commands={k: _command_from(v, f"{where}.{_where('commands', k)}")
+                      for k, v in part("commands").items()},
+            errors=texts("errors"),
+            complete=want_bool(d.get("complete", True), f"{where}.complete"),
         )
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        return -1
 
 
 def parse_output(output: str, boundary: str) -> HostSnapshot:
@@ -302,12 +492,13 @@ def parse_output(output: str, boundary: str) -> HostSnapshot:
         elif kind == "S":
             raw = lines[i + 1] if i + 1 < n else ""
             parts = raw.split("|")
-            if len(parts) == 5:
-                try:
-                    size = int(parts[4])
-                except ValueError:
-                    size = -1
-                stats[rest] = StatResult(parts[0], parts[1], parts[2], parts[3], size)
+            if len(parts) in (5, 8):
+                st = StatResult(parts[0], parts[1], parts[2], parts[3], _int(parts[4]))
+                if len(parts) == 8:
+                    st = dataclasses.replace(
+                        st, target_kind=parts[5] or "missing", target_mode=parts[6] or None,
+                        target_size=_int(parts[7]) if parts[7] else None)
+                stats[rest] = st
             else:
                 errors[rest] = "stat failed"
             i += 2
@@ -317,3 +508,10 @@ def parse_output(output: str, boundary: str) -> HostSnapshot:
         else:
             i += 1
     return HostSnapshot(files, links, dirs, stats, commands, errors, complete)
+
+
+def require_snapshot(snap: Any, layer: str) -> HostSnapshot:
+    """A layer parser's guard: anything but a HostSnapshot is one named EvidenceError."""
+    if not isinstance(snap, HostSnapshot):
+        raise EvidenceError(f"{layer}: expected the node's host snapshot, got {_kind(snap)}")
+    return snap

@@ -150,6 +150,67 @@ class HostProfile(Strict):
     persistence: PersistenceProfile = PersistenceProfile()
 
 
+# -- paths a profile may make the collector read or stat ------------------------------------
+# A profile names files the collector reads into evidence (and bundles). Each field may only
+# point where that kind of file lives, so a profile cannot make kgc copy /etc/shadow or a
+# private key into a bundle. `/tmp/kgc-` is the containerd lab's private instance
+# directories (kgc.lab.containerd). Paths are absolute, clean (no `..`, `.`, `//`) and made
+# of plain characters only (no `$`, blanks, quotes, globs or control characters).
+LAB_PREFIX = "/tmp/kgc-"
+CONTAINERD_CONFIG_DIRS = (
+    "/etc/containerd",
+    "/var/lib/rancher/k3s/agent/etc/containerd",
+    "/var/lib/rancher/rke2/agent/etc/containerd",
+    "/etc/k0s",
+    "/var/snap/microk8s/current/args",
+)
+KATA_CONFIG_DIRS = (
+    "/etc/kata-containers",
+    "/opt/kata",
+    "/usr/share/defaults/kata-containers",
+    "/usr/local/share/defaults/kata-containers",
+)
+SOCKET_DIRS = ("/run", "/var/run")
+BIN_DIRS = (
+    "/usr/local/bin",
+    "/usr/bin",
+    "/usr/local/sbin",
+    "/usr/sbin",
+    "/bin",
+    "/sbin",
+    "/opt/kata/bin",
+    "/opt/kata",
+    "/opt/bin",
+    "/var/lib/rancher",
+    "/snap/microk8s",
+)
+_CLEAN_PATH = re.compile(r"^(/[A-Za-z0-9_.:+,=@%-]+)+/?$")
+
+
+def _clean_abs(v: str) -> str:
+    if not isinstance(v, str) or not v.startswith("/"):
+        raise ValueError(f"must be an absolute path, got {v!r}")
+    if not _CLEAN_PATH.fullmatch(v):
+        raise ValueError(
+            f"{v!r}: only letters, digits and _.:+,=@%- are allowed in a path (no `$`, "
+            "blanks, tabs, quotes, globs or control characters)"
+        )
+    parts = v.rstrip("/").split("/")[1:]
+    if any(x in (".", "..") for x in parts):
+        raise ValueError(f"{v!r}: `.` and `..` are not allowed in a path")
+    return v.rstrip("/") or "/"
+
+
+def _under(v: str, prefixes: tuple[str, ...], what: str, suffix: str = "") -> str:
+    v = _clean_abs(v)
+    ok = v.startswith(LAB_PREFIX) or any(v == p or v.startswith(p + "/") for p in prefixes)
+    if not ok:
+        raise ValueError(f"{v!r}: {what} must be under {', '.join(prefixes)}")
+    if suffix and not v.endswith(suffix):
+        raise ValueError(f"{v!r}: {what} must be a {suffix} file")
+    return v
+
+
 class RuntimeProfile(Strict):
     """containerd + Kata handler expectations (layer ``runtime``)."""
 
@@ -167,6 +228,50 @@ class RuntimeProfile(Strict):
     containerd_bin: str = "containerd"
     # directories searched for the Kata shim (besides `command -v` on the node's PATH)
     shim_dirs: tuple[str, ...] = ("/usr/local/bin", "/usr/bin", "/opt/kata/bin", "/usr/sbin")
+    # the containerd version the node runs, for offline trees whose package database does
+    # not say it (a tarball install): "1.7", "2.1.9"... (NRI's default depends on it)
+    containerd_version: str | None = None
+
+    @field_validator("containerd_config")
+    @classmethod
+    def _cfg_path(cls, v: str) -> str:
+        return _under(v, CONTAINERD_CONFIG_DIRS, "the containerd config", ".toml")
+
+    @field_validator("kata_config_paths")
+    @classmethod
+    def _kata_paths(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(_under(x, KATA_CONFIG_DIRS, "a Kata config", ".toml") for x in v)
+
+    @field_validator("nri_socket")
+    @classmethod
+    def _sock(cls, v: str) -> str:
+        return _under(v, SOCKET_DIRS, "the NRI socket")
+
+    @field_validator("shim_dirs")
+    @classmethod
+    def _shim_dirs(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(_under(x, BIN_DIRS, "a shim directory") for x in v)
+
+    @field_validator("containerd_bin")
+    @classmethod
+    def _bin(cls, v: str) -> str:
+        if v == "containerd":
+            return v
+        v = _clean_abs(v)
+        if v.rsplit("/", 1)[-1] != "containerd":
+            raise ValueError(f"{v!r}: must be `containerd` (looked up on PATH) or an absolute "
+                             "path to a binary named containerd")
+        return v
+
+    @field_validator("containerd_version")
+    @classmethod
+    def _ver(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        v = v.strip().removeprefix("v")
+        if not re.fullmatch(r"\d{1,3}\.\d{1,3}(\.\d{1,4})?", v):
+            raise ValueError(f"{v!r}: must be a containerd version like '1.7' or '2.1.9'")
+        return v
 
 
 class NriProfile(Strict):

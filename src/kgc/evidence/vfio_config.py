@@ -36,29 +36,53 @@ VFIO_DRIVERS = ("vfio_pci", "vfio-pci")
 
 # For every PCI device its modalias ("D bdf alias"), and once per distinct modalias the
 # kernel modules whose aliases match it ("A alias modules...": what udev would load).
-# Read-only; one modprobe per distinct device model, not per device.
+# Read-only; one modprobe per distinct device model, not per device. It resolves against the
+# module index of the kernel that boots: the running one on a node, the tree's own
+# /lib/modules/<version> on an offline tree (never the host's). Without modprobe or without
+# a module index it says so and exits non-zero: the answer is unknown, not "no driver".
 MODALIAS_CMD = (
+    "command -v modprobe >/dev/null 2>&1 || "
+    "{ echo 'KGC-NO-MODPROBE modprobe is not installed on the node'; exit 4; }; "
+    'if [ -n "$R" ]; then k=; for x in "$R"/lib/modules/*/modules.alias.bin; do '
+    '[ -r "$x" ] || continue; k=${x%/modules.alias.bin}; k=${k##*/}; break; done; '
+    '[ -n "$k" ] || { echo "KGC-NO-MODULE-INDEX no /lib/modules/*/modules.alias.bin in the '
+    'tree"; exit 5; }; set -- -d "$R" -S "$k"; else k=$(uname -r); '
+    '[ -r "/lib/modules/$k/modules.alias.bin" ] || [ -r "/lib/modules/$k/modules.alias" ] || '
+    '{ echo "KGC-NO-MODULE-INDEX no module index for kernel $k in /lib/modules/$k"; exit 5; }; '
+    "set --; fi; "
     "seen=' '; for d in \"$R\"/sys/bus/pci/devices/*; do [ -r \"$d/modalias\" ] || continue; "
     'IFS= read -r a < "$d/modalias" || continue; printf \'D %s %s\\n\' "${d##*/}" "$a"; '
     'case "$seen" in *" $a "*) continue;; esac; seen="$seen$a "; '
-    'printf \'A %s %s\\n\' "$a" "$(modprobe -qR "$a" 2>/dev/null | tr \'\\n\' \' \')"; done'
+    'printf \'A %s %s\\n\' "$a" "$(modprobe "$@" -qR "$a" 2>/dev/null | tr \'\\n\' \' \')"; done'
 )
 # The initramfs the running kernel boots with: its module and modprobe config entries.
+# lsinitramfs unpacks the archive through unmkinitramfs into ${TMPDIR:-/var/tmp}: it gets a
+# temporary directory of its own (kgc-initramfs.*), removed afterwards whatever happens, so
+# the listing writes nothing else on the node. On an offline tree the tree's own kernel
+# version is used when it has one.
 INITRAMFS_CMD = (
-    'k=$(uname -r); n=0; for f in "$R/boot/initrd.img-$k" "$R/boot/initramfs-$k.img"; do '
+    'if [ -r "$R/proc/sys/kernel/osrelease" ]; then k=$(cat "$R/proc/sys/kernel/osrelease"); '
+    "else k=$(uname -r); fi; "
+    't=$(mktemp -d "${TMPDIR:-/tmp}/kgc-initramfs.XXXXXX") || '
+    "{ echo 'KGC-NO-TMPDIR cannot create a temporary directory'; exit 6; }; "
+    "trap 'rm -rf \"$t\"' EXIT; trap 'exit 7' HUP INT TERM; n=0; "
+    'for f in "$R/boot/initrd.img-$k" "$R/boot/initramfs-$k.img"; do '
     '[ -r "$f" ] || continue; n=1; echo "# image ${f#"$R"}"; '
-    'if command -v lsinitramfs >/dev/null 2>&1; then lsinitramfs "$f"; '
-    'elif command -v lsinitrd >/dev/null 2>&1; then lsinitrd "$f"; '
+    'if command -v lsinitramfs >/dev/null 2>&1; then TMPDIR="$t" lsinitramfs "$f"; '
+    'elif command -v lsinitrd >/dev/null 2>&1; then TMPDIR="$t" lsinitrd "$f"; '
     'else echo "KGC-NO-LSINITRAMFS"; exit 4; fi | '
     "grep -E '[.]ko([.](xz|zst|gz))?$|modprobe[.]d/|modules-load[.]d/|conf/modules$|driverctl'; "
     'done; [ "$n" = 1 ] || { echo KGC-NO-INITRAMFS; exit 3; }'
 )
 
-# Only the udev rule lines that set driver_override (the full rule set is ~100 KB of noise);
-# file names without the root prefix. Exit 0 also when nothing matches.
+# Only the udev rule lines that set driver_override (the full rule set is ~100 KB of noise).
+# grep runs inside the root with relative names, so the file names come back without the
+# root prefix whatever the root is called (KGC_ROOT is never pasted into a sed or awk
+# program: it is data, not code). Exit 0 also when nothing matches.
 UDEV_CMD = (
-    "grep -sH driver_override " + " ".join(f'"$R"{d}/*.rules' for d in UDEV_DIRS)
-    + ' | sed "s|^$R||"; true'
+    'cd "${R:-/}" && grep -sH driver_override '
+    + " ".join(f"{d.lstrip('/')}/*.rules" for d in UDEV_DIRS)
+    + " | while IFS= read -r l; do printf '/%s\\n' \"$l\"; done; true"
 )
 
 CONFIG_QUERY = HostQuery(
@@ -266,8 +290,22 @@ def parse_modules_load(snap: HostSnapshot) -> dict[str, str]:
     return out
 
 
+def modalias_error(snap: HostSnapshot) -> str:
+    """Why the modalias drivers could not be resolved ("" when they were)."""
+    res = snap.command("pci_modalias_drivers")
+    if res is None:
+        return "the modalias -> driver lookup was not collected"
+    if res.rc == 0:
+        return ""
+    for marker in ("KGC-NO-MODPROBE", "KGC-NO-MODULE-INDEX"):
+        for line in res.output.splitlines():
+            if line.startswith(marker):
+                return line[len(marker):].strip()
+    return f"`modprobe -R` failed on the node (exit {res.rc})"
+
+
 def parse_modalias_drivers(snap: HostSnapshot) -> dict[str, tuple[str, ...]] | None:
-    """bdf -> modules whose aliases match the device (None when not collected)."""
+    """bdf -> modules whose aliases match the device (None when not resolved)."""
     res = snap.command("pci_modalias_drivers")
     if res is None or res.rc != 0:
         return None
@@ -439,3 +477,75 @@ def parse_initramfs(snap: HostSnapshot) -> InitramfsListing:
     if res.rc != 0 and not entries:
         return InitramfsListing(image, (), f"listing the initramfs failed (exit {res.rc})")
     return InitramfsListing(image, entries)
+
+
+# -- early boot: does vfio-pci still win inside the initramfs? ------------------------------
+@dataclass(frozen=True)
+class EarlyBoot:
+    """Whether the vfio binding of a device holds in early boot, from the initramfs listing.
+
+    ``state``: ``safe`` (no host driver for the device in the initramfs, or vfio_pci and its
+    configuration are there too), ``fails`` (a host driver is there and vfio_pci is not: the
+    host driver binds first), ``stale`` (vfio_pci is there but the configuration that makes
+    it win -- softdep/blacklist/ids in /etc -- is not: the initramfs is older than the
+    configuration), ``unknown`` (no listing). One function, so persistence.initramfs,
+    persistence.load-order and vfio.competing-driver tell the same story."""
+
+    state: str
+    why: str
+    host_drivers: tuple[str, ...] = ()
+    missing_config: tuple[str, ...] = ()
+
+
+def guard_files(modprobe: ModprobeConfig, module: str) -> set[str]:
+    """The modprobe.d files whose lines make vfio-pci win over ``module``."""
+    m = mod(module)
+    out = {f for f, pres in modprobe.softdeps_pre.get(m, ()) if "vfio_pci" in map(mod, pres)}
+    if m in modprobe.blacklist:
+        out.add(modprobe.blacklist[m])
+    if m in modprobe.install_disabled:
+        out.add(modprobe.install_disabled[m])
+    return out
+
+
+def early_boot(listing: InitramfsListing, modprobe: ModprobeConfig,
+               host_drivers: Iterable[str]) -> EarlyBoot:
+    if listing.error is not None:
+        return EarlyBoot("unknown", f"initramfs contents unknown: {listing.error}")
+    image = f"the initramfs {listing.image}" if listing.image else "the initramfs"
+    mods = listing.modules()
+    present = tuple(sorted({mod(m) for m in host_drivers} & mods))
+    if not present:
+        return EarlyBoot("safe", f"{image} carries no host driver for it")
+    if "vfio_pci" not in mods:
+        return EarlyBoot(
+            "fails",
+            f"{image} carries host driver(s) {', '.join(present)} but not vfio_pci: "
+            f"{present[0]} binds the device in early boot, before any vfio configuration on the "
+            "root filesystem applies (see persistence.initramfs)",
+            present,
+        )
+    need = {f for f, _r in modprobe.vfio_ids()}
+    for m in present:
+        need |= guard_files(modprobe, m)
+    have = listing.config_files()
+    stale = tuple(sorted(f for f in need if f.startswith("/etc/") and f not in have))
+    if stale:
+        return EarlyBoot(
+            "stale",
+            f"{image} has vfio_pci beside {', '.join(present)} but not {', '.join(stale)}: the "
+            "initramfs is older than the vfio configuration, so in early boot nothing makes "
+            "vfio-pci win (see persistence.initramfs)",
+            present,
+            stale,
+        )
+    return EarlyBoot("safe", f"{image} carries vfio_pci and its configuration beside "
+                     f"{', '.join(present)}", present)
+
+
+INITRAMFS_FIX = (
+    "Put vfio-pci into the initramfs with its configuration: add vfio, vfio_iommu_type1, "
+    "vfio_pci to /etc/initramfs-tools/modules (dracut: add_drivers+=\" vfio vfio_iommu_type1 "
+    "vfio_pci \" in /etc/dracut.conf.d/vfio.conf), then update-initramfs -u -k all "
+    "(dracut -f)."
+)

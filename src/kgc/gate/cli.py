@@ -83,16 +83,31 @@ def cmd_diff(a: argparse.Namespace) -> int:
     return 1 if d.regressed else 0
 
 
+def plugin(group: str, name: str) -> Any:
+    """A function another distribution part registered (the labs register theirs through
+    entry points, so no product module imports a lab); None when it is not installed."""
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=group, name=name):
+        try:
+            return ep.load()
+        except ImportError:
+            return None
+    return None
+
+
 def cmd_image(a: argparse.Namespace) -> int:
     from kgc.image.check import ImageError, main_check
 
     if a.image_cmd != "check":
         raise _BadInput("usage: kgc image check IMAGE --profile P")
     if a.boot:
-        from kgc.image.bootcheck import boot_check
-
+        boot_check = plugin("kgc.image_boot", "boot")
+        if boot_check is None:
+            raise _BadInput("--boot boots the image on the lab's QEMU machine: install the "
+                            "`lab` extra (pip install 'kata-gpu-conformance[lab]')")
         try:
-            return boot_check(a)
+            return int(boot_check(a))
         except ImageError as exc:
             raise _BadInput(str(exc)) from None
     prof = load_profile(a.profile)

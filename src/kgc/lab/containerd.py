@@ -49,7 +49,7 @@ from kgc.lab.scenarios import (
     register_scenarios,
     write_scenario_verdict,
 )
-from kgc.layers.runtime.collect import query_for
+from kgc.layers.runtime.collect import query_for, redact_snapshot
 
 KATA_OK_CONFIG = """# Kata configuration for the lab (the shim never runs; its config is judged)
 [hypervisor.qemu]
@@ -296,7 +296,8 @@ def run_scenario(sc: Scenario, keep: bool = False, record: Path | None = None) -
         version = ctx.evidence("runtime").version
         if record is not None:
             record.mkdir(parents=True, exist_ok=True)
-            snap = NodeTarget("local://").collect(query_for(profile.runtime))
+            snap = redact_snapshot(NodeTarget("local://").collect(query_for(profile.runtime)),
+                                   profile.runtime)
             write_bundle(record / f"{sc.name}.bundle.json", scope=Scope.NODE,
                          target=f"lab-{sc.name}", host=snap, parts={"nri": nri_ev})
             write_profile(profile, record / f"{sc.name}.profile.yaml")

@@ -15,6 +15,7 @@ from kgc.core.model import (
     warned,
 )
 from kgc.core.profile import Profile
+from kgc.evidence.platform import vm_iommu_fix
 from kgc.layers.iommu.collect import IommuEvidence
 
 CHECKS = Registry()
@@ -76,6 +77,18 @@ def _active(ev: IommuEvidence) -> bool:
     return len(ev.groups) > 0
 
 
+def firmware_fix(ev: IommuEvidence, bare_metal: str) -> str:
+    """Turn the IOMMU on where it lives (vendor unknown): the firmware setup on bare metal,
+    the hypervisor's virtual IOMMU in a VM (a VM has no VT-d/AMD-Vi BIOS setting)."""
+    if ev.vm.vm:
+        return vm_iommu_fix(None, ev.vm.why)
+    return bare_metal
+
+
+def _where_vm(ev: IommuEvidence) -> str:
+    return f" (this node is a virtual machine: {ev.vm.why})" if ev.vm.vm else ""
+
+
 @CHECKS.check(
     "iommu.platform",
     title="The platform has an IOMMU described by firmware (ACPI DMAR / IVRS / IORT)",
@@ -91,7 +104,9 @@ def platform(ev: IommuEvidence, profile: Profile) -> Outcome:
         "cpu_virtualization": ev.cpu_virt,
         "acpi_tables": list(ev.acpi_tables or ()),
         "iommu_units": sorted(ev.units),
-        "running_in_vm": ev.hypervisor,
+        "running_in_vm": ev.vm.vm or ev.hypervisor,
+        "vm_evidence": ev.vm.why or None,
+        "dmi": ev.vm.dmi or None,
     }
     want = profile.host.iommu.vendor
     if want != "any" and ev.cpu_vendor in TABLE and ev.cpu_vendor != want:
@@ -113,8 +128,9 @@ def platform(ev: IommuEvidence, profile: Profile) -> Outcome:
             return passed(f"ACPI {ev.firmware_table} table present", **evidence)
         return failed(
             f"CPU vendor {ev.cpu_vendor or 'unknown'} and no DMAR, IVRS or IORT table: no IOMMU "
-            "is described by firmware",
-            "Enable the IOMMU (VT-d / AMD-Vi / SMMU) in the firmware setup, then reboot.",
+            f"is described by firmware{_where_vm(ev)}",
+            firmware_fix(ev, "Enable the IOMMU (VT-d / AMD-Vi / SMMU) in the firmware "
+                         "setup, then reboot."),
             **evidence,
         )
     table = TABLE[vendor]
@@ -127,6 +143,15 @@ def platform(ev: IommuEvidence, profile: Profile) -> Outcome:
         )
     if vendor == "arm" and ev.units:
         return passed(f"SMMU units present: {', '.join(sorted(ev.units))}", **evidence)
+    if ev.vm.vm:
+        return failed(
+            f"no ACPI {table} table in /sys/firmware/acpi/tables: this node is a virtual "
+            f"machine ({ev.vm.why}) and its hypervisor gives it no virtual {vendor} IOMMU",
+            vm_iommu_fix(vendor, ev.vm.why),
+            expected=table,
+            found=ev.firmware_table or "none",
+            **evidence,
+        )
     return failed(
         f"no ACPI {table} table in /sys/firmware/acpi/tables: the {vendor} IOMMU is "
         "disabled in firmware or absent",
@@ -147,18 +172,31 @@ def platform(ev: IommuEvidence, profile: Profile) -> Outcome:
 def kernel_support(ev: IommuEvidence, profile: Profile) -> Outcome:
     vendor = vendor_of(ev, profile)
     if ev.kconfig is None:
-        if _active(ev):
+        # without the config, each half must be shown by what the running kernel does
+        iommu_shown = (f"{len(ev.groups)} IOMMU groups" if _active(ev) else
+                       f"IOMMU units {', '.join(sorted(ev.units))}" if ev.units else None)
+        evidence = {"kernel": ev.kernel, "iommu_driver": iommu_shown,
+                    "vfio_pci": ev.vfio_pci_shown}
+        if iommu_shown and ev.vfio_pci_shown:
             return passed(
                 f"kernel {ev.kernel}: config not found, but the IOMMU driver is evidently "
-                f"present ({len(ev.groups)} IOMMU groups)",
-                kernel=ev.kernel,
+                f"present ({iommu_shown}) and {ev.vfio_pci_shown}",
+                **evidence,
             )
+        missing = []
+        if not iommu_shown:
+            missing.append("the IOMMU driver (no IOMMU groups or units)")
+        if not ev.vfio_pci_shown:
+            missing.append("vfio-pci (not registered as a PCI driver, not loaded, not in "
+                           "modules.builtin, no vfio-pci module file)")
         return warned(
             f"kernel {ev.kernel}: no kernel config found (/boot/config-{ev.kernel}, "
-            "/proc/config.gz), so whether the IOMMU driver is compiled in cannot be decided",
+            f"/proc/config.gz), and {' nor '.join(missing)} is shown to be built",
             "Install the kernel's config file (it ships with the kernel package) so the suite "
-            "can tell a missing driver from a disabled one.",
-            kernel=ev.kernel,
+            "can tell a missing driver from a disabled one"
+            + ("; or load vfio-pci (`modprobe vfio-pci`) so it shows." if not ev.vfio_pci_shown
+               else "."),
+            **evidence,
         )
     keys = KCONFIG_DRIVER.get(vendor or "", ())
     relevant = {
@@ -221,6 +259,13 @@ def enabled(ev: IommuEvidence, profile: Profile) -> Outcome:
         where = "/sys/kernel/iommu_groups is empty"
     table = TABLE.get(vendor or "")
     if table and ev.firmware_table != table and not ev.units:
+        if ev.vm.vm:
+            return failed(
+                f"{where}: no ACPI {table} table, and this node is a virtual machine "
+                f"({ev.vm.why}) without a virtual IOMMU",
+                vm_iommu_fix(vendor, ev.vm.why),
+                **evidence,
+            )
         return failed(
             f"{where}: disabled in firmware (no ACPI {table} table)",
             FIRMWARE_FIX[vendor or "intel"],

@@ -6,8 +6,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kgc.core.hostfs import HostQuery, HostSnapshot
+from kgc.core.hostfs import HostQuery, HostSnapshot, require_snapshot
 from kgc.evidence.pci import PCI_QUERY, PciInventory, parse_pci
+from kgc.evidence.platform import CPU_CMD, PLATFORM_QUERY, VmFacts, vm_facts
 
 KCONFIG_KEYS = (
     "IOMMU_SUPPORT",
@@ -27,20 +28,31 @@ KCONFIG_KEYS = (
 
 _KCONFIG_RE = "|".join(KCONFIG_KEYS)
 
-QUERY = PCI_QUERY | HostQuery(
+# Where vfio-pci is shown built when no kernel config can be read: modules.builtin or the
+# module file of the kernel that boots (the tree's own /lib/modules on an offline tree).
+VFIO_MODULE_CMD = (
+    'if [ -r "$R/proc/sys/kernel/osrelease" ]; then '
+    'k=$(cat "$R/proc/sys/kernel/osrelease"); set -- "$R/lib/modules/$k"; '
+    'elif [ -n "$R" ]; then set -- "$R"/lib/modules/*; else set -- "/lib/modules/$(uname -r)"; '
+    'fi; for d in "$@"; do [ -d "$d" ] || continue; '
+    "grep -m1 -E '/vfio[-_]pci[.]ko' \"$d/modules.builtin\" 2>/dev/null | "
+    'while IFS= read -r l; do printf \'builtin %s\\n\' "$l"; done; '
+    'for f in "$d"/kernel/drivers/vfio/pci/vfio-pci.ko* "$d"/kernel/drivers/vfio/pci/vfio_pci.ko*; '
+    'do [ -e "$f" ] && printf \'module %s\\n\' "${f#"$R"}"; done; done; true'
+)
+
+QUERY = PCI_QUERY | PLATFORM_QUERY | HostQuery(
     files=(
         "/proc/cmdline",
         "/proc/sys/kernel/osrelease",
         "/proc/sys/kernel/random/boot_id",
         "/etc/os-release",
     ),
-    dirs=("/sys/firmware/acpi/tables", "/sys/class/iommu", "/sys/class/iommu/*/devices"),
+    dirs=("/sys/firmware/acpi/tables", "/sys/class/iommu", "/sys/class/iommu/*/devices",
+          "/sys/bus/pci/drivers", "/sys/module"),
     commands=(
-        (
-            "cpu",
-            "grep -m4 -E '^(vendor_id|flags|Features|CPU implementer)[[:space:]]*:' "
-            '"$R/proc/cpuinfo"',
-        ),
+        ("cpu", CPU_CMD),
+        ("vfio_pci_module", VFIO_MODULE_CMD),
         (
             "kconfig",
             'k=$(cat "$R/proc/sys/kernel/osrelease" 2>/dev/null); f="$R/boot/config-$k"; '
@@ -48,7 +60,13 @@ QUERY = PCI_QUERY | HostQuery(
             f'elif [ -z "$R" ] && [ -r /proc/config.gz ]; then zcat /proc/config.gz | '
             f"grep -E '^(# )?CONFIG_({_KCONFIG_RE})[= ]'; else echo KGC-NO-KCONFIG; exit 3; fi",
         ),
-        ("irq_remap", "grep -o -m8 -E 'IR-[A-Za-z0-9-]+' \"$R/proc/interrupts\" | sort -u"),
+        (
+            "irq_remap",
+            # exit 2 when /proc/interrupts cannot be read (unknown), not an empty answer
+            'f="$R/proc/interrupts"; '
+            '[ -r "$f" ] || { echo "KGC-UNREADABLE /proc/interrupts"; exit 2; }; '
+            "grep -o -m8 -E 'IR-[A-Za-z0-9-]+' \"$f\" | sort -u",
+        ),
         (
             "dmesg",
             # The kernel ring buffer of the running kernel only; an offline tree has none.
@@ -120,6 +138,8 @@ class IommuEvidence:
     distro: str | None
     errors: Mapping[str, str] = field(default_factory=dict)
     cmdline_read: bool = True
+    vm: VmFacts = VmFacts(False, "", "")
+    vfio_pci_shown: str | None = None  # how vfio-pci is shown built (None: not shown)
 
     @property
     def groups(self) -> Mapping[str, tuple[str, ...]]:
@@ -141,8 +161,9 @@ def _os_pretty(osrel: str | None) -> str | None:
 
 
 def parse(snap: HostSnapshot, profile: object = None) -> IommuEvidence:
-    """The layer's evidence from the node's snapshot (the profile is not needed here)."""
-    """Pure and total: any snapshot, however malformed, gives an evidence object."""
+    """The layer's evidence from the node's snapshot (the profile is not needed here).
+    Pure and total: any snapshot, however malformed, gives an evidence object."""
+    snap = require_snapshot(snap, "iommu")
     cpu = snap.command("cpu")
     vendor = virt = None
     hypervisor = False
@@ -196,4 +217,21 @@ def parse(snap: HostSnapshot, profile: object = None) -> IommuEvidence:
         distro=_os_pretty(snap.read("/etc/os-release")),
         errors=dict(snap.errors),
         cmdline_read=snap.read("/proc/cmdline") is not None,
+        vm=vm_facts(snap),
+        vfio_pci_shown=_vfio_pci_shown(snap),
     )
+
+
+def _vfio_pci_shown(snap: HostSnapshot) -> str | None:
+    if "vfio-pci" in (snap.listdir("/sys/bus/pci/drivers") or ()):
+        return "vfio-pci is registered as a PCI driver (/sys/bus/pci/drivers/vfio-pci)"
+    if "vfio_pci" in (snap.listdir("/sys/module") or ()):
+        return "module vfio_pci is loaded (/sys/module/vfio_pci)"
+    res = snap.command("vfio_pci_module")
+    for line in (res.output.splitlines() if res is not None else ()):
+        kind, _, what = line.partition(" ")
+        if kind == "builtin" and what:
+            return f"vfio-pci is built in ({what} in modules.builtin)"
+        if kind == "module" and what:
+            return f"vfio-pci is built as a module ({what})"
+    return None

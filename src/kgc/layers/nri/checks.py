@@ -33,6 +33,13 @@ def _why_no_events(ev: NriEvidence, profile: Profile) -> tuple[str, str]:
             remedy = f"Set disable_connections = false in {NRI_SECTION} and restart containerd."
         elif rc.get("enabled") is False:
             reason += f"; NRI is disabled: {rc.get('why', '')}"
+        elif rc.get("enabled") is True and not ev.socket_exists:
+            reason += (f"; NRI is enabled in containerd's config ({rc.get('why', '')}) but "
+                       f"{ev.socket_path} does not exist: containerd is not running, or was not "
+                       "restarted since NRI was enabled")
+            remedy = ("Start or restart containerd (`systemctl restart containerd`) and check its "
+                      "log (`journalctl -u containerd | grep -i nri`); NRI is already enabled in "
+                      "its config.")
         elif not ev.socket_exists:
             reason += f"; {ev.socket_path} does not exist"
         return reason, remedy
@@ -81,7 +88,8 @@ def events(ev: NriEvidence, profile: Profile) -> Outcome:
                 str(ev.handshake.get("runtime_version", "")),
             ]
         ).strip(),
-        "events": [f"{e['event']} via {e['via']} +{e.get('t_ms', 0)}ms" for e in own][:20],
+        "events": [f"{e['event']} via {e.get('via', '?')} +{e.get('t_ms', 0)}ms"
+                   for e in own][:20],
         "pod": ev.pod,
         "latencies_ms": ev.latencies_ms,
     }
@@ -215,7 +223,7 @@ def own_pods_only(ev: NriEvidence, profile: Profile) -> Outcome:
     if foreign:
         return failed(
             f"the probe adjusted {len(foreign)} container(s) outside its probe pod: "
-            + ", ".join(f"{e['pod_namespace']}/{e['pod_name']}" for e in foreign),
+            + ", ".join(f"{e.get('pod_namespace')}/{e.get('pod_name')}" for e in foreign),
             foreign=foreign,
         )
     others = len([e for e in ev.events if e not in ev.own_events()])

@@ -21,6 +21,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgc.core.hostfs import (
+    want_bool,
+    want_list,
+    want_mapping,
+    want_number,
+    want_str,
+)
+from kgc.core.model import EvidenceError
 from kgc.core.profile import Profile
 from kgc.nri.probe import ADJUST_ENV, PROBE_LABEL, NriProbe, ObservedEvent, ProbeError
 
@@ -48,9 +56,42 @@ class NriEvidence:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> NriEvidence:
-        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
-        return cls(**known)
+    def from_dict(cls, d: Any, where: str = "nri") -> NriEvidence:
+        """Load a recorded ``nri`` bundle entry. Anything of the wrong shape raises one
+        :class:`EvidenceError` line naming the field; unknown keys are ignored."""
+        d = want_mapping(d, where)
+        if "socket_path" not in d:
+            raise EvidenceError(f"{where}.socket_path: missing")
+        kw: dict[str, Any] = {}
+        for name in ("socket_path", "mode", "unavailable", "connect_error", "probe_error",
+                     "trigger", "trigger_error"):
+            if name in d:
+                kw[name] = want_str(d[name], f"{where}.{name}")
+        if "socket_exists" in d:
+            kw["socket_exists"] = want_bool(d["socket_exists"], f"{where}.socket_exists")
+        if "waited_s" in d:
+            kw["waited_s"] = want_number(d["waited_s"], f"{where}.waited_s")
+        for name in ("runtime_context", "handshake", "pod", "adjustment"):
+            if name in d:
+                kw[name] = dict(want_mapping(d[name], f"{where}.{name}"))
+        hs = kw.get("handshake", {})
+        if "handshake_ms" in hs:
+            want_number(hs["handshake_ms"], f"{where}.handshake.handshake_ms", optional=True)
+        if "synchronized" in hs:
+            want_bool(hs["synchronized"], f"{where}.handshake.synchronized")
+        if "latencies_ms" in d:
+            lat = want_mapping(d["latencies_ms"], f"{where}.latencies_ms")
+            kw["latencies_ms"] = {k: want_number(v, f"{where}.latencies_ms[{k!r}]")
+                                  for k, v in lat.items()}
+        if "cleanup_errors" in d:
+            w = f"{where}.cleanup_errors"
+            kw["cleanup_errors"] = [want_str(x, f"{w}[{i}]")
+                                    for i, x in enumerate(want_list(d["cleanup_errors"], w))]
+        if "events" in d:
+            w = f"{where}.events"
+            kw["events"] = [_event(x, f"{w}[{i}]")
+                            for i, x in enumerate(want_list(d["events"], w))]
+        return cls(**kw)
 
     # -- derived ---------------------------------------------------------------------
     @property
@@ -63,6 +104,28 @@ class NriEvidence:
                 e for e in self.events if e.get("pod_labels", {}).get(PROBE_LABEL) == self.token
             ]
         return list(self.events)
+
+
+_EVENT_TEXT = ("via", "pod_id", "pod_name", "pod_namespace", "container_id", "container_name")
+
+
+def _event(x: Any, where: str) -> dict[str, Any]:
+    e = dict(want_mapping(x, where))
+    if "event" not in e:
+        raise EvidenceError(f"{where}.event: missing")
+    want_str(e["event"], f"{where}.event")
+    for k in _EVENT_TEXT:
+        if k in e:
+            want_str(e[k], f"{where}.{k}")
+    if "pod_labels" in e:
+        labels = want_mapping(e["pod_labels"], f"{where}.pod_labels")
+        for k, v in labels.items():
+            want_str(v, f"{where}.pod_labels[{k!r}]")
+    if "adjusted" in e:
+        want_bool(e["adjusted"], f"{where}.adjusted")
+    if "t_ms" in e:
+        want_number(e["t_ms"], f"{where}.t_ms")
+    return e
 
 
 def _event_dict(ev: ObservedEvent, t0: float) -> dict[str, Any]:

@@ -9,6 +9,9 @@ from kgc.core.model import Outcome, Registry, Severity, failed, passed, skipped,
 from kgc.core.profile import Profile
 from kgc.evidence.pci import PciDevice
 from kgc.evidence.vfio_config import (
+    INITRAMFS_FIX,
+    EarlyBoot,
+    early_boot,
     mod,
 )
 from kgc.layers.common import no_targets
@@ -98,6 +101,20 @@ def coverage(ev: PersistenceEvidence, profile: Profile) -> Outcome:
         coverage=table)
 
 
+def _host_drivers(ev: PersistenceEvidence, d: PciDevice, profile: Profile) -> list[str]:
+    """The host drivers that could claim ``d``: its modalias matches when they are known,
+    else the profile's competing drivers."""
+    allowed = _allowed(profile)
+    if ev.candidates is None:
+        return [mod(c) for c in profile.host.persistence.competing_drivers]
+    return [m for m in ev.candidates.get(d.bdf, ()) if m not in allowed
+            and not m.startswith("vfio") and m != "pci_stub"]
+
+
+def _per_device(kinds: set[str]) -> bool:
+    return bool(kinds & {"driverctl", "udev"})
+
+
 @CHECKS.check(
     "persistence.load-order",
     title="For ID-based binding, vfio-pci loads before any competing host driver",
@@ -106,17 +123,27 @@ def coverage(ev: PersistenceEvidence, profile: Profile) -> Outcome:
     severity=Severity.CRITICAL,
 )
 def load_order(ev: PersistenceEvidence, profile: Profile) -> Outcome:
+    """Judged on the root filesystem (softdep/blacklist) and in early boot (the initramfs,
+    the same judgement as persistence.initramfs)."""
     targets = _targets(ev, profile)
     if not targets:
         return no_targets(profile)
     id_only = []
+    unbound = []
     for d in targets:
         kinds = {m for m, _ in mechanisms(ev, d, profile)}
         if kinds and kinds <= {"modprobe", "cmdline"}:
             id_only.append(d)
+        elif not kinds:
+            unbound.append(d.bdf)
     if not id_only:
-        return passed("no target relies on an ID rule alone (per-device overrides or none)")
+        if unbound:
+            return skipped("no boot-time binding to put in order for "
+                           + ", ".join(unbound) + " (see persistence.coverage)")
+        return passed("every target is bound per device (driverctl/udev driver_override), "
+                      "so module load order does not decide the binding")
     problems: list[str] = []
+    cautions: list[str] = []
     fixes: list[str] = []
     detail: dict[str, str] = {}
     loads = ev.modules_load.get("vfio_pci")
@@ -128,12 +155,13 @@ def load_order(ev: PersistenceEvidence, profile: Profile) -> Outcome:
                         "that have no host driver")
         fixes.append("echo vfio-pci > /etc/modules-load.d/vfio.conf")
     if ev.candidates is None:
-        return skipped("the drivers matching each device's modalias could not be resolved "
-                       "(`modprobe -R` failed on the node)")
-    allowed = _allowed(profile)
+        why = (f"the drivers matching each device's modalias could not be resolved: "
+               f"{ev.candidates_error or '`modprobe -R` failed on the node'}")
+        if problems:
+            return failed("; ".join(problems) + f" (and {why})", "; ".join(fixes))
+        return skipped(f"{why}; which host driver competes with vfio-pci is unknown")
     for d in id_only:
-        host = [m for m in ev.candidates.get(d.bdf, ()) if m not in allowed
-                and not m.startswith("vfio") and m != "pci_stub"]
+        host = _host_drivers(ev, d, profile)
         guards = {m: ev.modprobe.vfio_first(m) for m in host}
         bad = [m for m, g in guards.items() if g is None]
         detail[d.bdf] = "; ".join(f"{m}: {g or 'unguarded'}" for m, g in guards.items()) or \
@@ -143,11 +171,28 @@ def load_order(ev: PersistenceEvidence, profile: Profile) -> Outcome:
                             f"{', '.join(bad)} may claim it before vfio-pci at boot")
             fixes += [f"echo 'softdep {m} pre: vfio-pci' >> /etc/modprobe.d/vfio.conf"
                       for m in bad]
+            continue
+        if not host:
+            continue
+        boot = early_boot(ev.initramfs, ev.modprobe, host)
+        if boot.state == "fails":
+            problems.append(f"{d.bdf} [{d.ident}] is bound by ID only and guarded on the root "
+                            f"filesystem, but {boot.why}")
+            fixes.append(INITRAMFS_FIX)
+            detail[d.bdf] += "; early boot: host driver in the initramfs without vfio_pci"
+        elif boot.state == "stale":
+            cautions.append(f"{d.bdf} [{d.ident}]: {boot.why}")
+            fixes.append("Rebuild the initramfs: update-initramfs -u -k all (dracut -f)")
+            detail[d.bdf] += "; early boot: stale initramfs"
+        elif boot.state == "unknown":
+            detail[d.bdf] += f" (early boot not checked: {boot.why})"
     ev_: dict[str, Any] = {"per_device": detail, "vfio_pci_loaded_by": loads,
                            "softdep_pre_vfio": pre_any, "vfio_pci_in_initramfs": in_initramfs}
     if problems:
-        return failed("; ".join(problems), "; ".join(dict.fromkeys(fixes))
+        return failed("; ".join(problems + cautions), "; ".join(dict.fromkeys(fixes))
                       + "; then update-initramfs -u", **ev_)
+    if cautions:
+        return warned("; ".join(cautions), "; ".join(dict.fromkeys(fixes)), **ev_)
     return passed("vfio-pci is loaded at boot and ahead of every competing host driver: "
                   + "; ".join(f"{b}: {v}" for b, v in detail.items()), **ev_)
 
@@ -161,41 +206,51 @@ def load_order(ev: PersistenceEvidence, profile: Profile) -> Outcome:
     severity=Severity.CRITICAL,
 )
 def initramfs(ev: PersistenceEvidence, profile: Profile) -> Outcome:
+    """Per target: the host drivers that match it (its modalias; the profile's competing
+    drivers when that is unknown) against the initramfs listing (see :func:`early_boot`)."""
     targets = _targets(ev, profile)
     if not targets:
         return no_targets(profile)
     if ev.initramfs.error is not None:
         return skipped(f"initramfs contents unknown: {ev.initramfs.error}")
     mods = ev.initramfs.modules()
-    competing = {mod(c) for c in profile.host.persistence.competing_drivers}
+    per: dict[str, EarlyBoot] = {}
+    soft: set[str] = set()
     for d in targets:
-        competing |= {m for m in (ev.candidates or {}).get(d.bdf, ())
-                      if not m.startswith("vfio") and m != "pci_stub"}
-    present = sorted(competing & mods)
+        per[d.bdf] = early_boot(ev.initramfs, ev.modprobe, _host_drivers(ev, d, profile))
+        kinds = {m for m, _ in mechanisms(ev, d, profile)}
+        if _per_device(kinds) and not kinds & {"modprobe", "cmdline"}:
+            soft.add(d.bdf)
+    present = sorted({m for e in per.values() for m in e.host_drivers})
     ev_: dict[str, Any] = {"image": ev.initramfs.image, "host_drivers_in_initramfs": present,
-           "vfio_in_initramfs": sorted(m for m in mods if m.startswith("vfio")),
-           "config_files": sorted(ev.initramfs.config_files())}
+                           "vfio_in_initramfs": sorted(m for m in mods if m.startswith("vfio")),
+                           "config_files": sorted(ev.initramfs.config_files()),
+                           "per_target": {b: e.state for b, e in per.items()}}
     vfio_mods = ", ".join(sorted(m for m in mods if m.startswith("vfio"))) or "none"
-    if not present:
-        return passed(f"{ev.initramfs.image}: no competing host driver in the initramfs "
-                      f"(vfio modules: {vfio_mods})", **ev_)
-    if "vfio_pci" not in mods:
-        return failed(
-            f"{ev.initramfs.image} contains host driver(s) {', '.join(present)} but not "
-            "vfio_pci: the host driver binds the target in early boot, before the root "
-            "filesystem's vfio configuration is read", **ev_)
-    # vfio is there; its binding config must be there too
-    cfg_files = {f for f, _r in ev.modprobe.vfio_ids()} | {
-        f for m in present for f, pres in ev.modprobe.softdeps_pre.get(m, ())
-        if "vfio_pci" in pres}
-    stale = sorted(f for f in cfg_files if f.startswith("/etc/") and f not in
-                   ev.initramfs.config_files())
-    if stale:
-        return warned(f"{ev.initramfs.image} has vfio_pci but not {', '.join(stale)}: the "
-                      "initramfs is older than the vfio configuration",
+    fails = [b for b, e in per.items() if e.state == "fails" and b not in soft]
+    soft_fails = [b for b, e in per.items() if e.state == "fails" and b in soft]
+    stale = [b for b, e in per.items() if e.state == "stale"]
+
+    def why(b: str) -> str:
+        return per[b].why.replace(" (see persistence.initramfs)", "")
+
+    if fails:
+        return failed(f"target(s) {', '.join(fails)}: {why(fails[0])}", INITRAMFS_FIX, **ev_)
+    if soft_fails or stale:
+        parts = []
+        if soft_fails:
+            parts.append(f"target(s) {', '.join(soft_fails)}: {why(soft_fails[0])}; their "
+                         "per-device override (driverctl/udev) takes them back only after the "
+                         "host driver had them")
+        if stale:
+            parts.append(f"target(s) {', '.join(stale)}: {why(stale[0])}")
+        return warned("; ".join(parts), INITRAMFS_FIX if soft_fails else
                       "Rebuild it: update-initramfs -u -k all (dracut: dracut -f)", **ev_)
-    return passed(f"{ev.initramfs.image}: vfio_pci is present alongside {', '.join(present)}",
-                  **ev_)
+    if not present:
+        return passed(f"{ev.initramfs.image}: no host driver for a target in the initramfs "
+                      f"(vfio modules: {vfio_mods})", **ev_)
+    return passed(f"{ev.initramfs.image}: vfio_pci and its configuration are present alongside "
+                  f"{', '.join(present)}", **ev_)
 
 
 @CHECKS.check(
@@ -206,7 +261,16 @@ def initramfs(ev: PersistenceEvidence, profile: Profile) -> Outcome:
     severity=Severity.NORMAL,
 )
 def over_capture(ev: PersistenceEvidence, profile: Profile) -> Outcome:
+    if not profile.host.passthrough.host_keeps:
+        return skipped("the profile names no host-kept devices (host.passthrough.host_keeps), "
+                       "so no rule can over-capture one")
+    if not ev.pci.devices:
+        return skipped("no PCI device could be read from /sys/bus/pci/devices, so which "
+                       "devices an ID rule captures is unknown")
     kept = sorted(ev.pci.host_kept(profile), key=lambda d: d.bdf)
+    if not kept:
+        sels = ", ".join(s.describe() for s in profile.host.passthrough.host_keeps)
+        return skipped(f"no device on this node matches host.passthrough.host_keeps ({sels})")
     rules = [("modprobe", f, r) for f, r in ev.modprobe.vfio_ids()]
     rules += [("cmdline", f, r) for f, r in ev.boot.ids()]
     rules += [("cmdline", "/proc/cmdline", r) for r in ev.running_ids()]
@@ -227,8 +291,16 @@ def over_capture(ev: PersistenceEvidence, profile: Profile) -> Outcome:
                       "An ID rule binds every device of that vendor:device. Remove the ID "
                       "and bind the intended devices one by one: driverctl set-override "
                       "<BDF> vfio-pci.", rules=[f"{f}: {r}" for _k, f, r in rules])
-    return passed(f"{len(rules)} ID rule(s); none matches the {len(kept)} host-kept device(s)",
-                  rules=[f"{f}: {r}" for _k, f, r in rules])
+    return passed(f"{len(rules)} ID rule(s); none matches the {len(kept)} host-kept device(s): "
+                  + ", ".join(d.bdf for d in kept), rules=[f"{f}: {r}" for _k, f, r in rules])
+
+
+GENERATED_BOOT = ("/boot/grub/grub.cfg", "/boot/grub2/grub.cfg", "/boot/loader/entries/",
+                  "/efi/loader/entries/", "/boot/efi/loader/entries/")
+
+
+def _generated(f: str) -> bool:
+    return f.startswith(GENERATED_BOOT)
 
 
 @CHECKS.check(
@@ -239,22 +311,50 @@ def over_capture(ev: PersistenceEvidence, profile: Profile) -> Outcome:
     severity=Severity.NORMAL,
 )
 def cmdline(ev: PersistenceEvidence, profile: Profile) -> Outcome:
+    if ev.proc_cmdline is None:
+        return skipped("/proc/cmdline is not in the evidence (an offline tree has no running "
+                       "kernel), so the running command line cannot be compared")
     running = sorted(str(r) for r in ev.running_ids())
     configured: dict[str, list[str]] = {}
     for f, r in ev.boot.ids():
         configured.setdefault(f, []).append(str(r))
     ev_: dict[str, Any] = {"running": running, "configured": configured,
-           "boot_configs": sorted(ev.boot.sources)}
+                           "boot_configs": sorted(ev.boot.sources)}
+    if not ev.boot_files_read and not ev.boot.sources:
+        return skipped("no boot loader config found (/etc/default/grub, /boot/grub*/grub.cfg, "
+                       "/etc/kernel/cmdline, loader entries), so what the next boot's command "
+                       "line holds is unknown", **ev_)
     if not running and not configured:
-        return passed("vfio-pci.ids is not used on the kernel command line", **ev_)
+        return passed("vfio-pci.ids is not used on the kernel command line (running, nor in "
+                      + ", ".join(sorted(ev.boot.sources) or ev.boot_files_read) + ")", **ev_)
     if running and not configured:
         return failed(f"/proc/cmdline has vfio-pci.ids={','.join(running)} but no boot loader "
                       f"config ({', '.join(sorted(ev.boot.sources)) or 'none found'}) does: "
                       "it was set by hand for this boot and is lost at the next one", **ev_)
+    want = sorted({i for ids in configured.values() for i in ids})
+    stale_gen = sorted(f for f in ev.boot.sources if _generated(f)
+                       and sorted(configured.get(f, [])) != want)
+    src_has = sorted(f for f in configured if not _generated(f))
+    if stale_gen and src_has:
+        return warned(
+            f"vfio-pci.ids={','.join(want)} is in {', '.join(src_has)} but not in "
+            f"{', '.join(stale_gen)}, which the boot loader really reads: the boot loader "
+            "config was not regenerated"
+            + (f" (running: {','.join(running) or 'none'})" if running != want else ""),
+            "Regenerate the boot loader config (Debian/Ubuntu: update-grub; RHEL: "
+            "grub2-mkconfig -o /boot/grub2/grub.cfg or grubby; systemd-boot: kernel-install), "
+            "then reboot.", **ev_)
     differ = [f for f, ids in configured.items() if sorted(ids) != running]
+    if differ and not running:
+        return warned(
+            f"vfio-pci.ids={','.join(want)} is configured in {', '.join(sorted(configured))} "
+            "but the running kernel was booted without it: configured, pending reboot",
+            "Reboot the node to apply it; the boot loader config already has it.", **ev_)
     if differ:
-        return warned(f"running vfio-pci.ids={','.join(running) or '(none)'} differs from "
+        return warned(f"running vfio-pci.ids={','.join(running)} differs from "
                       + "; ".join(f"{f}: {','.join(configured[f])}" for f in differ)
-                      + ": the next boot binds a different set", **ev_)
+                      + ": the next boot binds a different set",
+                      "Decide which set is right: reboot to apply the configured ids, or change "
+                      f"vfio-pci.ids in {', '.join(differ)} to the running set.", **ev_)
     return passed(f"vfio-pci.ids={','.join(running)} in /proc/cmdline and in "
                   + ", ".join(sorted(configured)), **ev_)

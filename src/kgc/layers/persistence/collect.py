@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kgc.core.hostfs import HostSnapshot
+from kgc.core.hostfs import HostSnapshot, require_snapshot
 from kgc.evidence.pci import PCI_QUERY, PciInventory, parse_pci
 from kgc.evidence.vfio_config import (
+    BOOT_CONFIGS,
     CONFIG_QUERY,
     BootConfig,
     IdRule,
@@ -16,6 +17,7 @@ from kgc.evidence.vfio_config import (
     ModprobeConfig,
     UdevOverride,
     cmdline_words,
+    modalias_error,
     parse_boot_config,
     parse_driverctl,
     parse_initramfs,
@@ -42,6 +44,8 @@ class PersistenceEvidence:
     candidates: Mapping[str, tuple[str, ...]] | None = None
     initramfs_modules_conf: str | None = None
     extra: Mapping[str, object] = field(default_factory=dict)
+    candidates_error: str = ""  # why `candidates` is None
+    boot_files_read: tuple[str, ...] = ()  # boot loader config files the node had
 
     def running_ids(self) -> tuple[IdRule, ...]:
         return vfio_ids_in(cmdline_words(self.proc_cmdline or ""))
@@ -49,6 +53,7 @@ class PersistenceEvidence:
 
 def parse(snap: HostSnapshot, profile: object = None) -> PersistenceEvidence:
     """The layer's evidence from the node's snapshot (the profile is not needed here)."""
+    snap = require_snapshot(snap, "persistence")
     return PersistenceEvidence(
         pci=parse_pci(snap),
         modprobe=parse_modprobe(snap),
@@ -60,6 +65,9 @@ def parse(snap: HostSnapshot, profile: object = None) -> PersistenceEvidence:
         initramfs=parse_initramfs(snap),
         candidates=parse_modalias_drivers(snap),
         initramfs_modules_conf=snap.read("/etc/initramfs-tools/modules"),
+        candidates_error=modalias_error(snap),
+        boot_files_read=tuple(sorted(p for pat in BOOT_CONFIGS for p in snap.glob(pat)
+                                     if p in snap.files)),
     )
 
 

@@ -17,6 +17,27 @@ def _sel(row: Mapping[str, Any], bdf: str, sels: tuple[DeviceSelector, ...]) -> 
                for s in sels)
 
 
+def _gate(ev: RebootEvidence) -> Outcome | None:
+    """Nothing but a ``done`` record with two different boot_ids is a reboot to judge."""
+    if ev.status != "done":
+        return _not_done(ev)
+    if not ev.boot_id_before or not ev.boot_id_after:
+        return errored(
+            "the reboot record says done but lacks the boot_id "
+            + ("before and after" if not (ev.boot_id_before or ev.boot_id_after) else
+               "before" if not ev.boot_id_before else "after")
+            + " the reboot, so a reboot is not shown",
+            "Record the reboot again (kgc snapshot --allow-reboot, or a live run with "
+            "--allow-reboot); a hand-edited or truncated record proves nothing.",
+            boot_id_before=ev.boot_id_before, boot_id_after=ev.boot_id_after)
+    if ev.boot_id_before == ev.boot_id_after:
+        return failed(f"boot_id {ev.boot_id_before} is the same before and after: the node did "
+                      "not reboot", "Check that the reboot command really restarts the node "
+                      "(not a container or a soft restart of userspace).",
+                      boot_id_before=ev.boot_id_before, boot_id_after=ev.boot_id_after)
+    return None
+
+
 def _not_done(ev: RebootEvidence) -> Outcome:
     if ev.status == "timeout":
         return errored(ev.message, "The node did not return: check its console (attached as "
@@ -25,7 +46,10 @@ def _not_done(ev: RebootEvidence) -> Outcome:
                        console_log_tail=ev.console_tail or "(no console log known to kgc)")
     if ev.status == "failed-to-start":
         return errored(ev.message, "Allow the connecting user to reboot the node (root/sudo).")
-    return skipped(ev.message)
+    if ev.status in ("not-allowed", "refused", "not-recorded"):
+        return skipped(ev.message)
+    return errored(f"unknown reboot record status {ev.status!r}: {ev.message}",
+                   "Record the reboot again with this version of kgc.")
 
 
 @CHECKS.check(
@@ -35,8 +59,8 @@ def _not_done(ev: RebootEvidence) -> Outcome:
     severity=Severity.BLOCKER,
 )
 def returned(ev: RebootEvidence, profile: Profile) -> Outcome:
-    if ev.status != "done":
-        return _not_done(ev)
+    if (gate := _gate(ev)) is not None:
+        return gate
     return passed(f"rebooted in {ev.waited_s} s: boot_id {ev.boot_id_before} -> "
                   f"{ev.boot_id_after}", boot_id_before=ev.boot_id_before,
                   boot_id_after=ev.boot_id_after, waited_s=ev.waited_s)
@@ -50,8 +74,8 @@ def returned(ev: RebootEvidence, profile: Profile) -> Outcome:
     severity=Severity.BLOCKER,
 )
 def binding_persists(ev: RebootEvidence, profile: Profile) -> Outcome:
-    if ev.status != "done":
-        return _not_done(ev)
+    if (gate := _gate(ev)) is not None:
+        return gate
     pt = profile.host.passthrough
     allowed = set(pt.allowed_drivers)
     targets = [b for b, row in ev.before.items() if _sel(row, b, pt.targets)]
@@ -78,8 +102,8 @@ def binding_persists(ev: RebootEvidence, profile: Profile) -> Outcome:
     severity=Severity.CRITICAL,
 )
 def host_kept(ev: RebootEvidence, profile: Profile) -> Outcome:
-    if ev.status != "done":
-        return _not_done(ev)
+    if (gate := _gate(ev)) is not None:
+        return gate
     pt = profile.host.passthrough
     vfio = set(pt.allowed_drivers) | {"pci-stub"}
     kept = [b for b, row in ev.after.items() if _sel(row, b, pt.host_keeps)]

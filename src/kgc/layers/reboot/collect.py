@@ -20,7 +20,14 @@ from tenacity import (
 )
 
 from kgc.core.engine import Context
-from kgc.core.hostfs import HostQuery, HostSnapshot
+from kgc.core.hostfs import (
+    HostQuery,
+    HostSnapshot,
+    want_mapping,
+    want_number,
+    want_str,
+)
+from kgc.core.model import EvidenceError
 from kgc.core.target import NodeTarget, TargetError
 from kgc.evidence.pci import PCI_QUERY, parse_pci
 
@@ -61,10 +68,36 @@ class RebootEvidence:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> RebootEvidence:
-        return cls(**{k: d.get(k) for k in (
-            "status", "message", "boot_id_before", "boot_id_after", "waited_s", "timeout_s",
-            "console_tail")} | {"before": d.get("before") or {}, "after": d.get("after") or {}})
+    def from_dict(cls, d: Any, where: str = "reboot") -> RebootEvidence:
+        """Load a recorded reboot record; anything of the wrong shape raises one
+        :class:`EvidenceError` line naming the field."""
+        d = want_mapping(d, where)
+        if "status" not in d:
+            raise EvidenceError(f"{where}.status: missing")
+
+        def rows(name: str) -> dict[str, dict[str, Any]]:
+            out: dict[str, dict[str, Any]] = {}
+            for bdf, row in want_mapping(d.get(name, {}), f"{where}.{name}").items():
+                w = f"{where}.{name}[{bdf!r}]"
+                r = dict(want_mapping(row, w))
+                for k, v in r.items():
+                    want_str(v, f"{w}.{k}", optional=True)
+                out[bdf] = r
+            return out
+
+        return cls(
+            status=want_str(d["status"], f"{where}.status"),
+            message=want_str(d.get("message", ""), f"{where}.message"),
+            boot_id_before=want_str(d.get("boot_id_before"), f"{where}.boot_id_before",
+                                    optional=True),
+            boot_id_after=want_str(d.get("boot_id_after"), f"{where}.boot_id_after",
+                                   optional=True),
+            before=rows("before"),
+            after=rows("after"),
+            waited_s=want_number(d.get("waited_s"), f"{where}.waited_s", optional=True),
+            timeout_s=want_number(d.get("timeout_s"), f"{where}.timeout_s", optional=True),
+            console_tail=want_str(d.get("console_tail"), f"{where}.console_tail", optional=True),
+        )
 
 
 def bindings(snap: HostSnapshot) -> dict[str, dict[str, Any]]:

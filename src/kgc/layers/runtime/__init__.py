@@ -8,11 +8,17 @@ moves paths costs no extra round trip, and a bundle records exactly what was jud
 
 from dataclasses import replace
 
-from kgc.core.hostfs import HostQuery
+from kgc.core.hostfs import HostQuery, HostSnapshot
 from kgc.core.layer import snapshot_layer
 from kgc.core.profile import Profile
 from kgc.layers.runtime.checks import CHECKS
-from kgc.layers.runtime.collect import QUERY, RuntimeEvidence, parse, query_for
+from kgc.layers.runtime.collect import (
+    QUERY,
+    RuntimeEvidence,
+    parse,
+    query_for,
+    redact_snapshot,
+)
 
 
 def _query(profile: Profile) -> HostQuery:
@@ -23,12 +29,17 @@ def _describe(ev: RuntimeEvidence) -> dict[str, str]:
     return {"containerd": str(ev.version) if ev.version.known else ""}
 
 
+def _redact(snap: HostSnapshot, profile: Profile) -> HostSnapshot:
+    """Registry credentials in containerd's config never reach evidence, reports or bundles."""
+    return redact_snapshot(snap, profile.runtime)
+
+
 LAYER = replace(snapshot_layer(
     "runtime",
     "containerd really enables NRI, the Kata handler is wired, Kata plugs VFIO right",
     CHECKS,
     _query,
     parse,
-), describe=_describe)
+), describe=_describe, redact=_redact)
 
 __all__ = ["LAYER", "QUERY", "RuntimeEvidence", "parse", "query_for"]

@@ -17,14 +17,15 @@ from kgc.evidence.containerd import (
     VFIO_PORTS,
     RuntimeEvidence,
     handler_snippet,
-    handlers,
     hypervisors,
     ignored_keys,
     kata_config,
     nri_enable_snippet,
     nri_state,
+    place_handler,
     sizing_evidence,
 )
+from kgc.layers.runtime.collect import CONTAINERD_SOCKET
 
 CHECKS = Registry()
 
@@ -36,27 +37,33 @@ CHECKS = Registry()
     severity=Severity.CRITICAL,
 )
 def containerd_version(ev: RuntimeEvidence, profile: Profile) -> Outcome:
-    v = ev.version
+    v, source = ev.known_version()
+    evidence: dict[str, Any] = {"version_source": source or None, "version_output": ev.version.raw}
     if not v.known:
         if ev.offline:
             return skipped(
-                "offline tree: no containerd binary to ask for its version",
+                "offline tree: no containerd binary to ask for its version, no containerd "
+                "package in its dpkg/rpm database and no runtime.containerd_version in the "
+                "profile",
                 config_version=ev.config_version,
             )
         return failed(
             f"cannot tell the containerd version: {ev.version_error}",
             f"Make `{profile.runtime.containerd_bin} --version` work on the node (containerd on "
             "PATH, or set runtime.containerd_bin in the profile).",
-            version_output=v.raw,
+            **evidence,
         )
+    where = "" if source == "containerd --version" else f" (from {source}"
+    if where:
+        where += "; offline tree)" if ev.offline else ")"
     if not v.at_least(1, 7):
         return failed(
-            f"containerd {v} has only NRI v0.1 (enabled by /etc/nri/conf.json, no plugin socket); "
-            "NRI device plugins need containerd >= 1.7",
+            f"containerd {v}{where} has only NRI v0.1 (enabled by /etc/nri/conf.json, no plugin "
+            "socket); NRI device plugins need containerd >= 1.7",
             version=str(v),
-            version_output=v.raw,
+            **evidence,
         )
-    return passed(f"containerd {v}", version=str(v), version_output=v.raw)
+    return passed(f"containerd {v}{where}", version=str(v), **evidence)
 
 
 @CHECKS.check(
@@ -85,7 +92,7 @@ def config(ev: RuntimeEvidence, profile: Profile) -> Outcome:
         )
     if ev.dump is not None and ev.dump.error:
         return failed(f"`containerd config dump` output is not TOML: {ev.dump.error}", **evidence)
-    v = ev.version
+    v, _src = ev.known_version()
     if v.known and v.major is not None and v.major < 2 and ev.config_version >= 3:
         return failed(
             f"{ev.config_path} is config version {ev.config_version}, which containerd {v} "
@@ -165,6 +172,7 @@ def nri_ignored_keys(ev: RuntimeEvidence, profile: Profile) -> Outcome:
             + ", ".join(f.path for f in files)
         )
     lines = [f"{k.file}: {k.section} {k.key} — {k.why}" for k in ign]
+    said = [str(w) for w in ev.warnings if any(w.key == k.key for k in ign)]
     first = ign[0]
     return warned(
         f"containerd ignores `{first.key}` under {first.section} in {first.file}"
@@ -174,6 +182,7 @@ def nri_ignored_keys(ev: RuntimeEvidence, profile: Profile) -> Outcome:
         "`[crio.nri]` key); "
         f"keep or add:\n{nri_enable_snippet(profile.runtime.nri_socket)}",
         ignored=lines,
+        containerd_says=said,
     )
 
 
@@ -191,6 +200,14 @@ def nri_socket(ev: RuntimeEvidence, profile: Profile) -> Outcome:
         "profile_socket": profile.runtime.nri_socket,
         **st.evidence,
     }
+    if ev.offline and not (st.enabled and st.connections is False):
+        state = (f"the configuration enables NRI with connections ({st.why})" if st.enabled
+                 else f"NRI in this image: {st.why} (judged by runtime.nri-enabled)")
+        return skipped(
+            f"offline tree: {path} exists only while containerd runs, so the socket itself "
+            f"cannot be judged; {state}",
+            **evidence,
+        )
     if not st.enabled:
         if not profile.runtime.require_nri:
             return skipped("NRI is not enabled and the profile does not require it", **evidence)
@@ -210,9 +227,20 @@ def nri_socket(ev: RuntimeEvidence, profile: Profile) -> Outcome:
         )
     s = ev.stats.get(path)
     if s is None:
+        ctd = ev.stats.get(CONTAINERD_SOCKET)
+        if ctd is None:
+            return failed(
+                f"NRI is enabled in the config but {path} does not exist: containerd is not "
+                f"running ({CONTAINERD_SOCKET} is absent too)",
+                "Start containerd (`systemctl start containerd`; check "
+                "`systemctl status containerd` and `journalctl -u containerd` if it does not "
+                "stay up); it creates the NRI socket at start.",
+                **evidence,
+            )
         return failed(
-            f"NRI is enabled but {path} does not exist (containerd not running, or not restarted "
-            "since the config changed)",
+            f"NRI is enabled in the config but {path} does not exist while containerd runs "
+            f"({CONTAINERD_SOCKET} is there): containerd was not restarted since the config "
+            "changed, or its NRI plugin failed to start",
             "Restart containerd (`systemctl restart containerd`) and check its log for "
             '"nri" errors (`journalctl -u containerd | grep -i nri`).',
             **evidence,
@@ -247,8 +275,8 @@ def nri_socket(ev: RuntimeEvidence, profile: Profile) -> Outcome:
 
 
 def _kata_handler(ev: RuntimeEvidence, profile: Profile):  # type: ignore[no-untyped-def]
-    found, misplaced = handlers(ev.effective, ev.config_version)
-    return found.get(profile.runtime.kata_handler), found, misplaced
+    pl = place_handler(ev, profile.runtime.kata_handler)
+    return pl.handler, pl.found, pl
 
 
 @CHECKS.check(
@@ -258,26 +286,35 @@ def _kata_handler(ev: RuntimeEvidence, profile: Profile):  # type: ignore[no-unt
     severity=Severity.BLOCKER,
 )
 def kata_handler(ev: RuntimeEvidence, profile: Profile) -> Outcome:
+    """Judged against what the containerd binary loads: its ``config dump`` when it
+    answered (a version-2 file on containerd 2.x is migrated, so the handler shows up in
+    the version-3 section), else the file read as that containerd version reads it."""
     name = profile.runtime.kata_handler
-    h, found, misplaced = _kata_handler(ev, profile)
+    h, found, pl = _kata_handler(ev, profile)
     cv = ev.config_version
     evidence: dict[str, Any] = {
         "handler": name,
         "config_version": cv,
         "handlers": {k: v.runtime_type for k, v in found.items()},
         "config_source": ev.effective_source,
+        "judged_against": pl.basis,
+        "containerd_says": [str(w) for w in pl.warnings],
     }
     snippet = handler_snippet(cv, name)
     if h is None:
-        if name in misplaced:
+        if pl.misplaced:
+            said = f"; containerd says: {pl.warnings[-1]}" if pl.warnings else ""
             return failed(
-                f"handler {name!r} is under {misplaced[name]}, which config version {cv} does not "
-                "read",
+                f"handler {name!r} is under {pl.misplaced} in {pl.misplaced_file}, which "
+                f"containerd does not read in a version-{cv} config (judged on {pl.basis})"
+                f"{said}",
                 f"Move it (config version {cv}) to:\n{snippet}",
                 **evidence,
             )
         katas = [k for k, v in found.items() if v.runtime_type == KATA_RUNTIME_TYPE]
         reason = f"no runtime handler {name!r} in {ev.effective_source}"
+        if pl.warnings:
+            reason += f"; containerd says: {pl.warnings[-1]}"
         remedy = f"Add to {ev.config_path} and restart containerd:\n{snippet}"
         if katas:
             reason += f"; Kata handlers present: {', '.join(katas)}"
@@ -296,9 +333,29 @@ def kata_handler(ev: RuntimeEvidence, profile: Profile) -> Outcome:
         )
     return passed(
         f"handler {name!r} (the profile's RuntimeClass handler) in {h.section} with runtime_type "
-        f"{KATA_RUNTIME_TYPE}",
+        f"{KATA_RUNTIME_TYPE} (judged on {pl.basis})",
         **evidence,
     )
+
+
+def _shim_problem(ev: RuntimeEvidence, path: str) -> str | None:
+    """Why the file at ``path`` cannot be run as the shim (None: it can)."""
+    st = ev.stats.get(path)
+    if st is None:
+        return None  # found by `command -v` on the node's PATH: only executables are
+    if st.dangling:
+        return "a dangling symbolic link (its target does not exist)"
+    kind, _mode, size = st.resolved()
+    if kind is None:
+        return "a symbolic link whose target was not recorded (old evidence)"
+    if not kind.startswith("regular"):
+        return f"a {kind}, not a regular file"
+    problems = []
+    if size == 0 or kind == "regular empty file":
+        problems.append("empty (0 bytes)")
+    if st.executable() is False:
+        problems.append(f"not executable (mode {st.resolved()[1]})")
+    return " and ".join(problems) or None
 
 
 @CHECKS.check(
@@ -309,18 +366,41 @@ def kata_handler(ev: RuntimeEvidence, profile: Profile) -> Outcome:
     severity=Severity.CRITICAL,
 )
 def kata_shim(ev: RuntimeEvidence, profile: Profile) -> Outcome:
+    """The shim must be a non-empty executable regular file (a link to one counts; a
+    dangling link, an empty or non-executable file does not)."""
     h, _, _ = _kata_handler(ev, profile)
     evidence: dict[str, Any] = {
         "found": list(ev.shim_found),
         "searched": list(profile.runtime.shim_dirs),
     }
+    bad: dict[str, str] = {}
     if h is not None and h.runtime_path:
-        s = ev.stats.get(h.runtime_path)
         evidence["runtime_path"] = h.runtime_path
-        if h.runtime_path in ev.shim_found or s is not None:
-            return passed(f"runtime_path {h.runtime_path} of handler {h.name!r} exists", **evidence)
-    if ev.shim_found:
-        return passed(f"{KATA_SHIM} at {ev.shim_found[0]}", **evidence)
+        if h.runtime_path in ev.shim_found or h.runtime_path in ev.stats:
+            why = _shim_problem(ev, h.runtime_path)
+            if why is None:
+                return passed(f"runtime_path {h.runtime_path} of handler {h.name!r} is an "
+                              "executable file", **evidence)
+            bad[h.runtime_path] = why
+    for p in ev.shim_found:
+        why = _shim_problem(ev, p)
+        if why is None:
+            st = ev.stats.get(p)
+            via = (f" (link to {st.target_kind})" if st is not None and st.is_link else "")
+            return passed(f"{KATA_SHIM} at {p}{via}: an executable file", **evidence)
+        bad[p] = why
+    evidence["unusable"] = bad
+    if bad:
+        p, why = next(iter(bad.items()))
+        st = ev.stats.get(p)
+        target = f" -> {ev.links[p]}" if st is not None and st.is_link and p in ev.links else ""
+        return failed(
+            f"{p}{target} is {why}: containerd cannot start the Kata shim"
+            + (f" (and {len(bad) - 1} more unusable)" if len(bad) > 1 else ""),
+            f"Reinstall Kata so that {p} is the real shim binary (kata-deploy puts it in "
+            f"/opt/kata/bin): ln -sf /opt/kata/bin/{KATA_SHIM} /usr/local/bin/{KATA_SHIM}",
+            **evidence,
+        )
     return failed(
         f"{KATA_SHIM} is not on PATH nor in {', '.join(profile.runtime.shim_dirs)}",
         f"Install Kata and link the shim: "
@@ -395,6 +475,14 @@ def kata_vfio(ev: RuntimeEvidence, profile: Profile) -> Outcome:
             "pcie_switch_port": hv.get("pcie_switch_port"),
         }
     evidence: dict[str, Any] = {"path": kc.path, "hypervisors": results}
+    if not results:
+        return failed(
+            f"{kc.path} has no [hypervisor.*] section, so nothing says how Kata plugs a VFIO "
+            "device into the VM",
+            "Use the Kata configuration for your hypervisor (kata-deploy ships "
+            "configuration-qemu-nvidia-gpu.toml) or point the handler's ConfigPath at it.",
+            **evidence,
+        )
     remedy = (
         f'In {kc.path} under [hypervisor.<name>]: cold_plug_vfio = "root-port" and '
         "pcie_root_port = 8 (at least one port per passed-through GPU)."

@@ -8,10 +8,11 @@ for in the files. Everything here is pure: the snapshot in, a frozen evidence ob
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import posixpath
 
-from kgc.core.hostfs import HostQuery, HostSnapshot
+from kgc.core.hostfs import CommandResult, HostQuery, HostSnapshot, require_snapshot
 from kgc.core.profile import Profile, RuntimeProfile
 from kgc.evidence.containerd import (
     DEFAULT_NRI_SOCKET,
@@ -19,9 +20,28 @@ from kgc.evidence.containerd import (
     ConfigFile,
     ContainerdVersion,
     RuntimeEvidence,
+    containerd_warnings,
     parse_toml,
     parse_version,
+    redact_containerd_config,
     strip_log_lines,
+)
+
+# containerd's own API socket: present while the daemon runs
+CONTAINERD_SOCKET = "/run/containerd/containerd.sock"
+
+# The containerd version a tree (or node) has installed, from its package database: dpkg's
+# status file (the containerd stanzas only) and, where rpm is installed, the rpm database.
+PACKAGE_CMD = (
+    'f="$R/var/lib/dpkg/status"; if [ -r "$f" ]; then awk \'BEGIN { RS = ""; FS = "\\n" } '
+    '{ p = ""; v = ""; st = ""; for (i = 1; i <= NF; i++) { '
+    'if ($i ~ /^Package: /) p = substr($i, 10); else if ($i ~ /^Version: /) v = substr($i, 10); '
+    'else if ($i ~ /^Status: /) st = substr($i, 9) } '
+    'if (p ~ /^containerd(\\.io)?$/) printf "dpkg|%s|%s|%s\\n", p, v, st }\' "$f"; fi; '
+    "if command -v rpm >/dev/null 2>&1 && "
+    '{ [ -d "$R/var/lib/rpm" ] || [ -d "$R/usr/lib/sysimage/rpm" ]; }; then '
+    "rpm --root \"${R:-/}\" -q --qf 'rpm|%{NAME}|%{VERSION}-%{RELEASE}|installed\\n' "
+    "containerd containerd.io 2>/dev/null | grep '^rpm|'; fi; true"
 )
 
 _KATA_DIRS = (
@@ -60,14 +80,17 @@ def query_for(rp: RuntimeProfile) -> HostQuery:
             *_KATA_DIRS,
             *rp.kata_config_paths,
         ),
+        links=tuple(f"{d}/{KATA_SHIM}" for d in rp.shim_dirs),
         stats=(
             rp.nri_socket,
             DEFAULT_NRI_SOCKET,
             "/run/nri/nri.sock",
+            CONTAINERD_SOCKET,
             *(f"{d}/{KATA_SHIM}" for d in rp.shim_dirs),
         ),
         commands=(
             ("containerd_version", _no_root(f"{binq} --version")),
+            ("containerd_package", PACKAGE_CMD),
             ("containerd_config_dump", _no_root(f"{binq} --config {_sh_quote(cfg)} config dump")),
             (
                 "kata_shim_path",
@@ -107,26 +130,76 @@ def _kata_files(snap: HostSnapshot) -> dict[str, ConfigFile]:
     return out
 
 
+def package_version(snap: HostSnapshot) -> tuple[ContainerdVersion | None, str]:
+    """The installed containerd package's version (dpkg or rpm database), if any."""
+    res = snap.command("containerd_package")
+    if res is None:
+        return None, ""
+    for line in res.output.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 4 or parts[0] not in ("dpkg", "rpm"):
+            continue
+        kind, pkg, ver, status = parts
+        if kind == "dpkg" and "installed" not in status.split()[-1:]:
+            continue  # removed, config-files only, half-installed...
+        v = parse_version(ver.split(":", 1)[-1])
+        if v.known:
+            db = "dpkg status" if kind == "dpkg" else "rpm database"
+            return v, f"{db}: package {pkg} {ver}"
+    return None, ""
+
+
+def redact_snapshot(snap: HostSnapshot, rp: RuntimeProfile | None = None) -> HostSnapshot:
+    """The snapshot with registry credentials removed from every containerd config it holds
+    (the profile's config file, the *.toml files next to it and in conf.d/config.d, and the
+    ``containerd config dump`` output). Use it before a snapshot is written to a bundle."""
+    rp = rp or RuntimeProfile()
+    cfg_dir = posixpath.dirname(rp.containerd_config) or "/"
+    pats = (rp.containerd_config, f"{cfg_dir}/*.toml", f"{cfg_dir}/conf.d/*.toml",
+            f"{cfg_dir}/config.d/*.toml", "/etc/containerd/*.toml", "/etc/containerd/*/*.toml")
+    files = {p: (redact_containerd_config(t) if any(fnmatch.fnmatchcase(p, x) for x in pats)
+                 else t) for p, t in snap.files.items()}
+    cmds = dict(snap.commands)
+    d = cmds.get("containerd_config_dump")
+    if d is not None:
+        cmds["containerd_config_dump"] = CommandResult(d.rc, redact_containerd_config(d.output))
+    return dataclasses.replace(snap, files=files, commands=cmds)
+
+
+def _toml(path: str, text: str | None) -> ConfigFile:
+    return parse_toml(path, None if text is None else redact_containerd_config(text))
+
+
+def _imports_redacted(snap: HostSnapshot, main: ConfigFile) -> tuple[list[ConfigFile], list[str]]:
+    files, missing = _imports(snap, main)
+    return [_toml(f.path, snap.read(f.path)) for f in files], missing
+
+
 def parse(snap: HostSnapshot, profile: Profile | None = None) -> RuntimeEvidence:
+    snap = require_snapshot(snap, "runtime")
     rp = profile.runtime if profile is not None else RuntimeProfile()
-    main = parse_toml(rp.containerd_config, snap.read(rp.containerd_config))
-    imports, missing = _imports(snap, main)
+    main = _toml(rp.containerd_config, snap.read(rp.containerd_config))
+    imports, missing = _imports_redacted(snap, main)
 
     dump: ConfigFile | None = None
     dump_error = ""
     offline = False
+    warnings: list = []
     d = snap.command("containerd_config_dump")
     if d is None:
         dump_error = "containerd config dump was not run"
     elif "KGC-OFFLINE-TREE" in d.output:
         offline = True
         dump_error = "offline tree: no containerd binary to ask"
-    elif d.rc != 0:
-        dump_error = (
-            f"`{rp.containerd_bin} config dump` failed (exit {d.rc}): {d.output.strip()[:300]}"
-        )
     else:
-        dump = parse_toml("containerd config dump", strip_log_lines(d.output))
+        warnings = containerd_warnings(d.output)
+        if d.rc != 0:
+            dump_error = (
+                f"`{rp.containerd_bin} config dump` failed (exit {d.rc}): "
+                f"{redact_containerd_config(d.output).strip()[:300]}"
+            )
+        else:
+            dump = _toml("containerd config dump", strip_log_lines(d.output))
 
     v = snap.command("containerd_version")
     version = ContainerdVersion("")
@@ -134,6 +207,7 @@ def parse(snap: HostSnapshot, profile: Profile | None = None) -> RuntimeEvidence
     if v is None:
         version_error = "containerd --version was not run"
     elif "KGC-OFFLINE-TREE" in v.output:
+        offline = True
         version_error = "offline tree: no containerd binary to ask"
     elif v.rc != 0:
         version_error = (
@@ -144,14 +218,19 @@ def parse(snap: HostSnapshot, profile: Profile | None = None) -> RuntimeEvidence
         if not version.known:
             version_error = f"unrecognised version output: {v.output.strip()[:200]!r}"
 
+    declared, declared_source = package_version(snap)
+    if declared is None and rp.containerd_version:
+        declared = parse_version(rp.containerd_version + (".0" if rp.containerd_version.count(
+            ".") == 1 else ""))
+        declared_source = f"profile runtime.containerd_version: {rp.containerd_version}"
+
     shim_found: list[str] = []
     s = snap.command("kata_shim_path")
     if s is not None and s.rc == 0 and s.output.strip().startswith("/"):
         shim_found.append(s.output.strip().splitlines()[0])
     for dirp in rp.shim_dirs:
         p = f"{dirp}/{KATA_SHIM}"
-        st = snap.stats.get(p)
-        if st is not None and st.kind.startswith(("regular", "symbolic")) and p not in shim_found:
+        if p in snap.stats and p not in shim_found:
             shim_found.append(p)
 
     return RuntimeEvidence(
@@ -167,4 +246,8 @@ def parse(snap: HostSnapshot, profile: Profile | None = None) -> RuntimeEvidence
         shim_found=tuple(shim_found),
         kata_files=_kata_files(snap),
         offline=offline,
+        warnings=tuple(warnings),
+        declared_version=declared,
+        declared_source=declared_source,
+        links={p: t for p, t in snap.links.items() if p.endswith("/" + KATA_SHIM)},
     )

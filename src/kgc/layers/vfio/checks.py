@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kgc.core.model import Outcome, Registry, Severity, failed, passed, skipped
+from kgc.core.model import Outcome, Registry, Severity, failed, passed, skipped, warned
 from kgc.core.profile import Profile
 from kgc.evidence.pci import PciDevice
-from kgc.evidence.vfio_config import mod
+from kgc.evidence.vfio_config import INITRAMFS_FIX, early_boot, mod
 from kgc.layers.common import no_targets
 from kgc.layers.vfio.collect import VfioEvidence
 
@@ -165,14 +165,20 @@ def group_viable(ev: VfioEvidence, profile: Profile) -> Outcome:
     severity=Severity.CRITICAL,
 )
 def competing_driver(ev: VfioEvidence, profile: Profile) -> Outcome:
+    """Now and at boot: a host driver bound now, one that matches the device's modalias
+    with nothing (softdep/blacklist/override) putting vfio-pci first, or one that the
+    initramfs carries without vfio-pci -- the same early-boot judgement as
+    persistence.initramfs."""
     targets = _targets(ev, profile)
     if not targets:
         return no_targets(profile)
     if ev.candidates is None:
-        return skipped("the drivers matching each device's modalias could not be resolved "
-                       "(`modprobe -R` failed or is missing on the node)")
+        return skipped("the drivers matching each device's modalias could not be resolved: "
+                       f"{ev.candidates_error or '`modprobe -R` failed on the node'}; which "
+                       "host driver could claim a target is unknown")
     allowed = {mod(a) for a in _allowed(profile)}
     risks: list[str] = []
+    cautions: list[str] = []
     fixes: list[str] = []
     detail: dict[str, str] = {}
     for d in targets:
@@ -181,17 +187,39 @@ def competing_driver(ev: VfioEvidence, profile: Profile) -> Outcome:
             fixes.append(f"driverctl set-override {d.bdf} vfio-pci")
             detail[d.bdf] = f"claimed by {d.driver}"
             continue
-        if d.driver_override and mod(d.driver_override) in allowed:
-            detail[d.bdf] = f"pinned: driver_override={d.driver_override}"
-            continue
         host_mods = [m for m in ev.candidates.get(d.bdf, ())
                      if m not in allowed and not m.startswith("vfio") and m != "pci_stub"]
+        pinned = bool(d.driver_override and mod(d.driver_override) in allowed)
         if not host_mods:
-            detail[d.bdf] = "no host driver matches its modalias"
+            detail[d.bdf] = ("pinned: driver_override=" + str(d.driver_override) if pinned
+                             else "no host driver matches its modalias")
+            continue
+        boot = early_boot(ev.initramfs, ev.modprobe, host_mods)
+        if pinned:
+            detail[d.bdf] = f"pinned: driver_override={d.driver_override}"
+            if boot.state in ("fails", "stale"):
+                cautions.append(f"{d.bdf} is pinned to vfio-pci now (driver_override), but at "
+                                f"boot {boot.why}; a per-device override re-applied at boot "
+                                "(driverctl) takes it back only after the host driver had it")
+                fixes.append(INITRAMFS_FIX)
+                detail[d.bdf] += f"; at boot: {boot.state}"
             continue
         unguarded = [m for m in host_mods if ev.modprobe.vfio_first(m) is None]
         if not unguarded:
-            detail[d.bdf] = "; ".join(ev.modprobe.vfio_first(m) or "" for m in host_mods)
+            guards = "; ".join(ev.modprobe.vfio_first(m) or "" for m in host_mods)
+            detail[d.bdf] = guards
+            if boot.state == "fails":
+                risks.append(f"{d.bdf} [{d.ident}] is guarded on the root filesystem ({guards}), "
+                             f"but {boot.why}")
+                fixes.append(INITRAMFS_FIX)
+                detail[d.bdf] += "; initramfs: host driver without vfio_pci"
+            elif boot.state == "stale":
+                cautions.append(f"{d.bdf} [{d.ident}] is guarded on the root filesystem "
+                                f"({guards}), but {boot.why}")
+                fixes.append("Rebuild the initramfs: update-initramfs -u -k all (dracut -f)")
+                detail[d.bdf] += "; initramfs: stale"
+            elif boot.state == "unknown":
+                detail[d.bdf] += f" (early boot not checked: {boot.why})"
             continue
         loaded = [m for m in unguarded if ev.loaded_modules and m in ev.loaded_modules]
         state = f"loaded: {', '.join(loaded)}" if loaded else "not loaded now, auto-loads by alias"
@@ -202,7 +230,10 @@ def competing_driver(ev: VfioEvidence, profile: Profile) -> Outcome:
                   for m in unguarded] + [f"or: driverctl set-override {d.bdf} vfio-pci"]
         detail[d.bdf] = f"unguarded host drivers: {', '.join(unguarded)}"
     if risks:
-        return failed("; ".join(risks), "; ".join(dict.fromkeys(fixes)), per_device=detail)
+        return failed("; ".join(risks + cautions), "; ".join(dict.fromkeys(fixes)),
+                      per_device=detail)
+    if cautions:
+        return warned("; ".join(cautions), "; ".join(dict.fromkeys(fixes)), per_device=detail)
     return passed("no host driver can claim a target first: "
                   + "; ".join(f"{b}: {v}" for b, v in detail.items()), per_device=detail)
 
@@ -215,9 +246,16 @@ def competing_driver(ev: VfioEvidence, profile: Profile) -> Outcome:
     severity=Severity.CRITICAL,
 )
 def host_kept(ev: VfioEvidence, profile: Profile) -> Outcome:
-    kept = sorted(ev.pci.host_kept(profile), key=lambda d: d.bdf)
     if not profile.host.passthrough.host_keeps:
         return skipped("the profile names no host-kept devices (host.passthrough.host_keeps), "
+                       "so there is nothing to protect from capture")
+    if not ev.pci.devices:
+        return skipped("no PCI device could be read from /sys/bus/pci/devices, so whether a "
+                       "host-kept device is captured is unknown")
+    kept = sorted(ev.pci.host_kept(profile), key=lambda d: d.bdf)
+    if not kept:
+        sels = ", ".join(s.describe() for s in profile.host.passthrough.host_keeps)
+        return skipped(f"no device on this node matches host.passthrough.host_keeps ({sels}), "
                        "so there is nothing to protect from capture")
     allowed = {mod(a) for a in _allowed(profile)} | {"pci_stub"}
     captured = []
@@ -241,5 +279,4 @@ def host_kept(ev: VfioEvidence, profile: Profile) -> Outcome:
             drivers=rows,
         )
     return passed(f"{len(kept)} host-kept device(s) on host drivers: "
-                  + (", ".join(f"{b}={v}" for b, v in rows.items()) or "(none present)"),
-                  drivers=rows)
+                  + ", ".join(f"{b}={v}" for b, v in rows.items()), drivers=rows)

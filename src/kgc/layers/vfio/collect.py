@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kgc.core.hostfs import HostSnapshot
+from kgc.core.hostfs import HostSnapshot, require_snapshot
 from kgc.evidence.pci import PCI_QUERY, PciInventory, parse_pci
 from kgc.evidence.vfio_config import (
     CONFIG_QUERY,
+    InitramfsListing,
     ModprobeConfig,
+    modalias_error,
+    parse_initramfs,
     parse_modalias_drivers,
     parse_modprobe,
 )
@@ -27,6 +30,8 @@ class VfioEvidence:
     candidates: Mapping[str, tuple[str, ...]] | None = None  # bdf -> modalias modules
     modprobe: ModprobeConfig = ModprobeConfig()
     iommu_units: tuple[str, ...] = ()
+    candidates_error: str = ""  # why `candidates` is None
+    initramfs: InitramfsListing = InitramfsListing(None, (), "not collected")
 
     @property
     def iommu_on(self) -> bool:
@@ -35,6 +40,7 @@ class VfioEvidence:
 
 def parse(snap: HostSnapshot, profile: object = None) -> VfioEvidence:
     """The layer's evidence from the node's snapshot (the profile is not needed here)."""
+    snap = require_snapshot(snap, "vfio")
     pci = parse_pci(snap)
     vfio_dev = {}
     for p in snap.glob("/sys/bus/pci/devices/*/vfio-dev"):
@@ -50,4 +56,6 @@ def parse(snap: HostSnapshot, profile: object = None) -> VfioEvidence:
         candidates=parse_modalias_drivers(snap),
         modprobe=parse_modprobe(snap),
         iommu_units=snap.listdir("/sys/class/iommu") or (),
+        candidates_error=modalias_error(snap),
+        initramfs=parse_initramfs(snap),
     )

@@ -39,6 +39,8 @@ from kgc.core.profile import Profile, load_profile
 from kgc.core.registry import load_layers
 from kgc.core.target import NodeTarget
 from kgc.image.disk import HEAD_BYTES, ImageError, ImageFile, layout
+from kgc.lab.images_boot import boot_tools, mtool
+from kgc.lab.node import lab as node_lab
 
 OVMF_PAIRS = (
     ("/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd"),
@@ -52,8 +54,6 @@ def find_ovmf() -> tuple[Path, Path]:
     cands = [env] if all(env) else []
     cands += list(OVMF_PAIRS)
     try:
-        from kgc.lab.images_boot import boot_tools
-
         t = boot_tools() / "usr/share/OVMF"
         cands.append((str(t / "OVMF_CODE_4M.fd"), str(t / "OVMF_VARS_4M.fd")))
     except Exception as exc:  # noqa: BLE001 - reported below if nothing else is found
@@ -69,10 +69,6 @@ def _mtool(name: str) -> list[str]:
     found = shutil.which(name)
     if found:
         return [found]
-    try:
-        from kgc.lab.images_boot import mtool
-    except ImportError:
-        raise ImageError(f"{name} (mtools) not found: apt install mtools") from None
     return mtool(name)
 
 
@@ -117,11 +113,7 @@ def nocloud_seed(out: Path, user: str, client_pub: str, host_key: Path, host_pub
 
 
 def _lab() -> Any:
-    try:
-        from kgc.lab.node import lab
-    except ImportError as exc:
-        raise ImageError(f"--boot needs the `lab` extra ({exc})") from None
-    return lab
+    return node_lab
 
 
 @dataclass
