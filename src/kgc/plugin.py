@@ -32,7 +32,7 @@ import pytest
 from kgc import __version__
 from kgc.core import report
 from kgc.core.bundle import BundleError, load_bundle
-from kgc.core.engine import Context
+from kgc.core.engine import Context, Unavailable
 from kgc.core.layer import Layer, Scope
 from kgc.core.model import Check, Outcome, Status, Verdict
 from kgc.core.profile import DEFAULT_PROFILE, Profile, ProfileError, load_profile
@@ -366,6 +366,52 @@ def _record(item: pytest.Item, v: Verdict) -> None:
         pass
 
 
+# -- layer artefacts -----------------------------------------------------------------------
+# A layer may expose ``artefacts(evidence, profile) -> [(filename, mime, bytes)]`` (the KEDA
+# layer: CSVs, the timeline SVG, the per-phase table): computed once per target and layer,
+# written next to verdict.json (prefixed with the target when the scope has several),
+# attached to the Allure result of each of the layer's checks, and ``text/plain`` ones shown
+# in the console summary.
+ARTEFACTS = pytest.StashKey[dict[tuple[str, str], list[tuple[str, str, bytes]]]]()
+
+
+def _artefacts(item: pytest.Item, state: KgcState, ctx: Context | None, v: Verdict) -> None:
+    hook = getattr(state.layers.get(v.layer), "artefacts", None)
+    if hook is None or ctx is None:
+        return
+    done = item.config.stash.setdefault(ARTEFACTS, {})
+    key = (ctx.name, v.layer)
+    if key not in done:
+        try:
+            done[key] = list(hook(ctx.evidence(v.layer), ctx.profile))
+        except Unavailable:
+            done[key] = []
+        if state.active:
+            several = len(state.by_scope[ctx.scope]) > 1
+            prefix = "".join(c if c.isalnum() or c in "-_." else "_" for c in ctx.name) + "-"
+            rdir = _report_dir(item.config)
+            rdir.mkdir(parents=True, exist_ok=True)
+            for name, _mime, data in done[key]:
+                (rdir / ((prefix if several else "") + name)).write_bytes(data)
+    try:
+        import allure
+
+        for name, mime, data in done[key]:
+            allure.attach(data, name=name, attachment_type=mime,
+                          extension=name.rpartition(".")[2])
+    except ImportError:
+        pass
+
+
+def _artefact_summary(tr: Any, config: pytest.Config) -> None:
+    for (target, layer), files in config.stash.get(ARTEFACTS, {}).items():
+        for name, mime, data in files:
+            if mime == "text/plain":
+                tr.section(f"{layer} on {target}: {name}")
+                for line in data.decode(errors="replace").splitlines():
+                    tr.write_line(line)
+
+
 def format_verdict(v: Verdict) -> str:
     lines = [f"[{v.status.upper()}] {v.check} on {v.target}: {v.reason}"]
     if v.expected is not None or v.found is not None:
@@ -396,6 +442,7 @@ def certify(request: pytest.FixtureRequest, kgc_state: KgcState, kgc_context: Co
         else:
             v = kgc_context.judge(check_id)
         _record(request.node, v)
+        _artefacts(request.node, kgc_state, kgc_context, v)
         if v.status is Status.PASS:
             return v
         if v.status is Status.WARN:
@@ -533,6 +580,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     tr = terminalreporter
     fin = state.final
+    _artefact_summary(tr, config)
     tr.section("kata-gpu-conformance verdicts")
     for line in report.summary_table(fin["results"]):
         tr.write_line(line)

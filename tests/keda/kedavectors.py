@@ -114,7 +114,7 @@ def _scale_down(kind: str) -> KedaEvidence:
     ev = good()
     if kind == "stalled":
         return _kata_reps(ev, lambda r: dataclasses.replace(
-            r, scaled_down=None, stalls=(Stall("scale-down", 600, 600, "2 pods left"),)))
+            r, scaled_down=None, stalls=(Stall("scale-down", 45, 45, "2 pods left"),)))
     return _kata_reps(ev, lambda r: dataclasses.replace(r, scaled_down=None)
                       if r.index == 3 else r)
 
@@ -232,6 +232,11 @@ VECTORS: list[Vector] = [
                "ready (1): kata r1 #2 kata-1-2 on node-a, waited 300 s: never ready")},
            words={"keda.e2e-p95": ("never became Ready",)},
            fix={"keda.scale-up-completes": ("FailedCreatePodSandBox",)}),
+    Vector("the recorded wait, not the judging profile's", synth(
+        {"kata": [[pod(), pod(sandbox=None, stall=True)]]}, stall_wait=20.0),
+        prof(compare_baseline=False), {"keda.scale-up-completes": "fail"},
+        words={"keda.scale-up-completes": ("1 of 2 pods never became Ready within the 20 s "
+                                           "wait",)}),
     Vector("never scaled", synth({"kata": [[pod()]], "baseline": uniform(1, 1)}, k=3), D,
            {"keda.scale-up-completes": "fail", "keda.e2e-p95": "fail"},
            exact={"keda.scale-up-completes": (
@@ -246,7 +251,8 @@ VECTORS: list[Vector] = [
         words={"keda.scale-up-completes": ("no trigger time recorded",)}),
     Vector("scale-down stalled", _scale_down("stalled"), D,
            {"keda.scale-down-completes": "fail"},
-           words={"keda.scale-down-completes": ("2 pods left", "cooldownPeriod 10 s")}),
+           words={"keda.scale-down-completes": ("2 pods left", "cooldownPeriod 10 s",
+                                                "never completed within the 45 s wait")}),
     Vector("scale-down unrecorded", _scale_down("missing"), D,
            {"keda.scale-down-completes": "skip"},
            words={"keda.scale-down-completes": ("kata r3",)}),
@@ -361,7 +367,12 @@ VECTORS: list[Vector] = [
         prof(decision_dominance=0.75), {"keda.scaling-config": "pass"},
         words={"keda.scaling-config": ("HPA sync period not visible (Kubernetes default 15 s)",)},
         exact={}),
-    Vector("no replica signal", _no_replica_signal(), D, {"keda.scaling-config": "skip"}),
+    Vector("no replica signal", _no_replica_signal(), D, {"keda.scaling-config": "skip"},
+           words={"keda.scaling-config": ("the decision phase was not measured",)}),
+    Vector("every pod stalled", synth({"kata": [[pod(sandbox=None, stall=True)] * 3]}),
+           prof(compare_baseline=False), {"keda.scaling-config": "skip"},
+           words={"keda.scaling-config": ("end-to-end p50 is censored",
+                                          "3 of 3 pods never became Ready")}),
     # --- watch precision: allowed lag [-0.5, 1.5] s (offset ± 0.25, tolerance 0.25)
     Vector("lag at upper bound", _lag_evidence(1.5), prof(watch_lag_tolerance_s=0.25),
            {"keda.watch-precision": "pass"}),

@@ -21,11 +21,13 @@ from lab.conftest import lab_env
 def test_run_knows_every_lab_scenario() -> None:
     from kgc.lab.cluster.scenarios_gpu import BY_NAME as GPU
     from kgc.lab.cluster.scenarios_sizing import SCENARIOS as SIZING
+    from kgc.lab.cluster.scenarios_keda import SCENARIOS as KEDA
     from kgc.lab.containerd import SCENARIOS as CONTAINERD
     from kgc.lab.node.scenarios import SCENARIO_SPECS as NODE
 
     known = scenarios.scenarios()
-    assert set(known) == set(NODE) | set(CONTAINERD) | set(GPU) | set(SIZING)
+    assert set(known) == set(NODE) | set(CONTAINERD) | set(GPU) | set(SIZING) | set(KEDA)
+    assert {known[n].lab for n in KEDA} == {"cluster"}
     assert {known[n].lab for n in NODE} == {"node"}
     assert {known[n].lab for n in CONTAINERD} == {"containerd"}
     assert {known[n].lab for n in (*GPU, *SIZING)} == {"cluster"}

@@ -28,7 +28,7 @@ from typing import Any
 from kgc.core import report
 
 PROVIDERS = ("kgc.lab.node.scenarios", "kgc.lab.containerd", "kgc.lab.cluster.scenarios_gpu",
-             "kgc.lab.cluster.scenarios_sizing")
+             "kgc.lab.cluster.scenarios_sizing", "kgc.lab.cluster.scenarios_keda")
 ENTRY_POINT_GROUP = "kgc.lab_scenarios"
 
 

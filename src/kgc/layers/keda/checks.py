@@ -257,6 +257,8 @@ def scale_up_completes(ev: KedaEvidence, profile: Any) -> Outcome:
     if trig:
         return errored(f"the run could not raise its {kp.trigger} trigger: {_list(trig)}",
                        STALL_REMEDIATION["trigger"], stalls=trig)
+    k = max((rep.target_replicas for run in ev.runs() for rep in run.repetitions),
+            default=kp.replicas)
     stuck: list[tuple[str, PodPhases]] = []
     for rows in a.rows.values():
         for r in rows:
@@ -279,16 +281,28 @@ def scale_up_completes(ev: KedaEvidence, profile: Any) -> Outcome:
                 f"{lab} r{r.repetition} #{r.rank} {r.pod or '(never created)'}{node}{lb}{det}")
         parts = [f"stalled in {TITLES[p]} ({len(v)}): {_list(v, 2)}"
                  for p, v in sorted(by_phase.items(), key=lambda x: order[x[0]])]
-        reason = (f"{len(stuck)} of {total} pods never became Ready within the "
-                  f"{kp.timeouts.ready_s:g} s wait -- " + " | ".join(parts))
+        waits = [r.stall.timeout_s for _, r in stuck if r.stall is not None]
+        reason = (f"{len(stuck)} of {total} pods never became Ready within "
+                  f"{_wait_words(waits, kp.timeouts.ready_s)} -- " + " | ".join(parts))
         remediation = " ".join(STALL_REMEDIATION[p] for p in PHASES if p in by_phase)
-        return failed(reason, remediation, expected=f"every repetition reaches {kp.replicas} "
-                      "Ready pods", found=f"{len(stuck)} pods stalled, first in {TITLES[first]}",
+        return failed(reason, remediation, expected=f"every repetition reaches {k} Ready pods",
+                      found=f"{len(stuck)} pods stalled, first in {TITLES[first]}",
                       stalled={p: v for p, v in by_phase.items()})
     reps = ", ".join(f"{len(r.repetitions)} of {r.label}" for r in ev.runs())
     return passed(f"every repetition reached its Ready pods ({reps} repetitions, {total} pods)",
-                  expected=f"every repetition reaches {kp.replicas} Ready pods",
+                  expected=f"every repetition reaches {k} Ready pods",
                   found=f"{total} pods Ready")
+
+
+def _wait_words(recorded: Sequence[float], fallback: float) -> str:
+    """The wait the run used, as recorded with its stalls (the judging profile may differ
+    from the recording one); the profile's value only when none was recorded."""
+    vals = sorted(set(recorded))
+    if not vals:
+        return f"the {fmt_num(fallback)} s wait"
+    if len(vals) == 1:
+        return f"the {fmt_num(vals[0])} s wait"
+    return f"the {fmt_num(vals[0])}-{fmt_num(vals[-1])} s waits"
 
 
 @CHECKS.check(
@@ -303,6 +317,8 @@ def scale_down_completes(ev: KedaEvidence, profile: Any) -> Outcome:
         return gate
     kp = keda_profile(profile)
     stalled, gaps, done = [], [], []
+    waits = [st.timeout_s for run in ev.runs() for rep in run.repetitions for st in rep.stalls
+             if st.phase == "scale-down"]
     for run in ev.runs():
         cool = run.config.cooldown_period_s
         for sd in scale_downs(run):
@@ -318,7 +334,7 @@ def scale_down_completes(ev: KedaEvidence, profile: Any) -> Outcome:
              "durations_s": [round(x, 3) for x in done]}
     if stalled:
         return failed(f"{len(stalled)} scale-down(s) never completed within "
-                      f"{kp.timeouts.scale_down_s:g} s: {_list(stalled)}",
+                      f"{_wait_words(waits, kp.timeouts.scale_down_s)}: {_list(stalled)}",
                       expected="0 pods after cooldownPeriod", found=f"{len(stalled)} stalled",
                       **rec)
     if gaps:
@@ -563,8 +579,11 @@ def scaling_config(ev: KedaEvidence, profile: Any) -> Outcome:
     ev_: dict[str, Any] = {"config": {run.role: run.config.to_dict() for run in ev.runs()},
            "decision": dec.to_dict(), "activation_rank1": first.to_dict(),
            "hpa_ranks_2_plus": later.to_dict(), "e2e": e2e.to_dict()}
-    if dec.n == 0 or e2e.n == 0 or dec.p50 is None or e2e.p50 is None or math.isinf(e2e.p50) \
-            or e2e.p50 <= 0:
+    if e2e.p50 is not None and math.isinf(e2e.p50):
+        return skipped(f"the decision share cannot be judged: end-to-end p50 is censored "
+                       f"({e2e.censored} of {e2e.counted} pods never became Ready, see "
+                       f"keda.scale-up-completes); configuration: {words}", **ev_)
+    if dec.n == 0 or e2e.n == 0 or dec.p50 is None or e2e.p50 is None or e2e.p50 <= 0:
         why = "; ".join(dec.notes) or "no replica signal recorded"
         return skipped(f"the decision phase was not measured ({why}); configuration: {words}",
                        **ev_)

@@ -74,6 +74,40 @@ class KedaGpu(Strict):
     resource: str = "nvidia.com/gpu"
 
 
+class KedaEndpoint(Strict):
+    """Where the ``metrics-api`` trigger reads the value the run controls.
+
+    ``deploy`` (real clusters): the run deploys a small HTTP endpoint in its own namespace
+    -- a pod running ``image`` (any image with ``python3``; the script is stdlib only and
+    comes in a ConfigMap) behind a Service; KEDA reads
+    ``http://<service>.<namespace>.svc.<cluster_domain>:<port>/metric`` and the run sets
+    the value through the API server's service proxy (so kgc needs no network path to pod
+    IPs). Mirror the image into your registry on air-gapped clusters.
+    ``lab``: the cluster lab's own loopback metric endpoint stands in (its pods are
+    simulated by kwok and never run, so nothing deployed could answer); the URL is read
+    from the lab's state next to the kubeconfig (or ``$KGC_CLUSTER_RUN_DIR``).
+    ``url``: an endpoint the run does not deploy; ``GET url`` answers ``{"value": N}``
+    and ``PUT url`` with ``{"value": N}`` sets it, reachable from kgc and from KEDA."""
+
+    mode: Literal["deploy", "lab", "url"] = "deploy"
+    image: str = "python:3.13-alpine"
+    port: int = Field(default=8080, ge=1, le=65535)
+    cluster_domain: str = "cluster.local"
+    url: str | None = None
+    # where the endpoint pod may run (e.g. the system node pool); empty: anywhere
+    node_selector: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _url(self) -> KedaEndpoint:
+        if self.mode == "url" and not self.url:
+            raise ValueError("endpoint.mode url needs endpoint.url")
+        if self.mode != "url" and self.url:
+            raise ValueError(f"endpoint.url is only read with mode url (mode is {self.mode})")
+        if not self.image:
+            raise ValueError("endpoint.image must name an image with python3")
+        return self
+
+
 class KedaProfile(Strict):
     """The KEDA scale-up latency layer (hooked in as ``cluster.keda``)."""
 
@@ -83,7 +117,11 @@ class KedaProfile(Strict):
     compare_baseline: bool = True
     repetitions: int = Field(default=5, ge=1, le=200)
     replicas: int = Field(default=3, ge=1, le=100)  # K: each repetition scales 0 -> K -> 0
-    trigger: Literal["metrics-api", "kubernetes-workload", "external-push"] = "metrics-api"
+    # metrics-api: a number the run sets on an HTTP endpoint (see ``endpoint``);
+    # kubernetes-workload: the number of marker pods the run creates in its namespace
+    # (no endpoint image needed, the marker pods run ``image``)
+    trigger: Literal["metrics-api", "kubernetes-workload"] = "metrics-api"
+    endpoint: KedaEndpoint = KedaEndpoint()
     # the run's own ScaledObjects: set pollingInterval to the platform's production value
     # (KEDA's default is 30 s); cooldownPeriod only affects the scale back to zero between
     # repetitions (KEDA's default is 300 s), so a short one keeps the run short

@@ -319,3 +319,23 @@ def _bars(r: PodPhases, x0: float, y: float, pxs: float, axis_end: float) -> lis
                 f'stroke="{STALL_COLOR}" stroke-width="0.8"><title>{escape(tag)} stalled '
                 f"{escape(v.note)}</title></rect>")
     return out
+
+
+# ---------------------------------------------------------------------------------------
+# the layer's report artefacts
+
+Artefact = tuple[str, str, bytes]
+
+
+def artefacts(ev: Any, profile: Any = None) -> list[Artefact]:
+    """The files a report carries for one KEDA record: ``(filename, mime, bytes)`` --
+    every timestamp and every phase as CSV, the timeline picture (SVG) and the per-phase
+    table (text, also shown on the console). Nothing when no class was measured."""
+    if not isinstance(ev, KedaEvidence) or not ev.runs():
+        return []
+    return [
+        ("keda-timestamps.csv", "text/csv", timestamps_csv(ev).encode()),
+        ("keda-phases.csv", "text/csv", phases_csv(ev).encode()),
+        ("keda-timeline.svg", "image/svg+xml", timeline_svg(ev).encode()),
+        ("keda-phases.txt", "text/plain", phase_table(ev, profile).encode()),
+    ]

@@ -1,0 +1,1 @@
+"""Suite for the keda layer."""
