@@ -20,8 +20,8 @@ from lab.conftest import lab_env
 
 def test_run_knows_every_lab_scenario() -> None:
     from kgc.lab.cluster.scenarios_gpu import BY_NAME as GPU
-    from kgc.lab.cluster.scenarios_sizing import SCENARIOS as SIZING
     from kgc.lab.cluster.scenarios_keda import SCENARIOS as KEDA
+    from kgc.lab.cluster.scenarios_sizing import SCENARIOS as SIZING
     from kgc.lab.containerd import SCENARIOS as CONTAINERD
     from kgc.lab.node.scenarios import SCENARIO_SPECS as NODE
 
