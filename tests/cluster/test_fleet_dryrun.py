@@ -6,6 +6,8 @@ cluster-lab tests to share their one lab per session."""
 
 from __future__ import annotations
 
+import copy
+import uuid
 from typing import Any
 
 import pytest
@@ -37,42 +39,43 @@ def test_every_fleet_and_rbac_object_passes_a_server_side_dry_run(lab_cluster: L
         yaml.safe_load((REPO / "deploy/sonobuoy/kgc-node-plugin.yaml").read_text())))
     kinds = {o["kind"] for o in objs}
     assert {"Namespace", "ServiceAccount", "DaemonSet", "Role", "ClusterRole"} <= kinds
+    # Judged under private names, so the dry-run cannot clash with objects another test (or a
+    # user) really applied to this cluster (kgc-system, the kgc-certify ClusterRole ...): the
+    # namespaced objects go into a namespace of this test, cluster-scoped ones get a suffix.
+    tag = uuid.uuid4().hex[:8]
+    ns = f"kgc-dryrun-{tag}"
     core = lab_cluster.kube.core
-    created = False
-    try:  # namespaced objects need their namespace to exist for the dry-run to be judged
-        try:
-            core.read_namespace(fm.NAMESPACE)
-        except ApiException as exc:
-            assert exc.status == 404
-            _dry_run(dyn, fm.namespace())
-            core.create_namespace(fm.namespace())
-            created = True
+    core.create_namespace({"metadata": {"name": ns, "labels": {"kgc.io/test": "dryrun"}}})
+    try:
         refused = {}
+        judged = []
         for o in objs:
-            if o["kind"] == "Namespace":  # it exists now: judge the same object, renamed
-                o = {**o, "metadata": {**o["metadata"], "name": o["metadata"]["name"] + "-dry"}}
+            o = copy.deepcopy(o)
+            res = dyn.resources.get(api_version=o["apiVersion"], kind=o["kind"])
+            if res.namespaced:
+                o["metadata"]["namespace"] = ns
+            else:
+                o["metadata"]["name"] += f"-dryrun-{tag}"
             try:
                 out = _dry_run(dyn, o)
             except ApiException as exc:
                 refused[f"{o['kind']}/{o['metadata']['name']}"] = exc.body
                 continue
+            judged.append((res, o))
             assert out.metadata.name == o["metadata"]["name"]
             if o["kind"] == "DaemonSet":  # the server kept the read-only settings
                 mounts = out.spec.template.spec.containers[0].volumeMounts
                 host = [m for m in mounts if m.name == "host"][0]
                 assert host.readOnly and host.recursiveReadOnly == "Enabled"
         assert not refused, refused
-        for o in objs:  # a dry run leaves nothing behind
-            res = dyn.resources.get(api_version=o["apiVersion"], kind=o["kind"])
-            if o["kind"] == "Namespace":
-                continue
+        assert len(judged) == len(objs)
+        for res, o in judged:  # a dry run leaves nothing behind
             with pytest.raises(ApiException) as err:
                 res.get(name=o["metadata"]["name"],
                         namespace=o["metadata"].get("namespace") if res.namespaced else None)
             assert err.value.status == 404
     finally:
-        if created:
-            core.delete_namespace(fm.NAMESPACE)
+        core.delete_namespace(ns)
 
 
 def test_a_broken_daemonset_is_refused_by_the_dry_run(lab_cluster: LabInfo) -> None:
