@@ -11,6 +11,8 @@
     kgc gate VERDICT [--profile P]    gate a verdict against the profile's release policy
     kgc diff OLD NEW                  what changed between two verdicts; exit 1 on regression
     kgc image check IMAGE --profile P certify a node image file (read-only, no mount)
+    kgc fleet manifests|collect       the node layers in-cluster: DaemonSet, one merged report
+    kgc node-run [--host-root /host]  the fleet image's entry point (a node's root in a pod)
     kgc guest ...                     the in-guest collector (what a GPU pod runs)
     kgc lab ...                       the built-in labs (needs the `lab` extra)
 
@@ -38,6 +40,7 @@ from kgc.core.layer import Scope
 from kgc.core.profile import DEFAULT_PROFILE, ProfileError, load_profile
 from kgc.core.registry import catalogue, load_layers
 from kgc.core.target import ClusterTarget, NodeTarget, TargetError
+from kgc.fleet.cli import FleetUsage
 
 
 class UsageError(Exception):
@@ -255,6 +258,12 @@ def cmd_guest(a: argparse.Namespace, extra: list[str]) -> int:
     return int(guest.main(extra))
 
 
+def cmd_node_run(a: argparse.Namespace, extra: list[str]) -> int:
+    from kgc.fleet import noderun
+
+    return int(noderun.main(extra))
+
+
 def cmd_lab(a: argparse.Namespace, extra: list[str]) -> int:
     """`kgc lab ...` is `kgc-lab ...`: the labs register their command line through an entry
     point (group ``kgc.commands``), so the product never imports them."""
@@ -316,7 +325,8 @@ def _cleanup_parser(sub: Any) -> None:
     p.set_defaults(func=cmd_cleanup)
 
 
-PASSTHROUGH = {"certify": cmd_certify, "guest": cmd_guest, "lab": cmd_lab}
+PASSTHROUGH = {"certify": cmd_certify, "guest": cmd_guest, "lab": cmd_lab,
+               "node-run": cmd_node_run}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -386,6 +396,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_gating(sub)
     # -- end release gating -----------------------------------------------------------
+    from kgc.fleet.cli import register as register_fleet
+
+    register_fleet(sub)
+    sub.add_parser("node-run", help="the fleet image's entry point: the node layers against "
+                   "a node's root mounted at /host (args: kgc node-run --help)", add_help=False)
 
     sub.add_parser("guest", help="in-guest collector (args go to python -m kgc.guest)",
                    add_help=False)
@@ -406,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         return int(a.func(a))
-    except (ProfileError, UsageError) as exc:
+    except (ProfileError, UsageError, FleetUsage) as exc:
         print(f"kgc: {str(exc).replace(chr(10), ' ')}", file=sys.stderr)
         return 2
     except TargetError as exc:

@@ -79,6 +79,16 @@ def test_the_certify_serviceaccount_is_refused_what_a_run_does_not_need(
             dry_run="All")),
         ("create namespace not-a-run", lambda: sa.core.create_namespace(
             {"metadata": {"name": "not-a-run"}}, dry_run="All")),
+        ("create a Deployment in default (keda's workload kind)",
+         lambda: sa.apps.create_namespaced_deployment("default", {
+             "metadata": {"name": "x"}, "spec": {
+                 "selector": {"matchLabels": {"a": "b"}},
+                 "template": {"metadata": {"labels": {"a": "b"}},
+                              "spec": {"containers": [{"name": "c", "image": "i"}]}}}},
+             dry_run="All")),
+        ("create a Service in default", lambda: sa.core.create_namespaced_service(
+            "default", {"metadata": {"name": "x"}, "spec": {"ports": [{"port": 80}]}},
+            dry_run="All")),
     ):
         with pytest.raises(ApiException) as err:
             fn()
@@ -93,7 +103,15 @@ def test_the_rbac_manifest_grants_no_write_outside_the_run() -> None:
     writes = {(r["resources"][0] if len(r["resources"]) == 1 else tuple(r["resources"]))
               for r in role["rules"] for v in r["verbs"] if v in ("create", "delete", "update",
                                                                   "patch")}
-    assert writes == {"namespaces", "pods", "configmaps"}, writes
+    # keda's workloads, their ScaledObjects and its trigger endpoint (Service, reached through
+    # the API server's service proxy) are the only writes beyond the gpu/sizing pods
+    assert writes == {"namespaces", "pods", "configmaps", "deployments", "scaledobjects",
+                      "services", "services/proxy"}, writes
+    policy = next(d for d in rbac.manifest_docs() if d["kind"] == "ValidatingAdmissionPolicy")
+    confined = {res for rule in policy["spec"]["matchConstraints"]["resourceRules"]
+                for res in rule["resources"]}
+    # every written kind but the proxy (a CONNECT, not an object) is confined to run namespaces
+    assert writes - {"services/proxy"} <= confined, confined
     assert not any("*" in r["verbs"] or "*" in r["resources"] for r in role["rules"])
     assert not any("secrets" in r["resources"] for r in role["rules"])
 

@@ -2,7 +2,10 @@
 
 - :class:`NodeTarget` — a live node reached through a testinfra transport (``local://``,
   ``ssh://``, ``paramiko://``, ``chroot://``, ``kubectl://``, ``docker://`` …), optionally
-  reading files under an offline tree (``root``).
+  reading files under an offline tree (``root``). ``chroot:///host?live=1&node=NAME`` is a
+  *running* node's root mounted into a container (the in-cluster DaemonSet, :mod:`kgc.fleet`):
+  its live /proc and /sys are under it, its own binaries run under chroot, verdicts name the
+  node ``NAME``; without ``live=1`` a chroot is an offline tree (a mounted image).
 - :class:`ClusterTarget` — a Kubernetes cluster: a kubeconfig and a context.
 - a recorded bundle (:mod:`kgc.core.bundle`) stands in for either.
 
@@ -109,6 +112,11 @@ class Address:
         return dict(self.params).get(key)
 
     @property
+    def live_root(self) -> bool:
+        """``chroot:///host?live=1``: a running node's root (its /proc, /sys mounted under it)."""
+        return self.kind == "chroot" and self.param("live") in ("1", "true", "yes")
+
+    @property
     def redacted(self) -> str:
         return redact_url(self.raw)
 
@@ -121,7 +129,7 @@ class Address:
             host = f"[{self.host}]" if ":" in self.host else self.host
             return f"{host}:{self.port}" if self.port else host
         if self.kind == "chroot":
-            return f"chroot:{self.path or self.host}"
+            return self.param("node") or f"chroot:{self.path or self.host}"
         if self.kind in ("kubectl", "openshift"):
             ns = self.param("namespace")
             return f"{ns}/{self.host}" if ns else self.host
@@ -203,7 +211,7 @@ class NodeTarget:
     @property
     def offline_tree(self) -> bool:
         """Files only: an image or a directory tree, no running kernel or services."""
-        return bool(self.root) or self.kind == "chroot"
+        return bool(self.root) or (self.kind == "chroot" and not self.address.live_root)
 
     @property
     def is_this_machine(self) -> bool:
@@ -224,6 +232,9 @@ class NodeTarget:
         if self.kind == "local":
             return ("refusing to reboot the machine that runs kgc (local:// target); run the "
                     "reboot test against a remote node: --hosts ssh://root@NODE --allow-reboot")
+        if self.address.live_root and not self.root:
+            return (f"refusing to reboot {self.name} from a pod: a pod shares the node with "
+                    "others; reboot over SSH to the node itself")
         if self.root or self.kind == "chroot":
             return f"refusing to reboot {self.name}: an offline tree, not a running machine"
         if self.kind in CONTAINER_KINDS:
@@ -294,6 +305,11 @@ def _testinfra_host(t: NodeTarget) -> Any:
         h = Host(backend)
         backend.set_host(h)
         return h
+    if t.kind == "chroot":
+        # testinfra's URL parser loses an absolute path (chroot:///mnt -> ''), and kgc's own
+        # parameters (live, node) are not testinfra's: name the directory directly
+        path = t.address.path or t.address.host
+        return testinfra.get_host(path, connection="chroot", **kw)
     return testinfra.get_host(t.address.raw, **kw)
 
 
