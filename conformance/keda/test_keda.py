@@ -38,3 +38,7 @@ def test_scaling_configuration_is_reported_and_does_not_dominate(certify):
 
 def test_watch_receipt_times_agree_with_the_api_timestamps(certify):
     certify("keda.watch-precision")
+
+
+def test_the_baseline_runtime_starts_pods_within_its_own_budgets(certify):
+    certify("keda.baseline-budgets")

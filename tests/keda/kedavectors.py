@@ -182,7 +182,7 @@ NO_KATA = KedaEvidence("done", "", Preflight(True, "2.21", (), True))
 
 MEASURING = ("keda.scale-up-completes", "keda.scale-down-completes", "keda.e2e-p95",
              "keda.phase-budgets", "keda.kata-overhead", "keda.scaling-config",
-             "keda.watch-precision")
+             "keda.watch-precision", "keda.baseline-budgets")
 
 
 def _all(status: str, ids: tuple[str, ...] = MEASURING) -> dict[str, str]:
@@ -196,7 +196,8 @@ VECTORS: list[Vector] = [
         "keda.preflight": "pass", "keda.scale-up-completes": "pass",
         "keda.scale-down-completes": "pass", "keda.e2e-p95": "pass",
         "keda.phase-budgets": "pass", "keda.kata-overhead": "pass",
-        "keda.scaling-config": "pass", "keda.watch-precision": "pass"},
+        "keda.scaling-config": "pass", "keda.watch-precision": "pass",
+        "keda.baseline-budgets": "skip"},
         words={"keda.e2e-p95": ("end-to-end p95 2.37 s <= 60 s budget", "runc p95 1.87 s"),
                "keda.kata-overhead": ("Kata adds the most in sandbox ready (+0.5 s",)}),
     Vector("not run", NOT_RUN, D, {"keda.preflight": "skip", **_all("skip")},
@@ -310,7 +311,43 @@ VECTORS: list[Vector] = [
            words={"keda.kata-overhead": ("sandbox ready p50 kata 1 s / runc 0.5 s = 2.00x > "
                                          "1.5x budget",)}),
     Vector("no baseline compare", good(), prof(compare_baseline=False),
-           {"keda.kata-overhead": "skip"}),
+           {"keda.kata-overhead": "skip", "keda.baseline-budgets": "skip"},
+           words={"keda.baseline-budgets": ("compare_baseline: false",)}),
+    # --- the baseline's own budgets (exact: startup 0.75 = scheduling 0.25 + sandbox 0.25
+    # + start 0.125 + ready 0.125; e2e 2.0)
+    Vector("no baseline budget", good(), D, {"keda.baseline-budgets": "skip"},
+           words={"keda.baseline-budgets": ("budgets.baseline_p95_s",)}),
+    Vector("baseline at budget", synth({"kata": [[exact()]], "baseline": [[exact()]]}),
+           prof(baseline_p95_s={"startup": 0.75, "sandbox": 0.25}),
+           {"keda.baseline-budgets": "pass"},
+           words={"keda.baseline-budgets": ("runc on node-a: every budgeted measure",
+                                            "pod startup p95 0.75 s (p50 0.75 s, n=1)")}),
+    Vector("baseline startup over budget", synth({"kata": [[exact()]],
+                                                  "baseline": [[exact(sandbox=0.5)]]}),
+           prof(baseline_p95_s={"startup": 0.875, "e2e": 5.0}),
+           {"keda.baseline-budgets": "fail"},
+           exact={"keda.baseline-budgets": "runc on node-a: pod startup p95 1 s > 0.875 s "
+                                           "budget; everything else within budget"},
+           fix={"keda.baseline-budgets": ("Most of pod startup is sandbox ready (p50 0.5 s)",
+                                          "Sandbox creation")}),
+    Vector("baseline e2e over budget", synth({"kata": [[exact()]],
+                                              "baseline": [[exact(decision=3.0)]]}),
+           prof(baseline_p95_s={"e2e": 2.0}), {"keda.baseline-budgets": "fail"},
+           words={"keda.baseline-budgets": ("end to end p95 4 s > 2 s budget",)},
+           fix={"keda.baseline-budgets": ("Most of end to end is decision (p50 3 s)",)}),
+    Vector("baseline phase over budget", _exact_e2e(), prof(baseline_p95_s={"start": 0.0625}),
+           {"keda.baseline-budgets": "fail"},
+           words={"keda.baseline-budgets": ("containers started p95 0.125 s > 0.0625 s",)},
+           fix={"keda.baseline-budgets": ("pre-pull the image",)}),
+    Vector("baseline stalled", synth({"kata": uniform(1, 2), "baseline": [[
+        pod(sandbox=None, start=None, ready=None, stall=True)] * 2]}),
+           prof(baseline_p95_s={"startup": 5.0}), {"keda.baseline-budgets": "fail"},
+           words={"keda.baseline-budgets": ("pod startup p95 > 300 s (stalled) > 5 s",)}),
+    Vector("baseline budget, baseline not measured", _with(good(), baseline=None),
+           prof(baseline_p95_s={"startup": 5.0}), {"keda.baseline-budgets": "error"}),
+    Vector("baseline sandbox unobserved, budgeted", _baseline_sandbox_unobserved(),
+           prof(baseline_p95_s={"sandbox": 5.0}), {"keda.baseline-budgets": "skip"},
+           words={"keda.baseline-budgets": ("cannot judge sandbox ready",)}),
     Vector("baseline not measured", _with(good(), baseline=None), D,
            {"keda.kata-overhead": "error", "keda.e2e-p95": "pass"}),
     Vector("ratio report only", good(), prof(ratio_max=None),

@@ -22,6 +22,7 @@ IDS = {
     "keda.kata-overhead": Severity.NORMAL,
     "keda.scaling-config": Severity.NORMAL,
     "keda.watch-precision": Severity.MINOR,
+    "keda.baseline-budgets": Severity.NORMAL,
 }
 
 

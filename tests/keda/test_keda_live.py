@@ -113,7 +113,7 @@ def test_the_readme_commands_certify_the_lab_and_write_the_artefacts(
     rdir = tmp_path / "reports"
     doc = json.loads((rdir / "verdict.json").read_text())  # the replay's, the last line's
     got = {r["check"]: r["status"] for r in doc["results"]}
-    assert len(got) == 8 and doc["overall"] == "pass", got
+    assert len(got) == 9 and doc["overall"] == "pass", got
     assert all(s == "pass" for c, s in got.items() if c != "keda.watch-precision"), got
     assert all(r["simulated"] for r in doc["results"])
     assert {r["origin"] for r in doc["results"]} == {"bundle"}

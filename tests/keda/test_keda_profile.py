@@ -93,3 +93,75 @@ def test_frozen():
         kp.repetitions = 3  # type: ignore[misc]
     with pytest.raises(ValidationError):
         KedaBudgets().e2e_p95_s = 1  # type: ignore[misc]
+
+
+def test_placement_per_class_validates_and_lands_in_the_manifests():
+    from kgc.layers.keda.collect import workload_manifest
+
+    kp = KedaProfile.model_validate(yaml.safe_load("""
+placement:
+  baseline:
+    node_selector: {kgc.io/real-node: "true"}
+    tolerations: [{key: kgc.io/real-node, value: "true", effect: NoSchedule}]
+  kata:
+    node_selector: {node.kubernetes.io/instance-type: gpu-h200}
+    tolerations: [{key: nvidia.com/gpu, operator: Exists},
+                  {key: node.kubernetes.io/unreachable, operator: Exists,
+                   effect: NoExecute, toleration_seconds: 30}]
+budgets: {baseline_p95_s: {startup: 5, sandbox: 2}}
+"""))
+    base = workload_manifest("baseline", kp)["spec"]["template"]["spec"]
+    kata = workload_manifest("kata", kp)["spec"]["template"]["spec"]
+    assert base["nodeSelector"] == {"kgc.io/real-node": "true"}
+    assert base["tolerations"] == [{"key": "kgc.io/real-node", "operator": "Equal",
+                                    "value": "true", "effect": "NoSchedule"}]
+    assert base["runtimeClassName"] == "runc" and kata["runtimeClassName"] == "kata"
+    assert kata["nodeSelector"] == {"node.kubernetes.io/instance-type": "gpu-h200"}
+    assert kata["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists"},
+        {"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+         "effect": "NoExecute", "tolerationSeconds": 30}]
+    assert kp.budgets.baseline_p95_s == {"startup": 5.0, "sandbox": 2.0}
+    # the default places nothing: wherever the scheduler puts the pods
+    plain = workload_manifest("baseline", KedaProfile())["spec"]["template"]["spec"]
+    assert "nodeSelector" not in plain and "tolerations" not in plain
+
+
+@pytest.mark.parametrize("raw,msg", [
+    ({"placement": {"baseline": {"node_selector": {"": "x"}}}}, "label key ''"),
+    ({"placement": {"baseline": {"node_selector": {"a/b/c": "x"}}}}, "prefix must be a DNS"),
+    ({"placement": {"kata": {"node_selector": {"pool": "-gpu"}}}}, "label value '-gpu'"),
+    ({"placement": {"kata": {"node_selector": {"pool": "x" * 64}}}}, "at most 63"),
+    ({"placement": {"kata": {"tolerations": [{"value": "x"}]}}},
+     "without a key must use operator Exists"),
+    ({"placement": {"kata": {"tolerations": [{"key": "k", "operator": "Exists",
+                                              "value": "x"}]}}}, "takes no value"),
+    ({"placement": {"kata": {"tolerations": [{"key": "k", "effect": "NoSchedule",
+                                              "toleration_seconds": 5}]}}},
+     "only read with effect NoExecute"),
+    ({"placement": {"kata": {"tolerations": [{"key": "k", "effect": "Never"}]}}},
+     "NoSchedule"),
+    ({"placement": {"runc": {}}}, "runc"),
+    ({"placement": {"baseline": {"nodeSelector": {}}}}, "nodeSelector"),
+    ({"budgets": {"baseline_p95_s": {"boot": 1}}}, "boot"),
+    ({"budgets": {"baseline_p95_s": {"startup": 0}}}, "startup: a budget must be > 0"),
+    ({"compare_baseline": False, "placement": {"baseline": {"node_selector": {"a": "b"}}}},
+     "only read with compare_baseline: true"),
+    ({"compare_baseline": False, "budgets": {"baseline_p95_s": {"startup": 5}}},
+     "only read with compare_baseline: true"),
+])
+def test_bad_placement_and_baseline_budgets_are_refused(raw, msg):
+    with pytest.raises(ValidationError) as exc:
+        KedaProfile.model_validate(raw)
+    assert msg in str(exc.value)
+
+
+def test_the_lab_profile_keeps_the_baseline_unplaced_and_its_image_runs_on_the_real_node():
+    """profiles/lab.yaml serves the kwok-only lab too: no placement there (the real-node
+    self-test adds it); the workload image is the one the real node has imported."""
+    from kgc.core.profile import load_profile
+    from kgc.lab.images import PAUSE_IMAGE
+
+    kp = load_profile("lab").cluster.keda
+    assert kp.placement.baseline.node_selector == {}
+    assert kp.image == PAUSE_IMAGE

@@ -72,7 +72,7 @@ def test_every_keda_result_carries_the_csv_and_svg_attachments(
         "*-result.json")]
     keda = [r for r in results if any(lab.get("name") == "epic" and lab.get("value") == "keda"
                                       for lab in r.get("labels", []))]
-    assert len(keda) == 8
+    assert len(keda) == 9
     for r in keda:
         att = {a["name"]: a for a in r.get("attachments", [])}
         assert att["keda-timeline.svg"]["type"] == "image/svg+xml"

@@ -1,5 +1,5 @@
-"""The cluster lab with a real node, once per session: the control plane, the kwok nodes and
-the ``kube`` node image booted in QEMU with its kubelet joined (``Lab(with_node=True)``,
+"""The cluster lab with a real node, once per session: the control plane, KEDA, the kwok nodes
+and the ``kube`` node image booted in QEMU with its kubelet joined (``Lab(with_node=True)``,
 what ``kgc lab cluster up --with-node`` does). Torn down at the end, also when tests fail;
 the teardown must leave no VM, process or port behind."""
 
@@ -43,7 +43,7 @@ class RealLab:
 
 
 def _require_lab() -> None:
-    missing = [str(p) for p in labc.binaries().missing(keda=False)]
+    missing = [str(p) for p in labc.binaries().missing(keda=True)]
     from kgc.lab.node.kube_image import containerd_deb, kubelet_binary
 
     for need in (kubelet_binary, containerd_deb):
@@ -63,7 +63,8 @@ def _require_lab() -> None:
 def real_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealLab]:
     _require_lab()
     run_dir = tmp_path_factory.mktemp("real-node-lab")
-    lab = labc.Lab(run_dir, keda=False, die_with_parent=True, with_node=True)
+    # with KEDA: the keda layer measures real runc pods on the node (test_realnode_keda)
+    lab = labc.Lab(run_dir, keda=True, die_with_parent=True, with_node=True)
     try:
         state = lab.up(say=lambda m: print(f"[real node lab] {m}", flush=True))
     except labc.LabError as exc:

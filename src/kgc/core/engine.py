@@ -201,15 +201,20 @@ class Context:
         stand beside a real one) a cluster layer's evidence may answer per subject: an
         evidence object with a ``stand_ins()`` method returning the stand-ins it rests on
         (e.g. ``["pod gpu-0 on kwok node kgc-gpu-1"]``) — ``[]`` when every subject ran on a
-        real node, ``None`` when it cannot tell. Without an answer every verdict of the
+        real node, ``None`` when it cannot tell; or, finer, per check: a
+        ``stand_ins_for(check_id)`` method answering the same for the subjects that one
+        check judges (preferred when present). Without an answer every verdict of the
         layer is marked."""
         for pattern, why in self.profile.simulated.items():
             if fnmatch.fnmatchcase(chk.id, pattern):
                 return why
         lay = self.layers.get(chk.layer)
         if lay is not None and lay.scope is Scope.CLUSTER and self.profile.cluster.simulated:
-            probe = getattr(self._evidence.get(chk.layer), "stand_ins", None)
-            named = probe() if callable(probe) else None
+            ev = self._evidence.get(chk.layer)
+            per_check = getattr(ev, "stand_ins_for", None)
+            probe = getattr(ev, "stand_ins", None)
+            named = (per_check(chk.id) if callable(per_check)
+                     else probe() if callable(probe) else None)
             if isinstance(named, list | tuple) and all(isinstance(n, str) for n in named):
                 return f"evidence from stand-ins: {', '.join(named)}" if named else None
             return "the cluster's nodes and pods are simulated (kwok), not real microVMs"

@@ -60,6 +60,7 @@ OTHERS_PASS = {
     "keda.scale-down-completes": "pass", "keda.e2e-p95": "pass",
     "keda.phase-budgets": "pass", "keda.kata-overhead": "pass",
     "keda.scaling-config": "pass", "keda.watch-precision": "pass|warn",
+    "keda.baseline-budgets": "pass",
 }
 ALL_SKIP_BUT_PREFLIGHT = {c: "skip" for c in OTHERS_PASS if c != "keda.preflight"}
 
@@ -110,9 +111,11 @@ SCENARIOS: dict[str, KedaScenario] = {sc.name: sc for sc in (
         {"keda.preflight": "pass", "keda.scale-up-completes": "fail",
          "keda.scale-down-completes": "pass", "keda.e2e-p95": "fail",
          "keda.phase-budgets": "skip", "keda.kata-overhead": "skip",
-         "keda.scaling-config": "pass|warn|skip", "keda.watch-precision": "pass|warn|skip"},
+         "keda.scaling-config": "pass|warn|skip", "keda.watch-precision": "pass|warn|skip",
+         "keda.baseline-budgets": "fail"},
         reasons={"keda.scale-up-completes": ["stalled in scheduling", "Insufficient",
-                                             "nvidia.com/gpu"]},
+                                             "nvidia.com/gpu"],
+                 "keda.baseline-budgets": ["pod startup p95 >", "(stalled) > 5 s budget"]},
         overrides={"cluster": {"keda": {
             "repetitions": 1, "gpu": {"per_pod": 8, "resource": "nvidia.com/gpu"},
             "timeouts": {"activation_s": 15, "ready_s": 20, "scale_down_s": 60}}}},

@@ -26,6 +26,8 @@ from kgc.core.model import (
 )
 from kgc.layers.keda.evidence import ClassRun, KedaEvidence
 from kgc.layers.keda.phases import (
+    BOUNDS,
+    CHAIN,
     MEASURES,
     PHASES,
     STALLED,
@@ -349,7 +351,7 @@ def scale_down_completes(ev: KedaEvidence, profile: Any) -> Outcome:
 def _over_budgets(kata: ClassStats, budgets: Mapping[Any, float]) -> tuple[list[str], list[str]]:
     """(phases past their p95 budget, phases that could not be judged), in words."""
     over, unjudged = [], []
-    for phase in PHASES:
+    for phase in MEASURES:
         if phase not in budgets:
             continue
         b, s = budgets[phase], kata[phase]
@@ -366,10 +368,15 @@ def _over_budgets(kata: ClassStats, budgets: Mapping[Any, float]) -> tuple[list[
     return over, unjudged
 
 
-def _dominant(kata: ClassStats) -> str | None:
-    """The phase with the largest p50 (where the time goes)."""
+def _dominant(kata: ClassStats, within: str = "e2e") -> str | None:
+    """The phase with the largest p50 (where the time goes), among the phases of the span
+    ``within`` (end to end: all of them)."""
+    first, last = BOUNDS[within]
     best, val = None, -1.0
     for p in PHASES:
+        if CHAIN.index(BOUNDS[p][0]) < CHAIN.index(first) or \
+                CHAIN.index(BOUNDS[p][1]) > CHAIN.index(last):
+            continue
         v = kata[p].p50
         if v is not None and v > val:
             best, val = p, v
@@ -526,6 +533,60 @@ def kata_overhead(ev: KedaEvidence, profile: Any) -> Outcome:
     if unjudged:
         return skipped("cannot judge " + "; ".join(unjudged), **ev_)
     return passed("; ".join(within) + most_txt, expected=exp, found="; ".join(within), **ev_)
+
+
+@CHECKS.check(
+    "keda.baseline-budgets",
+    title="The baseline runtime's own pod start (the cluster apart from Kata: scheduler, "
+    "CNI, image, kubelet) is within the profile's p95 budgets",
+    remediation="Shorten the phase the reason names; it is slow without Kata too.",
+    severity=Severity.NORMAL,
+)
+def baseline_budgets(ev: KedaEvidence, profile: Any) -> Outcome:
+    gate = _gate(ev)
+    if gate is not None:
+        return gate
+    a = analyse(ev, profile)
+    kp = a.profile
+    budgets = kp.budgets.baseline_p95_s
+    if not kp.compare_baseline:
+        return skipped("the profile turns the baseline comparison off "
+                       "(cluster.keda.compare_baseline: false)")
+    if not budgets:
+        return skipped("the profile sets no baseline budget "
+                       "(cluster.keda.budgets.baseline_p95_s)")
+    base = a.stats.get("baseline")
+    if base is None or ev.baseline is None or not ev.baseline.repetitions:
+        return errored("the baseline runtime was not measured although the profile budgets "
+                       "it", "This is a defect in the live driver or the record; rerun.")
+    nodes = sorted({r.node for r in a.rows["baseline"] if r.node})
+    over, unjudged = _over_budgets(base, budgets)
+    exp = ", ".join(f"{TITLES[m]} p95 <= {fmt_num(b)} s" for m, b in budgets.items())
+    found = ", ".join(f"{TITLES[m]} p95 {fmt_s(base[m].p95, base[m].lower_bound)} "
+                      f"(p50 {fmt_s(base[m].p50)}, n={base[m].counted})" for m in budgets)
+    where = f" on {_list(nodes)}" if nodes else ""
+    ev_: dict[str, Any] = {"budgets_s": dict(budgets), "baseline": _stat_table(a)["baseline"],
+                           "nodes": nodes, "percentile": "nearest rank"}
+    if over:
+        fixes = []
+        for m in MEASURES:
+            if m in budgets and any(o.startswith(TITLES[m] + " ") for o in over):
+                if m in PHASE_REMEDIATION:
+                    fixes.append(PHASE_REMEDIATION[m])
+                else:  # a span: the phase inside it that takes the most
+                    dom = _dominant(base, within=m)
+                    if dom is not None:
+                        fixes.append(f"Most of {TITLES[m]} is {TITLES[dom]} (p50 "
+                                     f"{fmt_s(base[dom].p50)}): "
+                                     + PHASE_REMEDIATION[dom])
+        tail = "everything else within budget" if not unjudged else "; ".join(unjudged)
+        return failed(f"{base.label}{where}: " + "; ".join(over) + f"; {tail}",
+                      " ".join(dict.fromkeys(fixes)) or None, expected=exp, found=found,
+                      **ev_)
+    if unjudged:
+        return skipped(f"{base.label}: cannot judge " + "; ".join(unjudged), **ev_)
+    return passed(f"{base.label}{where}: every budgeted measure within budget ({found})",
+                  expected=exp, found=found, **ev_)
 
 
 def _rx(r: Ratio) -> str:

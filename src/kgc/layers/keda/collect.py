@@ -47,6 +47,7 @@ from kubernetes.client.rest import ApiException
 
 from kgc import kube
 from kgc.kube import builders
+from kgc.kube.origin import NodeOrigin
 from kgc.kube.watch import EventWatcher, ObservedEvent, _Follower, _Watcher
 from kgc.kube.watch import Stamp as KubeStamp
 from kgc.layers.keda.evidence import (
@@ -101,19 +102,23 @@ def runtime_classes(kp: KedaProfile) -> dict[str, str | None]:
 
 
 def workload_manifest(role: str, kp: KedaProfile) -> dict[str, Any]:
-    """The measured Deployment of one role: replicas 0, the role's RuntimeClass, the
-    profile's image and GPU request; identical otherwise."""
+    """The measured Deployment of one role: replicas 0, the role's RuntimeClass and
+    placement (``placement.<role>``: nodeSelector, tolerations), the profile's image and
+    GPU request; identical otherwise."""
     qty: dict[str, Any] = {"cpu": "50m", "memory": "32Mi"}
     limits: dict[str, Any] = {}
     if kp.gpu.per_pod:
         qty[kp.gpu.resource] = kp.gpu.per_pod
         limits[kp.gpu.resource] = kp.gpu.per_pod
     name = workload_name(role)
+    place = kp.placement.baseline if role == "baseline" else kp.placement.kata
     dep = builders.deployment(
         name,
         [builders.container(WORKLOAD_CONTAINER, kp.image, requests=qty, limits=limits or None,
                             image_pull_policy="IfNotPresent")],
         replicas=0, labels={ROLE_LABEL: role}, runtime_class=runtime_classes(kp)[role],
+        node_selector=place.node_selector or None,
+        tolerations=[t.manifest() for t in place.tolerations],
         termination_grace_period_s=1,
     )
     return dep
@@ -945,6 +950,30 @@ def _assemble(w: ScaleWatcher, index: int, k: int, trig: Stamp | None, lowered: 
     return out
 
 
+def node_origins(k: kube.Kube, names: Iterable[str]) -> tuple[NodeOrigin, ...] | None:
+    """The origin of every node a measured pod ran on (a real kubelet or a stand-in, see
+    :mod:`kgc.kube.origin`), from one list of the nodes after the run (``list`` is what
+    the certification role grants); a node that is gone by then is "not seen". None when
+    the credentials may not list nodes: nothing is recorded then."""
+    want = sorted(set(names))
+    if not want:
+        return ()
+    try:
+        listed: Any = k.core.list_node(_request_timeout=30)
+    except ApiException as exc:
+        if exc.status not in (401, 403):
+            raise
+        log.info("keda: node origins not recorded: list nodes refused (%s %s)",
+                 exc.status, exc.reason)
+        return None
+    raw = {n.metadata.name: k.api.sanitize_for_serialization(n) for n in listed.items or []}
+    return tuple(NodeOrigin.of(name, raw.get(name)) for name in want)
+
+
+def _pod_nodes(reps: Mapping[str, Sequence[Repetition]]) -> set[str]:
+    return {p.node for rs in reps.values() for rep in rs for p in rep.pods if p.node}
+
+
 def measure(k: kube.Kube, profile: Any, kubeconfig: str | None = None) -> KedaEvidence:
     """Preflight, then the whole run. Raises only what ``gather`` turns into an error."""
     from kgc.layers.keda.checks import keda_profile
@@ -973,7 +1002,7 @@ def measure(k: kube.Kube, profile: Any, kubeconfig: str | None = None) -> KedaEv
                           f"the trigger endpoint never answered: {exc}", None, now())
             return _evidence(pf, kp, roles, {r: [Repetition(1, kp.replicas, None,
                                                             stalls=(stall,))] for r in roles},
-                             {}, clock)
+                             {}, clock, ())
         try:
             _wait_scaled_objects_ready(k, run.namespace, roles, kp.timeouts.endpoint_s)
         except kube.WaitTimeout as exc:
@@ -1006,18 +1035,21 @@ def measure(k: kube.Kube, profile: Any, kubeconfig: str | None = None) -> KedaEv
                         if h.spec.scale_target_ref.name == name), None)
             configs[r] = scaling_config(so, hpa, hpa_sync_period_s=sync,
                                         hpa_sync_source=source)
-    return _evidence(pf, kp, roles, reps, configs, clock)
+        nodes = node_origins(k, _pod_nodes(reps))
+    return _evidence(pf, kp, roles, reps, configs, clock, nodes)
 
 
 def _evidence(pf: Preflight, kp: KedaProfile, roles: Sequence[str],
               reps: Mapping[str, list[Repetition]], configs: Mapping[str, ScalingConfig],
-              clock: Sequence[tuple[float, float, float]]) -> KedaEvidence:
+              clock: Sequence[tuple[float, float, float]],
+              nodes: tuple[NodeOrigin, ...] | None) -> KedaEvidence:
     rcs = runtime_classes(kp)
     runs = {r: ClassRun(role=r, runtime_class=rcs[r], repetitions=tuple(reps[r]),
                         config=configs.get(r, ScalingConfig()), deployment=workload_name(r),
                         scaled_object=workload_name(r)) for r in roles}
     return KedaEvidence("done", preflight=pf, kata=runs.get("kata"),
-                        baseline=runs.get("baseline"), clock=estimate_clock_offset(clock))
+                        baseline=runs.get("baseline"), clock=estimate_clock_offset(clock),
+                        nodes=nodes)
 
 
 def gather(ctx: Any) -> KedaEvidence:

@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from kgc.core.model import EvidenceError
+from kgc.kube.origin import NodeOrigin
 
 # Pod milestones, in lifecycle order (each is "first observed in a watch event"):
 #   created        the pod object exists (ADDED event; API: metadata.creationTimestamp)
@@ -585,12 +586,27 @@ class KedaEvidence:
     kata: ClassRun | None = None
     baseline: ClassRun | None = None
     clock: ClockOffset | None = None
+    # the origin of every node a measured pod ran on (kgc.kube.origin: a real kubelet or a
+    # stand-in such as a kwok node); None: not recorded (older bundles, or the nodes could
+    # not be read) -- then nothing tells real from simulated
+    nodes: tuple[NodeOrigin, ...] | None = None
 
     def runs(self) -> tuple[ClassRun, ...]:
         return tuple(r for r in (self.kata, self.baseline) if r is not None)
 
+    def stand_ins_for(self, check_id: str) -> list[str] | None:
+        """For the engine's simulated mark, per check: the stand-ins among the nodes of
+        the pods the check judges (:data:`CHECK_ROLES`), grouped per class and node,
+        ``[]`` when every one of them ran on a real kubelet, None when this cannot tell
+        (no pod measured, or node origins not recorded)."""
+        return stand_ins_of(self, CHECK_ROLES.get(check_id, ROLES))
+
+    def stand_ins(self) -> list[str] | None:
+        """The same over every measured pod (both classes)."""
+        return stand_ins_of(self, ROLES)
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "status": self.status,
             "message": self.message,
             "preflight": self.preflight.to_dict(),
@@ -598,6 +614,9 @@ class KedaEvidence:
             "baseline": None if self.baseline is None else self.baseline.to_dict(),
             "clock": None if self.clock is None else self.clock.to_dict(),
         }
+        if self.nodes is not None:  # recorded: older bundles stay byte-identical
+            d["nodes"] = [n.to_dict() for n in self.nodes]
+        return d
 
     @classmethod
     def from_dict(cls, d: Any) -> KedaEvidence:
@@ -617,4 +636,63 @@ class KedaEvidence:
             kata=runs["kata"],
             baseline=runs["baseline"],
             clock=None if clock is None else ClockOffset.from_dict(clock, "clock"),
+            nodes=_nodes(_opt(m, "nodes")),
         )
+
+
+def _nodes(v: Any) -> tuple[NodeOrigin, ...] | None:
+    if v is None:
+        return None
+    out = []
+    for i, x in enumerate(_list(v, "nodes")):
+        try:
+            out.append(NodeOrigin.from_dict(x))
+        except EvidenceError as exc:
+            raise EvidenceError(f"nodes[{i}]: {exc}") from None
+    names = [n.node for n in out]
+    if len(set(names)) != len(names):
+        raise EvidenceError(f"nodes: a node is recorded twice ({', '.join(names)})")
+    return tuple(out)
+
+
+# Which classes' pods each check's evaluator reads: its verdict rests on those pods only.
+# keda.baseline-budgets judges the baseline class alone (so on a cluster whose baseline
+# pods ran on real kubelets and whose Kata pods on stand-ins it is the one real verdict);
+# every other check reads the Kata class (the ratio, the end-to-end reason's comparison,
+# the preflight's RuntimeClasses and the watch precision read both).
+CHECK_ROLES: Mapping[str, tuple[str, ...]] = {
+    "keda.baseline-budgets": ("baseline",),
+    "keda.phase-budgets": ("kata",),
+    "keda.scaling-config": ("kata",),
+}
+
+
+def stand_ins_of(ev: KedaEvidence, roles: Sequence[str]) -> list[str] | None:
+    """The stand-ins the pods of ``roles`` rest on, as ``"3 kata pods on kgc-gpu-0: kwok
+    node (...)"``; [] when every such pod ran on a real node; None when there is no such
+    pod or the node origins were not recorded."""
+    if ev.nodes is None:
+        return None
+    origins = {n.node: n for n in ev.nodes}
+    groups: dict[tuple[str, str | None], int] = {}
+    for run in ev.runs():
+        if run.role not in roles:
+            continue
+        for rep in run.repetitions:
+            for pod in rep.pods:
+                key = (run.label, pod.node)
+                groups[key] = groups.get(key, 0) + 1
+    if not groups:
+        return None
+    out = []
+    for (label, node), n in groups.items():
+        pods = f"{n} {label} pod{'s' if n != 1 else ''}"
+        if node is None:
+            out.append(f"{pods} never ran on a node")
+            continue
+        o = origins.get(node)
+        if o is None:
+            out.append(f"{pods} on {node}: node origin not recorded")
+        elif o.stand_in:
+            out.append(f"{pods} on {node}: {o.why}")
+    return out

@@ -7,6 +7,7 @@ depend on the core's profile module while the core is redesigned.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -53,7 +54,12 @@ class KedaBudgets(Strict):
     # event may arrive before the timing precision is reported as degraded
     watch_lag_tolerance_s: float = Field(default=0.5, ge=0)
 
-    _pos = field_validator("phase_p95_s", "phase_ratio_max")(_positive_values)
+    # the baseline class's own p95 budgets per measure (e.g. {startup: 5.0}): the cluster
+    # apart from Kata -- scheduler, CNI, image, kubelet; empty: keda.baseline-budgets skips
+    baseline_p95_s: dict[Measure, float] = Field(default_factory=dict)
+
+    _pos = field_validator("phase_p95_s", "phase_ratio_max", "baseline_p95_s")(
+        _positive_values)
 
 
 class KedaTimeouts(Strict):
@@ -108,6 +114,83 @@ class KedaEndpoint(Strict):
         return self
 
 
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_DNS_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _label_key(k: str) -> str | None:
+    """Why ``k`` is not a Kubernetes label key (``[prefix/]name``), or None."""
+    prefix, _, name = k.rpartition("/")
+    if "/" in k and (not prefix or len(prefix) > 253 or not _DNS_PREFIX.match(prefix)):
+        return f"label key {k!r}: the prefix must be a DNS subdomain"
+    if not _LABEL_NAME.match(name):
+        return (f"label key {k!r}: the name must be 1-63 characters [A-Za-z0-9-_.], "
+                "beginning and ending alphanumeric")
+    return None
+
+
+class KedaToleration(Strict):
+    """A toleration of the measured pods (the Kubernetes fields, snake_case)."""
+
+    key: str = ""
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: str = ""
+    effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = ""
+    toleration_seconds: int | None = None
+
+    @model_validator(mode="after")
+    def _fields(self) -> KedaToleration:
+        if self.key and (why := _label_key(self.key)):
+            raise ValueError(why)
+        if not self.key and self.operator != "Exists":
+            raise ValueError("a toleration without a key must use operator Exists (it "
+                             "tolerates every taint)")
+        if self.operator == "Exists" and self.value:
+            raise ValueError(f"operator Exists takes no value (got {self.value!r})")
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            raise ValueError("toleration_seconds is only read with effect NoExecute")
+        return self
+
+    def manifest(self) -> dict[str, object]:
+        out: dict[str, object] = {"operator": self.operator}
+        if self.key:
+            out["key"] = self.key
+        if self.value:
+            out["value"] = self.value
+        if self.effect:
+            out["effect"] = self.effect
+        if self.toleration_seconds is not None:
+            out["tolerationSeconds"] = self.toleration_seconds
+        return out
+
+
+class KedaPlacement(Strict):
+    """Where one class's measured pods may run: a ``nodeSelector`` and the tolerations of
+    the taints on those nodes (e.g. a Kata GPU pool, or a runc pool to compare against);
+    empty: wherever the scheduler puts them."""
+
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: tuple[KedaToleration, ...] = ()
+
+    @field_validator("node_selector")
+    @classmethod
+    def _selector(cls, v: dict[str, str]) -> dict[str, str]:
+        for k, x in v.items():
+            if why := _label_key(k):
+                raise ValueError(why)
+            if x and not _LABEL_NAME.match(x):
+                raise ValueError(f"label value {x!r} of {k}: at most 63 characters "
+                                 "[A-Za-z0-9-_.], beginning and ending alphanumeric")
+        return v
+
+
+class KedaPlacements(Strict):
+    """``placement.kata`` and ``placement.baseline``: each class's own node pool."""
+
+    kata: KedaPlacement = KedaPlacement()
+    baseline: KedaPlacement = KedaPlacement()
+
+
 class KedaProfile(Strict):
     """The KEDA scale-up latency layer (hooked in as ``cluster.keda``)."""
 
@@ -128,6 +211,8 @@ class KedaProfile(Strict):
     polling_interval_s: int = Field(default=30, ge=1)
     cooldown_period_s: int = Field(default=30, ge=0)
     image: str = "registry.k8s.io/pause:3.10"
+    # where each class's pods run (nodeSelector + tolerations); default: anywhere
+    placement: KedaPlacements = KedaPlacements()
     gpu: KedaGpu = KedaGpu()
     budgets: KedaBudgets = KedaBudgets()
     timeouts: KedaTimeouts = KedaTimeouts()
@@ -154,6 +239,10 @@ class KedaProfile(Strict):
             raise ValueError(
                 f"timeouts.scale_down_s ({t.scale_down_s:g}) must exceed cooldown_period_s "
                 f"({self.cooldown_period_s}): KEDA scales to zero only after the cooldown")
+        if not self.compare_baseline and (self.placement.baseline != KedaPlacement()
+                                          or self.budgets.baseline_p95_s):
+            raise ValueError("placement.baseline and budgets.baseline_p95_s are only read "
+                             "with compare_baseline: true")
         if self.compare_baseline and self.baseline_runtime_class == self.runtime_class:
             raise ValueError(f"baseline_runtime_class equals runtime_class "
                              f"({self.runtime_class!r}): nothing to compare")
