@@ -165,3 +165,30 @@ def test_stale_initramfs_without_the_vfio_config_warns(tmp_path: Path) -> None:
                  files={"/etc/modprobe.d/kgc-vfio.conf": GOOD_MODPROBE})
     v = judge(h, persistence)["persistence.initramfs"]
     assert v.status is Status.WARN and "/etc/modprobe.d/kgc-vfio.conf" in v.reason
+
+
+class _ReadOnlyTmpHost(FakeHost):
+    """The node's root is read-only (a pod's recursive read-only host mount): the listing
+    command cannot make its temporary directory and says so."""
+
+    def collect(self, query):  # type: ignore[no-untyped-def]
+        import dataclasses
+
+        from kgc.core.hostfs import CommandResult
+
+        snap = super().collect(query)
+        cmds = dict(snap.commands)
+        if "initramfs_list" in cmds:
+            cmds["initramfs_list"] = CommandResult(
+                6, "KGC-NO-TMPDIR cannot create a temporary directory")
+        return dataclasses.replace(snap, commands=cmds)
+
+
+def test_an_initramfs_that_could_not_be_listed_is_never_judged_safe(tmp_path: Path) -> None:
+    # an e1000 target whose host driver would be in the initramfs: unknown, not "no host
+    # driver in the initramfs" (the listing failed; its marker line is not an entry)
+    h = _ReadOnlyTmpHost(tmp_path, bound(), vfio_nodes=("2", "3"), initramfs="",
+                         files={"/etc/modprobe.d/kgc-vfio.conf": GOOD_MODPROBE})
+    v = judge(h, persistence)["persistence.initramfs"]
+    assert v.status is not Status.PASS, v.reason
+    assert "temporary directory" in v.reason, v.reason

@@ -472,6 +472,14 @@ def parse_initramfs(snap: HostSnapshot) -> InitramfsListing:
         return InitramfsListing(None, (), "no initramfs image for the running kernel in /boot")
     if "KGC-NO-LSINITRAMFS" in res.output:
         return InitramfsListing(None, (), "neither lsinitramfs nor lsinitrd is installed")
+    if "KGC-NO-TMPDIR" in res.output:
+        # lsinitramfs unpacks into a temporary directory: on a read-only root (a pod's
+        # read-only host mount) it cannot, and the listing is unknown, not empty
+        return InitramfsListing(None, (), "no writable temporary directory to list the "
+                                "initramfs in (TMPDIR or /tmp is read-only)")
+    marker = next((ln.strip() for ln in lines if ln.startswith("KGC-")), None)
+    if marker is not None:  # a failure the command named: never an entry of the listing
+        return InitramfsListing(None, (), f"the initramfs listing failed: {marker}")
     image = next((ln[len("# image "):] for ln in lines if ln.startswith("# image ")), None)
     entries = tuple(ln.strip() for ln in lines if ln.strip() and not ln.startswith("# image "))
     if res.rc != 0 and not entries:

@@ -161,7 +161,10 @@ def node_run_container(image: str = IMAGE, *, profile: str = PROFILE, mode: str 
                       "limits": {"memory": "1Gi"}},
         "volumeMounts": [host_mount(recursive_read_only),
                          {"name": "report", "mountPath": REPORT_DIR},
-                         {"name": "tmp", "mountPath": "/tmp"}],
+                         {"name": "tmp", "mountPath": "/tmp"},
+                         # the same scratch volume as the chrooted node's /tmp (in the
+                         # pod's mount namespace only): lsinitramfs unpacks there
+                         {"name": "tmp", "mountPath": f"{HOST_ROOT}/tmp"}],
     }
 
 

@@ -51,7 +51,10 @@ __all__ = ["APP_LABEL", "BEGIN", "END", "EXIT", "MOUNT", "HostRun", "host_run_da
 
 def host_run_script(pytest_args: Sequence[str]) -> str:
     """The container's shell script (busybox sh), printing the fleet protocol."""
-    inner = (f"cd {REPORT_MOUNT} && exec {VENV}/bin/python -m pytest -m host "
+    # the node's root is read-only: lsinitramfs unpacks into a directory of the writable
+    # report mount
+    inner = (f"mkdir -p {REPORT_MOUNT}/tmp && cd {REPORT_MOUNT} && "
+             f"TMPDIR={REPORT_MOUNT}/tmp exec {VENV}/bin/python -m pytest -m host "
              f"-p no:cacheprovider --report-dir {REPORT_MOUNT} "
              + " ".join(shlex.quote(a) for a in pytest_args))
     return "\n".join([
