@@ -28,7 +28,7 @@ from kgc.core.profile import load_profile, profiles_dir
 from kgc.kube.origin import NodeOrigin, stand_ins
 from kgc.lab.cluster import incluster, realnode
 from kgc.lab.cluster.manifests import KWOK_ANNOTATION
-from kgc.lab.node.kube_image import BUSYBOX_IMAGE
+from kgc.lab.node.kube_image import BUSYBOX_IMAGE, REPORT_MOUNT
 from realnode.conftest import RealLab
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -253,7 +253,9 @@ def test_the_node_layers_run_in_cluster_and_agree_with_the_ssh_run(
                                         finished, 900, 5)
     assert pod.spec.node_name == real_lab.node_name
     assert in_cluster.verdict is not None, in_cluster.verdict_error
-    assert in_cluster.mounts and in_cluster.writable_host_mounts() == [], in_cluster.mounts
+    # read-only, but for the pod's own report/scratch emptyDir mounted over the node's path
+    assert in_cluster.mounts and in_cluster.writable_host_mounts(
+        "/host", (f"/host{REPORT_MOUNT}",)) == [], in_cluster.mounts
     assert {"/host", "/host/proc", "/host/sys", "/host/run"} <= set(in_cluster.mounts)
     ssh_name = f"kgc-{real_lab.node['vm']}"
     pod_v = incluster.verdict_map(in_cluster.verdict)

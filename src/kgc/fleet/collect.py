@@ -29,7 +29,7 @@ from typing import Any
 from kgc import __version__
 from kgc.core import report
 from kgc.fleet import protocol
-from kgc.fleet.manifests import FLEET_LABEL, HOST_ROOT, REPORT_DIR
+from kgc.fleet.manifests import FLEET_LABEL, HOST_ROOT, HOST_SCRATCH, REPORT_DIR
 
 # taints the DaemonSet controller tolerates on its own (it adds these tolerations)
 DAEMONSET_TOLERATED = frozenset({
@@ -197,7 +197,7 @@ def merge(outcomes: Sequence[NodeOutcome], checks: Sequence[CheckInfo], *,
         if o.run is not None:
             info.update(mode=o.run.mode, exit_code=o.run.exit_code,
                         writable_host_mounts=o.run.writable_host_mounts(
-                            HOST_ROOT, (HOST_ROOT + REPORT_DIR,)))
+                            HOST_ROOT, (HOST_ROOT + REPORT_DIR, HOST_SCRATCH)))
         if o.judged and o.verdict:
             results += [dict(r) for r in o.verdict["results"]]
             env.update({k: str(v) for k, v in (o.verdict["run"].get("environment") or {}).items()

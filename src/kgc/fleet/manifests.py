@@ -38,6 +38,8 @@ NAMESPACE = "kgc-system"
 NAME = "kgc-node"
 SERVICE_ACCOUNT = "kgc-node"
 HOST_ROOT = "/host"
+# the pod's scratch emptyDir mounted over the node's /tmp (lsinitramfs unpacks there)
+HOST_SCRATCH = f"{HOST_ROOT}/tmp"
 REPORT_DIR = "/var/lib/kgc/report"
 IMAGE = f"localhost/kata-gpu-conformance:{__version__}"
 PROFILE = "generic-nvidia-passthrough"
@@ -164,7 +166,7 @@ def node_run_container(image: str = IMAGE, *, profile: str = PROFILE, mode: str 
                          {"name": "tmp", "mountPath": "/tmp"},
                          # the same scratch volume as the chrooted node's /tmp (in the
                          # pod's mount namespace only): lsinitramfs unpacks there
-                         {"name": "tmp", "mountPath": f"{HOST_ROOT}/tmp"}],
+                         {"name": "tmp", "mountPath": HOST_SCRATCH}],
     }
 
 
