@@ -10,9 +10,11 @@ bootstrap:
 certify: bootstrap
 	.venv/bin/kgc lab certify
 
-# Self-tests. pytest exits 5 when nothing ran: that fails here like any other non-zero exit.
+# Self-tests: two pytest sessions side by side (the TCG-guest suites and the rest; see
+# scripts/run-tests.sh). pytest exits 5 when nothing ran: that fails here like any other
+# non-zero exit. KGC_TEST_SERIAL=1 runs one session.
 test: bootstrap
-	.venv/bin/pytest tests -p no:cacheprovider -q -rfEs --durations=15 $(PYTEST_ARGS)
+	bash scripts/run-tests.sh $(PYTEST_ARGS)
 
 lint: bootstrap
 	.venv/bin/ruff check src tests conformance benchmarks

@@ -5,6 +5,8 @@ debs, cluster binaries) through symlinks, but its own ``lab-runs/`` records — 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,15 +16,20 @@ from kgc.lab.common import cache_root
 
 
 @pytest.fixture
-def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def private_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     real = cache_root()
-    mine = tmp_path / "cache"
-    mine.mkdir()
+    # short on purpose: the labs put UNIX sockets (QEMU monitor, SSH control master) under
+    # the cache, and a socket path must stay under 108 bytes (pytest's tmp_path grows with
+    # its run counter: /tmp/pytest-of-root/pytest-1449/test_..._0/cache/... did not)
+    mine = Path(tempfile.mkdtemp(prefix="kgc-c-", dir="/tmp"))
     for lab in ("node", "containerd", "cluster"):
         (real / lab).mkdir(parents=True, exist_ok=True)
         (mine / lab).symlink_to(real / lab)
     monkeypatch.setenv("KGC_CACHE", str(mine))
-    yield mine
+    try:
+        yield mine
+    finally:  # the symlinks and this test's own records; never the real artefacts
+        shutil.rmtree(mine, ignore_errors=True)
 
 
 def lab_env(cache: Path) -> dict[str, str]:
