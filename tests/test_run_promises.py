@@ -166,6 +166,17 @@ def test_a_bad_bundle_is_one_line_exit_2_nothing_written(name: str, tmp_path: Pa
     assert not (tmp_path / "reports").exists()
 
 
+@pytest.mark.parametrize("spec", ["nope", "", "iommu,gpu", ","])
+def test_snapshot_layers_outside_the_scope_are_bad_input_before_any_io(
+        spec: str, tmp_path: Path) -> None:
+    # a node snapshot (the default local:// target) knows only node layers; gpu is a
+    # cluster layer: one line, exit 2, no bundle, and nothing collected first
+    e = kgc("snapshot", "-o", "b.json", "--layers", spec, cwd=tmp_path)
+    assert e.returncode == 2 and len(e.stderr.strip().splitlines()) == 1, e.stderr
+    assert "a node snapshot records: iommu, vfio" in e.stderr and "Traceback" not in e.stderr
+    assert e.stdout == "" and not (tmp_path / "b.json").exists()
+
+
 def test_a_missing_snapshot_file_is_bad_input(tmp_path: Path) -> None:
     t = run("--snapshot", str(tmp_path / "nope.json"), cwd=tmp_path)
     assert t.returncode == 2 and "no such file" in t.stderr

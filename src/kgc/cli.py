@@ -125,6 +125,22 @@ def _profile(name: str) -> Any:
     return load_profile(name)
 
 
+def _snapshot_layers(spec: str | None, layers: dict[str, Any], scope: Scope) -> list[str] | None:
+    """``--layers a,b``: layers of the target's scope, or a UsageError (exit 2). Only layers
+    that gather their own evidence (cluster layers, nri, reboot) are left out when not named;
+    a node's host snapshot (what iommu, vfio, persistence, runtime judge) is one batched
+    collection and always recorded."""
+    if spec is None:
+        return None
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    ours = [n for n, lay in layers.items() if lay.scope is scope]
+    bad = [n for n in names if n not in ours]
+    if not names or bad:
+        raise UsageError(f"--layers {spec!r}: {', '.join(bad) or 'no layer named'} — a "
+                         f"{scope.value} snapshot records: {', '.join(ours)}")
+    return names
+
+
 def cmd_snapshot(a: argparse.Namespace) -> int:
     profile = _profile(a.profile)
     layers = load_layers()
@@ -139,6 +155,7 @@ def cmd_snapshot(a: argparse.Namespace) -> int:
         options = {"nri_probe": a.nri_probe, "nri_socket": a.nri_socket,
                    "cri_socket": a.cri_socket, "allow_reboot": a.allow_reboot,
                    "reboot_timeout_s": a.reboot_timeout}
+    wanted = _snapshot_layers(a.layers, layers, target.scope)  # bad input: before any I/O
     ctx = Context(target=target, profile=profile, layers=layers, options=options)
     host = None
     if target.scope is Scope.NODE:
@@ -149,9 +166,11 @@ def cmd_snapshot(a: argparse.Namespace) -> int:
             if exc.remediation:
                 print(f"  fix: {exc.remediation}", file=sys.stderr)
             return 1
-    parts = ctx.record()
+    parts = ctx.record(wanted)
     skipped = []
     for name, lay in layers.items():
+        if wanted is not None and name not in wanted:
+            continue
         if lay.record is not None and lay.scope is target.scope and name not in parts:
             try:
                 ctx.evidence(name)
@@ -363,6 +382,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kubeconfig", default=None,
                    help="record the cluster layers of this cluster instead of a node")
     p.add_argument("--context", default=None)
+    p.add_argument("--layers", default=None,
+                   help="record only these layers (comma-separated; default: every layer of "
+                   "the target's scope; a node's host snapshot is always recorded)")
     p.set_defaults(func=cmd_snapshot)
 
     p = sub.add_parser("evaluate", help="judge evidence bundles offline")
