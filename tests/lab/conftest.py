@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +30,12 @@ def private_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("KGC_CACHE", str(mine))
     try:
         yield mine
-    finally:  # the symlinks and this test's own records; never the real artefacts
+    finally:
+        # whatever the test did or where it failed, nothing it started outlives it: the
+        # lab's own cleanup over this cache's records (a no-op when the test cleaned up) ...
+        subprocess.run([sys.executable, "-m", "kgc.cli", "lab", "cleanup"],
+                       env=lab_env(mine), capture_output=True, timeout=300, check=False)
+        # ... then the symlinks and the records; never the real artefacts
         shutil.rmtree(mine, ignore_errors=True)
 
 

@@ -146,6 +146,11 @@ def test_cluster_lab_with_a_real_node_killed_after_the_node_joined(private_cache
 
     try:
         state, node = wait_for("the real node's kubelet to register", registered, 1500, 3)
+    except BaseException:
+        # the lab never reached the state under test: still leave nothing behind
+        sigkill(up)
+        cleanup_cli(private_cache)
+        raise
     finally:
         sigkill(up)  # no `down`, no teardown
     # facts first, judged after the cleanup: a failed assertion must not leave a VM behind
