@@ -241,6 +241,12 @@ def want_list(v: Any, where: str) -> list[Any]:
     return list(v)
 
 
+def _names(keys: list[str]) -> str:
+    """Field names taken from the record, quoted: one of them may hold a newline, and an
+    ``EvidenceError`` is one line."""
+    return ", ".join(repr(k) for k in keys)
+
+
 def _kind(v: Any) -> str:
     if v is None:
         return "null"
@@ -265,7 +271,7 @@ def _stat_from(v: Any, where: str) -> StatResult:
     d = want_mapping(v, where)
     unknown = sorted(set(d) - set(_STAT_FIELDS) - set(_STAT_OPTIONAL))
     if unknown:
-        raise EvidenceError(f"{where}: unknown field(s) {', '.join(unknown)}")
+        raise EvidenceError(f"{where}: unknown field(s) {_names(unknown)}")
     missing = [k for k in _STAT_FIELDS if k not in d]
     if missing:
         raise EvidenceError(f"{where}: missing field(s) {', '.join(missing)}")
@@ -285,7 +291,7 @@ def _command_from(v: Any, where: str) -> CommandResult:
     d = want_mapping(v, where)
     unknown = sorted(set(d) - {"rc", "output"})
     if unknown:
-        raise EvidenceError(f"{where}: unknown field(s) {', '.join(unknown)}")
+        raise EvidenceError(f"{where}: unknown field(s) {_names(unknown)}")
     if "rc" not in d or "output" not in d:
         raise EvidenceError(f"{where}: needs both rc and output")
     return CommandResult(want_int(d["rc"], f"{where}.rc"),
