@@ -16,7 +16,6 @@ from kgc.core.target import Address, ClusterTarget, NodeTarget, TargetError, red
 @pytest.mark.parametrize("spec,name", [
     ("local://", platform.node()),
     ("ssh://root@gpu-a", "gpu-a"),
-    ("ssh://root:pw@gpu-a:2222", "gpu-a:2222"),
     ("paramiko://admin@10.0.0.5", "10.0.0.5"),
     ("gpu-b", "gpu-b"),
     ("chroot:///mnt/image", "chroot:/mnt/image"),
@@ -127,3 +126,63 @@ def test_cluster_target_is_named_by_its_context_not_its_credentials(tmp_path) ->
     t = ClusterTarget(str(kc))
     assert t.name == "kgc-lab" and "SECRET" not in t.redacted
     assert ClusterTarget(str(kc), "other").name == "other"
+
+
+# -- passwords in target specs -----------------------------------------------------------------
+# A password in --hosts is on kgc's own command line (every local user's `ps`) and testinfra
+# hands an ssh:// one to `sshpass -p PW`, a second command line: refused, never carried.
+PASSWORD_SPECS = [
+    "ssh://root:PLANTED-PW@gpu-a:2222",
+    "safe-ssh://root:PLANTED%40PW@gpu-a",  # percent-encoded
+    "paramiko://admin:PLANTED-PW@10.0.0.5",
+    "root:PLANTED-PW@gpu-b",  # bare: testinfra's paramiko default
+    "ssh://ro@ot:PLANTED-PW@gpu-a",  # testinfra splits at the first '@', urllib at the last
+    "ssh://root:@gpu-a",  # an empty password is still a password field
+    "docker://u:PLANTED-PW@c1",
+    "ssh://root:PLANTED/PW@gpu-a",  # urllib would read "/PW@gpu-a" as a path
+]
+
+
+@pytest.mark.parametrize("spec", PASSWORD_SPECS)
+def test_a_password_in_a_target_is_refused_saying_why_and_what_to_do(
+        spec: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import testinfra
+
+    def no_host(*a: Any, **kw: Any) -> Any:
+        raise AssertionError("a password spec reached testinfra")
+
+    monkeypatch.setattr(testinfra, "get_host", no_host)
+    with pytest.raises(TargetError) as ei:
+        NodeTarget(spec).host  # noqa: B018 - the refusal comes before any transport
+    msg = str(ei.value)
+    assert "\n" not in msg and "PLANTED" not in msg and "***" in msg, msg
+    assert "password" in msg and "ps" in msg, msg  # why
+    assert "--ssh-identity-file" in msg and "ssh-agent" in msg and "--ssh-config" in msg, msg
+
+
+@pytest.mark.parametrize("spec", ["ssh://root@gpu-a:2222", "ssh://gpu-a", "safe-ssh://u@[::1]:22"])
+def test_the_ssh_command_line_never_carries_a_password(spec: str) -> None:
+    host = NodeTarget(spec, ssh_identity_file="/k/id", ssh_config="/k/cfg").host
+    cmd, args = host.backend._build_ssh_command("true")
+    argv = " ".join(cmd) % tuple(args)
+    assert "sshpass" not in argv and host.backend.host.password is None, argv
+    assert argv.startswith("ssh ") and "-i /k/id" in argv
+
+
+def test_kgc_and_pytest_refuse_a_password_target_with_exit_2(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    spec = "ssh://root:PLANTED-PW@127.0.0.1:1"
+    runs = [
+        [sys.executable, "-m", "kgc.cli", "snapshot", "--hosts", spec, "-o", "x.json"],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "iommu", "--hosts",
+         spec],
+    ]
+    for argv in runs:
+        r = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                           check=False)
+        assert r.returncode == 2, (argv, r.stdout[-2000:], r.stderr[-2000:])
+        out = r.stdout + r.stderr
+        assert "PLANTED" not in out and "carries a password" in out, out[-2000:]
+    assert not list(tmp_path.iterdir())  # nothing written

@@ -69,9 +69,44 @@ def redact_url(spec: str) -> str:
     return urllib.parse.urlunsplit((u.scheme, f"{user}:***@{netloc}", u.path, u.query, ""))
 
 
+def _userinfo(spec: str) -> tuple[str, str] | None:
+    """``(userinfo, rest)`` of ``SCHEME://userinfo@rest``, read from the raw text up to the
+    last ``@`` before any query: wider than urllib's netloc, so a password holding ``/``
+    (which urllib would take for a path) is still seen. None without userinfo."""
+    scheme, sep, tail = spec.partition("://")
+    if not sep:
+        return None
+    head = tail.split("?", 1)[0].split("#", 1)[0]
+    userinfo, at, _ = head.rpartition("@")
+    if not at or userinfo.startswith("/"):  # chroot:///mnt/a@b: a path, not a user
+        return None
+    return userinfo, tail[len(userinfo) + 1:]
+
+
+def refuse_password(spec: str) -> None:
+    """Refuse ``user:password@`` in a target spec (exit 2 where a target is bad input). kgc
+    supports no password logins: the spec is on kgc's own command line, which every local
+    user reads with ``ps``, and testinfra would hand an ssh:// password to ``sshpass -p`` on
+    a second one. Keys and agents keep the secret off every command line."""
+    cred = _userinfo(spec)
+    if cred is None or ":" not in cred[0]:
+        return
+    user = urllib.parse.unquote(cred[0].split(":", 1)[0])
+    scheme = spec.split("://", 1)[0]
+    raise TargetError(
+        f"target {scheme}://{user}:***@{cred[1]} carries a password: refused, because a "
+        "password in a target is on kgc's command line for every local user to read (ps, "
+        "shell history) and ssh would get it through `sshpass -p` on another; drop it and log "
+        "in with a key: --ssh-identity-file FILE, ssh-agent, or an IdentityFile in "
+        "--ssh-config",
+        "remove the password from the target; authenticate with --ssh-identity-file, "
+        "ssh-agent or --ssh-config",
+    )
+
+
 @dataclass(frozen=True)
 class Address:
-    """A ``--hosts`` entry taken apart. ``raw`` may hold a password: never print it."""
+    """A ``--hosts`` entry taken apart (never with a password: :func:`refuse_password`)."""
 
     raw: str
     kind: str
@@ -88,6 +123,7 @@ class Address:
             return cls(spec or "local://", "local")
         if "://" not in spec:  # testinfra's default transport for a bare host name
             spec = "paramiko://" + spec
+        refuse_password(spec)
         try:
             u = urllib.parse.urlsplit(spec)
             port = str(u.port or "")
