@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from kgc import __version__
-from kgc.core import report
+from kgc.core import logfilter, report
 from kgc.core.bundle import BundleError, load_bundle, write_bundle
 from kgc.core.engine import Context, Unavailable
 from kgc.core.layer import Scope
@@ -433,6 +433,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    logfilter.install()  # the client's and credential plugins' logs, redacted
     # `certify`, `guest` and `lab` hand the rest of the line to another program
     for i, tok in enumerate(argv):
         if not tok.startswith("-"):

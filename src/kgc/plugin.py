@@ -34,6 +34,7 @@ from kgc.core import report
 from kgc.core.bundle import BundleError, load_bundle
 from kgc.core.engine import Context, Unavailable
 from kgc.core.layer import Layer, Scope
+from kgc.core.logfilter import pytest_plugin as install_log_filter
 from kgc.core.model import Check, Outcome, Status, Verdict
 from kgc.core.profile import DEFAULT_PROFILE, Profile, ProfileError, load_profile
 from kgc.core.registry import catalogue, load_layers, markers
@@ -211,6 +212,7 @@ def _report_dir(config: pytest.Config) -> Path:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    install_log_filter(config)  # secrets out of captured logs, private attachments
     for name, desc in markers().items():
         config.addinivalue_line("markers", f"{name}: {desc}")
     config.addinivalue_line("markers", "layer(name): the layer a conformance suite certifies")
