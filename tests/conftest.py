@@ -3,6 +3,7 @@ collector (same script, same testinfra local transport, same parser)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -24,6 +25,41 @@ from kgc.core.target import NodeTarget  # noqa: E402
 from systree import SysTree, intel_good  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Per-test time bounds for the self-tests (pytest-timeout; the test extra). A hung test —
+# a mutant that loops, a lab that never answers — fails after its bound instead of stalling
+# the session (one hung it 900 s). Set here, not in pyproject's [tool.pytest.ini_options]:
+# that is the conformance runs' configuration, and a check such as the reboot wait may
+# legitimately take longer. The bound covers setup + call + teardown, so a lab test's bound
+# includes the session fixture that boots its lab: the node lab's setup took 920 s, 1628 s
+# under contention, a real-node module 12.6 min (benchmarks/README.md). Plain tests spawn
+# pytest/kgc/chromium subprocesses that take 1-2 min on the loaded 2-core CI machine. The
+# method is pytest-timeout's default on Linux (SIGALRM): the test fails and its fixtures
+# still tear down (a lab cleans up). `--timeout N`, PYTEST_TIMEOUT, a `timeout` ini setting
+# or a test's own @pytest.mark.timeout win over these defaults (`--timeout 0`: none).
+TIMEOUT_S = {"lab": 3600, "slow": 900}
+DEFAULT_TIMEOUT_S = 300
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.pluginmanager.hasplugin("timeout"):
+        return
+    if (config.getoption("timeout", None) is not None or os.environ.get("PYTEST_TIMEOUT")
+            or config.getini("timeout")):
+        return  # the caller chose
+    here = Path(__file__).resolve().parent
+    for item in items:
+        if item.get_closest_marker("timeout") is not None:
+            continue
+        if here not in Path(item.path).resolve().parents:
+            continue
+        item.add_marker(pytest.mark.timeout(self_test_timeout(item)))
+
+
+def self_test_timeout(item: pytest.Item) -> int:
+    """The bound of a self-test: its slowest marker's, else the default."""
+    return max((s for m, s in TIMEOUT_S.items() if item.get_closest_marker(m) is not None),
+               default=DEFAULT_TIMEOUT_S)
 
 
 @pytest.fixture
