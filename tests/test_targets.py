@@ -160,6 +160,13 @@ def test_a_password_in_a_target_is_refused_saying_why_and_what_to_do(
     assert "--ssh-identity-file" in msg and "ssh-agent" in msg and "--ssh-config" in msg, msg
 
 
+def test_a_recorded_name_with_a_password_still_parses_and_redacts() -> None:
+    # earlier bundles recorded the spec: it names the node, it is never connected to
+    assert Address.parse("ssh://root:pw@gpu-a:2222").name == "gpu-a:2222"
+    assert redact_url("ssh://u:PLANTED/PW@h") == "ssh://u:***@h"
+    assert redact_url("chroot:///mnt/x:y@z") == "chroot:///mnt/x:y@z"
+
+
 @pytest.mark.parametrize("spec", ["ssh://root@gpu-a:2222", "ssh://gpu-a", "safe-ssh://u@[::1]:22"])
 def test_the_ssh_command_line_never_carries_a_password(spec: str) -> None:
     host = NodeTarget(spec, ssh_identity_file="/k/id", ssh_config="/k/cfg").host

@@ -58,15 +58,10 @@ def redact_url(spec: str) -> str:
         if sep and ":" in user:
             return f"{user.split(':', 1)[0]}:***@{rest}"
         return spec
-    try:
-        u = urllib.parse.urlsplit(spec)
-    except ValueError:
-        return "(unparseable target)"
-    if u.password is None:
+    cred = _userinfo(spec)
+    if cred is None or ":" not in cred[0]:
         return spec
-    netloc = u.netloc.rsplit("@", 1)[1]
-    user = urllib.parse.unquote(u.username or "")
-    return urllib.parse.urlunsplit((u.scheme, f"{user}:***@{netloc}", u.path, u.query, ""))
+    return _masked(spec, cred)
 
 
 def _userinfo(spec: str) -> tuple[str, str] | None:
@@ -83,18 +78,23 @@ def _userinfo(spec: str) -> tuple[str, str] | None:
     return userinfo, tail[len(userinfo) + 1:]
 
 
+def _masked(spec: str, cred: tuple[str, str]) -> str:
+    user = urllib.parse.unquote(cred[0].split(":", 1)[0])
+    return f"{spec.split('://', 1)[0]}://{user}:***@{cred[1]}"
+
+
 def refuse_password(spec: str) -> None:
     """Refuse ``user:password@`` in a target spec (exit 2 where a target is bad input). kgc
     supports no password logins: the spec is on kgc's own command line, which every local
     user reads with ``ps``, and testinfra would hand an ssh:// password to ``sshpass -p`` on
     a second one. Keys and agents keep the secret off every command line."""
+    if "://" not in spec:  # a bare host: testinfra's paramiko default
+        spec = "paramiko://" + spec
     cred = _userinfo(spec)
     if cred is None or ":" not in cred[0]:
         return
-    user = urllib.parse.unquote(cred[0].split(":", 1)[0])
-    scheme = spec.split("://", 1)[0]
     raise TargetError(
-        f"target {scheme}://{user}:***@{cred[1]} carries a password: refused, because a "
+        f"target {_masked(spec, cred)} carries a password: refused, because a "
         "password in a target is on kgc's command line for every local user to read (ps, "
         "shell history) and ssh would get it through `sshpass -p` on another; drop it and log "
         "in with a key: --ssh-identity-file FILE, ssh-agent, or an IdentityFile in "
@@ -106,7 +106,8 @@ def refuse_password(spec: str) -> None:
 
 @dataclass(frozen=True)
 class Address:
-    """A ``--hosts`` entry taken apart (never with a password: :func:`refuse_password`)."""
+    """A ``--hosts`` entry taken apart. ``raw`` may hold a password (a recorded name): never
+    print it; a :class:`NodeTarget` refuses one (:func:`refuse_password`)."""
 
     raw: str
     kind: str
@@ -123,7 +124,6 @@ class Address:
             return cls(spec or "local://", "local")
         if "://" not in spec:  # testinfra's default transport for a bare host name
             spec = "paramiko://" + spec
-        refuse_password(spec)
         try:
             u = urllib.parse.urlsplit(spec)
             port = str(u.port or "")
@@ -229,6 +229,7 @@ class NodeTarget:
     origin = "live"
 
     def __post_init__(self) -> None:
+        refuse_password(self.spec.strip())  # before parsing: its errors print the spec
         self.address = Address.parse(self.spec)
 
     @property
