@@ -33,7 +33,8 @@ REPO = Path(__file__).resolve().parents[1]
 # legitimately take longer. The bound covers setup + call + teardown, so a lab test's bound
 # includes the session fixture that boots its lab: the node lab's setup took 920 s, 1628 s
 # under contention, a real-node module 12.6 min (benchmarks/README.md). Plain tests spawn
-# pytest/kgc/chromium subprocesses that take 1-2 min on the loaded 2-core CI machine. The
+# pytest/kgc/chromium subprocesses: the slowest measured 155 s (test_report_html's history
+# trend) and 131 s (test_plugin's xdist fleet) at load ≈ 15 on the 2-core machine. The
 # method is pytest-timeout's default on Linux (SIGALRM): the test fails and its fixtures
 # still tear down (a lab cleans up). `--timeout N`, PYTEST_TIMEOUT, a `timeout` ini setting
 # or a test's own @pytest.mark.timeout win over these defaults (`--timeout 0`: none).
