@@ -257,3 +257,52 @@ def test_only_unreadable_kata_pods_is_an_error_for_the_static_checks() -> None:
         assert v.status is Status.ERROR and "'2.5Gb' is not a Kubernetes quantity" in v.reason, \
             (check, v.reason)
 
+
+# -------------------------------------------------------------------------- (d) the profile
+def profile_check(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> tuple[int,
+                                                                                         str]:
+    from kgc import cli
+
+    p = tmp_path / "p.yaml"
+    p.write_text(text)
+    rc = cli.main(["profile", "check", str(p)])
+    out = capsys.readouterr()
+    return rc, out.err
+
+
+def test_profile_check_refuses_a_sizing_layer_without_shapes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, err = profile_check(tmp_path, "name: x\ncluster:\n  sizing:\n    shapes: []\n", capsys)
+    assert rc == 2
+    assert err.count("\n") == 1, err  # one line
+    assert "cluster.sizing.shapes" in err and "sizing" in err and "require_layers" in err
+    # listing sizing as required explicitly is no different
+    rc, err = profile_check(tmp_path, "name: x\ncluster:\n  sizing:\n    shapes: []\n"
+                            "policy:\n  require_layers: [gpu, sizing]\n", capsys)
+    assert rc == 2 and "cluster.sizing.shapes" in err
+
+
+def test_profile_check_accepts_no_shapes_once_sizing_is_not_required(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, err = profile_check(tmp_path, "name: x\ncluster:\n  sizing:\n    shapes: []\n"
+                            "policy:\n  require_layers: [iommu, vfio, gpu, keda]\n", capsys)
+    assert rc == 0, err
+
+
+def test_the_other_cluster_layers_cannot_be_left_without_a_subject(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # gpu: at least one pod per node and one node; keda: a Kata class and one repetition
+    for text in ("cluster:\n  gpu:\n    pods_per_node: 0\n",
+                 "cluster:\n  gpu:\n    max_nodes: 0\n",
+                 "cluster:\n  keda:\n    runtime_class: ''\n",
+                 "cluster:\n  keda:\n    repetitions: 0\n",
+                 "cluster:\n  keda:\n    replicas: 0\n"):
+        rc, err = profile_check(tmp_path, "name: x\n" + text, capsys)
+        assert rc == 2 and err.count("\n") == 1, (text, err)
+
+
+def test_the_shipped_profiles_still_load() -> None:
+    from kgc.core.profile import builtin_profiles, load_profile
+
+    for name in builtin_profiles():
+        assert load_profile(name).cluster.sizing.shapes
