@@ -258,6 +258,12 @@ def test_only_unreadable_kata_pods_is_an_error_for_the_static_checks() -> None:
             (check, v.reason)
 
 
+
+def test_device_plugin_without_the_node_list_is_an_error() -> None:
+    cl = dataclasses.replace(cluster(node()), nodes=None, errors={"nodes": "403 Forbidden"})
+    v = GPU_CHECKS.get("gpu.device-plugin").judge(cl, h200_profile(), "cluster")
+    assert v.status is Status.ERROR and "nodes could not be listed: 403 Forbidden" in v.reason
+
 # -------------------------------------------------------------------------- (d) the profile
 def profile_check(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> tuple[int,
                                                                                          str]:
