@@ -81,6 +81,9 @@ def test_preflight_checks_judge_the_cluster_once() -> None:
 def test_a_run_without_pods_keeps_each_checks_own_reason() -> None:
     run = GpuRunEvidence(cases()["h200-good"].cluster, (), ("nodes could not be listed: x",))
     out = judge_run(LAYER.checks.get("gpu.pod-runs"), run, h200_profile())
+    # no GPU pod at all: the layer has no subject, an error (issue 21), with the run's reason
+    assert out.status is Status.ERROR and "nodes could not be listed: x" in out.reason
+    out = judge_run(LAYER.checks.get("gpu.in-vm"), run, h200_profile())
     assert out.status is Status.SKIP and "nodes could not be listed: x" in out.reason
 
 

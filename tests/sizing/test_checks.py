@@ -153,8 +153,9 @@ def test_live_shape_errors_skips_and_empty() -> None:
     assert v.status is Status.PASS and "not judged: gpu: not run: not applicable" in v.reason
     v = judge("sizing.vm-matches-limits", SizingEvidence(configs={}, shapes=(ok,)))
     assert v.status is Status.SKIP and "no Kata configuration for kata-qemu" in v.reason
-    assert judge("sizing.vm-matches-limits", SizingEvidence()).status is Status.SKIP
-    assert judge("sizing.vm-matches-limits", SizingEvidence(shapes=())).status is Status.SKIP
+    # no shape measured (none recorded, an empty matrix): no subject, an error (issue 21)
+    assert judge("sizing.vm-matches-limits", SizingEvidence()).status is Status.ERROR
+    assert judge("sizing.vm-matches-limits", SizingEvidence(shapes=())).status is Status.ERROR
 
 
 def test_live_shape_with_a_malformed_pod_is_an_error_with_the_field() -> None:

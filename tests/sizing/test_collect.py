@@ -255,7 +255,7 @@ def test_settled_knows_hopeless_pods() -> None:
     assert settled({"status": {"phase": "Running"}}, []) is None
 
 
-def test_an_observation_of_a_shape_that_did_not_apply_is_a_skip() -> None:
+def test_a_matrix_whose_only_shape_did_not_apply_measured_nothing() -> None:
     from kgc.layers.sizing.checks import CHECKS
 
     ev = SizingEvidence(
@@ -263,4 +263,6 @@ def test_an_observation_of_a_shape_that_did_not_apply_is_a_skip() -> None:
         shapes=(ShapeObservation("gpu", {}, "kata",
                                  error="not applicable: no node advertises nvidia.com/gpu"),))
     v = CHECKS.get("sizing.vm-matches-limits").judge(ev, None, "c")
-    assert v.status == "skip" and "no node advertises nvidia.com/gpu" in v.reason
+    # the shape is not judged, and with no other shape nothing was measured: an error
+    # (issue 21; next to a measured shape it is a skip inside a pass, see test_checks)
+    assert v.status == "error" and "no node advertises nvidia.com/gpu" in v.reason

@@ -1,6 +1,7 @@
-"""The cluster lab's sizing chooser serves recorded real guests only: the capture whose VM
-is the one the model predicts for the pod, re-encoded losslessly as collector output — or a
-failing pod whose log says that no capture has that size."""
+"""The cluster lab's sizing chooser serves recorded real guests only: the capture whose own
+recorded VM is the size Kata gives the pod (a table worked out by hand, never kgc's model),
+re-encoded losslessly as collector output — or a failing pod whose log says that the table
+does not know the pod's limits or no capture has that size."""
 
 from __future__ import annotations
 
@@ -36,13 +37,48 @@ def test_every_default_shape_gets_the_capture_of_its_predicted_vm(shape: str) ->
     assert c.capture.name in c.note and "recorded QEMU guest" in c.note
 
 
-def test_no_capture_of_the_predicted_size_fails_the_pod_saying_so() -> None:
+def test_limits_the_hand_worked_table_does_not_know_fail_the_pod_saying_so() -> None:
     pod = shape_pod("one-container", runtime_class="kata")
     pod["spec"]["containers"][0]["resources"]["limits"]["memory"] = "5Gi"
     c = sim_sizing.decide(pod, KATA)
     assert c.exit_code == 1 and c.capture is None
-    assert c.text.startswith("kgc lab: no recorded guest capture of a 3 vCPU / 13312 MiB VM")
+    assert c.text.startswith("kgc lab: no hand-worked VM size for a pod with limits "
+                             "[('app', '2', '5Gi')]")
+    assert "LAB_VMS" in c.text and "one-container [('app', '2', '2Gi')]" in c.text
+
+
+def test_no_capture_of_the_worked_out_size_fails_the_pod_saying_so() -> None:
+    pod = shape_pod("one-container", runtime_class="kata")
+    others = tuple(c for c in sim_sizing.captures() if c.size != (3, 10240, 3, 10240))
+    c = sim_sizing.decide(pod, KATA, pool=others)
+    assert c.exit_code == 1 and c.capture is None
+    assert c.text.startswith("kgc lab: no recorded guest capture of a 3 vCPU / 10240 MiB VM "
+                             "(one-container: ceil(1 + 2) = 3, 8192 + 2048 = 10240 MiB) "
+                             "recorded for qemu-nvidia-gpu")
     assert "python -m kgc.lab.guests record" in c.text
+
+
+@pytest.mark.parametrize("vm", sim_sizing.LAB_VMS, ids=lambda v: v.shape)
+def test_the_hand_worked_table_matches_the_captures_own_record(vm: sim_sizing.LabVm) -> None:
+    """Each table row is the limits of the lab's shape, and the capture it serves was
+    recorded for that shape under the lab's Kata configuration at that very size."""
+    from kgc.layers.sizing.profile import shape_by_name
+
+    pod = shape_pod(vm.shape, runtime_class="kata")
+    assert sim_sizing.pod_limits(pod) == tuple(sorted(vm.limits, key=str))
+    assert sim_sizing.lab_vm(pod) == vm
+    c = sim_sizing.decide(pod, KATA)
+    assert c.capture is not None and c.vm == vm
+    assert (c.capture.shape, c.capture.preset) == (vm.shape, sim_sizing.LAB_KATA_PRESET)
+    assert c.capture.size == vm.size
+    assert vm.shape == shape_by_name(vm.shape).name
+    assert vm.rule in c.note and "not by kgc's model" in c.note
+
+
+def test_the_table_covers_the_lab_profiles_matrix() -> None:
+    prof = load_profile(profiles_dir() / "lab.yaml")
+    shapes = {s.name for s in prof.cluster.sizing.shapes} | {PROBE_SHAPE.name}
+    assert shapes == {v.shape for v in sim_sizing.LAB_VMS}
 
 
 def test_only_captures_booted_as_kata_would_boot_match() -> None:
@@ -64,10 +100,9 @@ def test_only_captures_booted_as_kata_would_boot_match() -> None:
     (lambda p: p["spec"].update(runtimeClassName="runc"),
      "kgc lab: runtimeClassName 'runc' is not one of the lab's Kata RuntimeClasses"),
     (lambda p: p["spec"]["containers"][0]["resources"]["limits"].update(memory="2.5.5Gi"),
-     "kgc lab: cannot size this pod: pod kgc-sizing-one-container: "
-     "main.resources.limits.memory: '2.5.5Gi' is not a Kubernetes quantity"),
+     "kgc lab: no hand-worked VM size for a pod with limits [('app', '2', '2.5.5Gi')]"),
     (lambda p: p["spec"].update(containers=[]),
-     "kgc lab: cannot size this pod"),
+     "kgc lab: no hand-worked VM size for a pod with limits []"),
 ])
 def test_unsizable_or_non_kata_pods_fail_with_the_reason(mutate, text: str) -> None:  # type: ignore[no-untyped-def]  # noqa: E501
     pod = shape_pod("one-container", runtime_class="kata")

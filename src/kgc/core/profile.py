@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from kgc.gate.policy import Policy
 
@@ -381,6 +388,10 @@ class ClusterProfile(Strict):
         return _section("kgc.layers.keda.profile", "KedaProfile", v)
 
 
+# the cluster sections (``cluster.<layer>``) named as their layers are
+CLUSTER_LAYERS = ("gpu", "sizing", "keda")
+
+
 class Profile(Strict):
     name: str
     description: str = ""
@@ -394,6 +405,26 @@ class Profile(Strict):
     # release gating: what blocks, how warn/skip count, required layers (kgc.gate.policy)
     policy: Policy = Policy()
     source: str = Field(default="", exclude=True)
+
+    @model_validator(mode="after")
+    def _required_layers_keep_a_subject(self) -> Profile:
+        """A layer the policy requires must have something to judge: a cluster section whose
+        ``no_subject()`` names why it would judge nothing (``cluster.sizing.shapes: []``) is
+        refused, unless ``policy.require_layers`` leaves that layer out. Otherwise the run
+        would certify a layer that measured nothing (its checks error, a gate cannot pass)."""
+        required = self.policy.require_layers
+        for layer in CLUSTER_LAYERS:
+            no_subject = getattr(getattr(self.cluster, layer, None), "no_subject", None)
+            why = no_subject() if callable(no_subject) else None
+            if why and (required is None or layer in required):
+                field, _, what = why.partition(": ")
+                now = ("unset: every layer is required" if required is None
+                       else "now: " + ", ".join(required))
+                raise ValueError(
+                    f"cluster.{layer}.{field}: {what}: the {layer} layer would judge nothing; "
+                    f"give it a subject, or leave {layer!r} out of policy.require_layers "
+                    f"({now})")
+        return self
 
 
 def _loc(loc: Sequence[int | str]) -> str:
@@ -445,9 +476,9 @@ def load_profile(name_or_path: str | Path = DEFAULT_PROFILE) -> Profile:
                 else str(err["msg"]).removeprefix("Value error, ")
             )
             if err["type"] == "value_error" and ": " in msg and field.endswith(
-                    ("sizing", "keda", "gpu")):
+                    ("sizing", "keda", "gpu", "(top level)")):
                 sub, _, msg = msg.partition(": ")  # a layer section's own field path
-                field = f"{field}.{sub}"
+                field = sub if field == "(top level)" else f"{field}.{sub}"
             msgs.append(f"{path}: {field}: {msg}")
         raise ProfileError("invalid profile\n  " + "\n  ".join(msgs)) from None
     return prof.model_copy(update={"source": str(path)})

@@ -17,6 +17,12 @@ workload pods in a labelled namespace (as the lab's admin), judges the sizing la
 ``deploy/rbac/kgc-certify.yaml`` (the lab profile: verdicts marked simulated), writes
 ``verdict.json`` and takes everything down. :func:`run_on` runs one against a lab that is
 already up.
+
+The guests the lab's shape pods report are chosen by :mod:`kgc.lab.cluster.sim_sizing` from
+a table of the VM sizes Kata gives each lab shape, worked out by hand, never from kgc's own
+sizing model: so ``sizing.vm-matches-limits`` in these scenarios judges the model, and a
+wrong model fails ``sizing-good``. :func:`offline_shapes` is the same shape-pod path without
+a cluster (plan, the lab's answer, observe), for fast tests of exactly that.
 """
 
 from __future__ import annotations
@@ -115,6 +121,46 @@ SCENARIOS: dict[str, SizingScenario] = {s.name: s for s in (
                                  "its VM gets 1 vCPU for 2 requested")},
     ),
 )}
+
+
+OFFLINE_NODE = "kgc-gpu-0"  # a kwok node of the lab: what makes the shapes simulated
+
+
+def offline_shapes(profile: Any = None) -> Any:
+    """The sizing evidence of the profile's shape pods as the lab answers them, without a
+    cluster: each pod planned as the layer plans it (:func:`kgc.layers.sizing.collect.plan`),
+    answered by the lab's simulator (:func:`kgc.lab.cluster.sim_sizing.decide`: a recorded
+    guest of the size worked out by hand), observed as the layer observes it, with the
+    Kata configurations the profile names. No cluster objects: the static checks skip."""
+    from types import SimpleNamespace
+
+    from kgc.core.profile import load_profile, profiles_dir
+    from kgc.lab.cluster import sim_sizing
+    from kgc.layers.sizing.checks import sizing_profile
+    from kgc.layers.sizing.collect import NODE_NOT_READ, observe, plan
+    from kgc.layers.sizing.evidence import (
+        SOURCE_NONE,
+        KataConfigSource,
+        SizingEvidence,
+        resolve_config,
+    )
+
+    prof = profile or load_profile(profiles_dir() / "lab.yaml")
+    sp = sizing_profile(prof)
+    plans, _ = plan(None, sp, prof.cluster, namespace="kgc-offline", labels={})
+    shapes = []
+    for p in plans:
+        c = sim_sizing.decide(p.manifest)
+        pod = {**p.manifest, "spec": {**p.manifest["spec"], "nodeName": OFFLINE_NODE},
+               "status": {"phase": "Succeeded" if c.exit_code == 0 else "Failed"}}
+        outcome = SimpleNamespace(pod=pod, create_error=None, log=c.text, events=(),
+                                  timed_out=False, waited_s=0.0, settled=None, log_error=None)
+        shapes.append(observe(p, outcome, {OFFLINE_NODE}))
+    configs = {rc: resolve_config(rc, node=KataConfigSource(rc, SOURCE_NONE, "",
+                                                            tried=(NODE_NOT_READ,)),
+                                  profile_entry=sp.kata.get(rc), probe=None)
+               for rc in sorted({p.runtime_class for p in plans})}
+    return SizingEvidence(configs=configs, shapes=tuple(shapes))
 
 
 def mismatches(sc: SizingScenario, verdicts: list[Any]) -> dict[str, str]:
@@ -230,4 +276,4 @@ def _standalone(sc: SizingScenario) -> Callable[[Path, bool], ScenarioOutcome]:
 register_scenarios(*(LabScenario(s.name, LAB, s.description, _standalone(s))
                      for s in SCENARIOS.values()))
 
-__all__ = ["SCENARIOS", "SizingScenario", "mismatches", "render", "run_on"]
+__all__ = ["SCENARIOS", "SizingScenario", "mismatches", "offline_shapes", "render", "run_on"]

@@ -2,12 +2,19 @@
 
 kwok runs no microVM, so a sizing pod in the lab cannot read a real guest. The lab's
 responder (:mod:`kgc.lab.cluster.simulate`) asks :func:`choose` what such a pod reports, and
-the answer is always RECORDED real evidence: the sizing model predicts the VM the pod would
-get from the Kata configuration the lab's simulated nodes run (:data:`LAB_KATA`, the NVIDIA Go
-configuration), and the capture in ``fixtures/guest/sizing/`` of a real QEMU guest booted at
-exactly that size (``python -m kgc.lab.guests record``) becomes the pod's log. When no
-capture has that size, the pod fails with a log that says so — the lab never edits or invents
-a guest. Verdicts on these pods are marked simulated (the lab profile, and the kwok node).
+the answer is always RECORDED real evidence: the capture in ``fixtures/guest/sizing/`` of a
+real QEMU guest (``python -m kgc.lab.guests record``) booted at the size Kata gives the pod
+under the configuration the lab's simulated nodes run (:data:`LAB_KATA`, the NVIDIA Go
+configuration) becomes the pod's log.
+
+That size is NOT asked of kgc's sizing model (the thing the lab tests): it is looked up by
+the pod's limits in :data:`LAB_VMS`, a table worked out by hand from Kata's rules for that
+configuration, and the capture is the one whose own recorded VM (and preset) is that size.
+So a wrong model makes the lab's sizing verdict fail instead of serving the guest the wrong
+model expects (tests/sizing/test_lab_scenario_offline.py). A pod whose limits the table does
+not know, or a size no capture has, fails with a log that says so — the lab never edits or
+invents a guest. Verdicts on these pods are marked simulated (the lab profile, and the kwok
+node).
 
 A capture holds the collector's parsed records (``kgc-bundle/1``'s ``host``); the log is
 those records written back in the collector's record format (:func:`render_output`), a
@@ -27,8 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from kgc.core.hostfs import HostSnapshot
-from kgc.layers.sizing.model import KATA_PRESETS, KataSizing, PodShape, SizingInputError, VmSize
-from kgc.layers.sizing.model import expected_vm as _expected_vm
+from kgc.layers.sizing.model import KATA_PRESETS, KataSizing, VmSize
 
 KIND = "sizing"
 LAB_KATA_PRESET = "qemu-nvidia-gpu"
@@ -37,6 +43,76 @@ LAB_KATA: KataSizing = KATA_PRESETS[LAB_KATA_PRESET]
 lab): Kata's shipped ``configuration-qemu-nvidia-gpu.toml`` — Go runtime, static sizing,
 default_vcpus=1, default_memory=8192. ``profiles/lab.yaml`` describes the same under
 ``cluster.sizing.kata``."""
+
+
+Limits = tuple[tuple[str, str | None, str | None], ...]  # (kind, limits.cpu, limits.memory)
+
+
+@dataclass(frozen=True)
+class LabVm:
+    """The VM Kata gives one lab shape under :data:`LAB_KATA`, worked out by hand."""
+
+    shape: str
+    limits: Limits  # per container, the raw strings of the pod spec
+    vcpus: int
+    memory_mib: int
+    rule: str  # the arithmetic, for the pod's log and the reader
+
+    @property
+    def size(self) -> tuple[int, int, int, int]:
+        return (self.vcpus, self.memory_mib, self.vcpus, self.memory_mib)  # static: boot = final
+
+
+# Kata's Go runtime with static_sandbox_resource_mgmt = true (configuration-qemu-nvidia-gpu.
+# toml: default_vcpus = 1, default_memory = 8192) sizes the VM once, before it boots, from the
+# sandbox's limits: vCPUs = ceil(default_vcpus + sum of CPU limits), memory = default_memory +
+# sum of memory limits (MiB); a container without a CPU limit adds no vCPU, one without a
+# memory limit no memory. Written out per shape of the lab's matrix (profiles/lab.yaml uses
+# the default one, kgc.layers.sizing.profile.DEFAULT_SHAPES) and the limit-less probe.
+LAB_VMS: tuple[LabVm, ...] = (
+    LabVm("probe", (("app", None, None),), 1, 8192, "no limits: ceil(1) = 1, 8192 MiB"),
+    LabVm("one-container", (("app", "2", "2Gi"),), 3, 10240,
+          "ceil(1 + 2) = 3, 8192 + 2048 = 10240 MiB"),
+    LabVm("two-containers", (("app", "500m", "1Gi"), ("app", "500m", "1Gi")), 2, 10240,
+          "ceil(1 + 0.5 + 0.5) = 2, 8192 + 1024 + 1024 = 10240 MiB"),
+    LabVm("memory-only", (("app", None, "1Gi"),), 1, 9216,
+          "ceil(1) = 1 (no CPU limit), 8192 + 1024 = 9216 MiB"),
+    LabVm("fractional-cpu", (("app", "250m", "256Mi"),), 2, 8448,
+          "ceil(1 + 0.25) = 2, 8192 + 256 = 8448 MiB"),
+    LabVm("gpu", (("app", "4", "16Gi"),), 5, 24576,
+          "ceil(1 + 4) = 5, 8192 + 16384 = 24576 MiB (the GPU adds no vCPU or memory)"),
+)
+
+
+def pod_limits(pod: Mapping[str, Any]) -> Limits:
+    """The pod's containers as (kind, limits.cpu, limits.memory), the raw strings of its spec
+    (nothing parsed, nothing computed), in a stable order."""
+    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+    out: list[tuple[str, str | None, str | None]] = []
+    for key in ("initContainers", "containers"):
+        items = spec.get(key) if isinstance(spec, Mapping) else None
+        for c in items if isinstance(items, list) else ():
+            kind = ("app" if key == "containers" else
+                    "sidecar" if _m(c).get("restartPolicy") == "Always" else "init")
+            lim = _m(_m(_m(c).get("resources")).get("limits"))
+            cpu, mem = lim.get("cpu"), lim.get("memory")
+            out.append((kind, cpu if isinstance(cpu, str) else None,
+                        mem if isinstance(mem, str) else None))
+    return _ordered(out)
+
+
+def _m(v: Any) -> Mapping[str, Any]:
+    return v if isinstance(v, Mapping) else {}
+
+
+def _ordered(rows: Any) -> Limits:
+    return tuple(sorted(rows, key=lambda t: (t[0], t[1] or "", t[2] or "")))
+
+
+def lab_vm(pod: Mapping[str, Any]) -> LabVm | None:
+    """The hand-worked VM of the lab shape with exactly this pod's limits, or None."""
+    want = pod_limits(pod)
+    return next((v for v in LAB_VMS if _ordered(v.limits) == want), None)
 
 
 def fixtures_dir() -> Path:
@@ -56,6 +132,8 @@ class Capture:
     boot_memory_mib: int
     snapshot: HostSnapshot
     collected_at: str
+    preset: str = ""  # the Kata configuration it was recorded for (capture.spec.preset)
+    shape: str = ""  # the pod shape (capture.spec.shape)
 
     @property
     def size(self) -> tuple[int, int, int, int]:
@@ -75,11 +153,12 @@ def captures(root: Path | None = None) -> tuple[Capture, ...]:
     out = []
     for p in sorted(d.glob("*.bundle.json")):
         doc = json.loads(p.read_text())
-        vm = doc["capture"]["vm"]
+        vm, spec = doc["capture"]["vm"], doc["capture"].get("spec") or {}
         out.append(Capture(p.name.removesuffix(".bundle.json"), p, int(vm["vcpus"]),
                            int(vm["memory_mib"]), int(vm["boot_vcpus"]),
                            int(vm["boot_memory_mib"]), HostSnapshot.from_dict(doc["host"]),
-                           str(doc.get("collected_at", ""))))
+                           str(doc.get("collected_at", "")), str(spec.get("preset", "")),
+                           str(spec.get("shape", ""))))
     return tuple(out)
 
 
@@ -90,9 +169,15 @@ def _boot(vm: VmSize) -> tuple[int, int]:
 def matching(vm: VmSize, pool: tuple[Capture, ...] | None = None) -> Capture | None:
     """The capture of a guest booted exactly as Kata would boot this VM (final and boot
     sizes equal), or None."""
-    want = (vm.vcpus, vm.memory_mib, *_boot(vm))
+    return recorded((vm.vcpus, vm.memory_mib, *_boot(vm)), pool)
+
+
+def recorded(size: tuple[int, int, int, int], pool: tuple[Capture, ...] | None = None,
+             preset: str | None = None) -> Capture | None:
+    """The capture whose own recorded VM is ``size`` (vCPUs, MiB, boot vCPUs, boot MiB),
+    recorded for ``preset`` when given, or None."""
     for c in pool if pool is not None else captures():
-        if c.size == want:
+        if c.size == size and (preset is None or c.preset == preset):
             return c
     return None
 
@@ -151,7 +236,7 @@ class Choice:
     exit_code: int
     note: str
     capture: Capture | None = None
-    vm: VmSize | None = None
+    vm: LabVm | None = None
 
 
 def lab_kata(runtime_class: str | None, kata_classes: tuple[str, ...]) -> KataSizing | None:
@@ -179,24 +264,24 @@ def decide(pod: Mapping[str, Any], kata_classes: tuple[str, ...] | None = None,
                f"({', '.join(classes)}): the lab simulates Kata microVMs only, it has no "
                "recorded guest for this pod")
         return Choice(msg + "\n", 1, "not a Kata pod")
-    try:
-        vm = _expected_vm(PodShape.from_manifest(pod), kata)
-    except SizingInputError as exc:
-        return Choice(f"kgc lab: cannot size this pod: {exc}\n", 1, "unsizable pod")
-    if vm.refusal:
-        return Choice(f"kgc lab: Kata would refuse this sandbox: {vm.refusal}\n", 1,
-                      "sandbox refused", vm=vm)
-    cap = matching(vm, pool)
+    vm = lab_vm(pod)
+    if vm is None:
+        known = "; ".join(f"{v.shape} {list(v.limits)}" for v in LAB_VMS)
+        msg = (f"kgc lab: no hand-worked VM size for a pod with limits {list(pod_limits(pod))} "
+               f"under {kata.source}: the lab knows {known} (kgc.lab.cluster.sim_sizing."
+               "LAB_VMS; it never asks kgc's sizing model, which is what the lab tests)")
+        return Choice(msg + "\n", 1, "no hand-worked size for these limits")
+    cap = recorded(vm.size, pool, LAB_KATA_PRESET)
     if cap is None:
         have = ", ".join(c.describe() for c in (pool if pool is not None else captures()))
         msg = (f"kgc lab: no recorded guest capture of a {vm.vcpus} vCPU / {vm.memory_mib} MiB "
-               f"VM (booted {_boot(vm)[0]}/{_boot(vm)[1]}), the size the sizing model predicts "
-               f"for this pod under {kata.source}; recorded: {have}. Record one with "
-               "`python -m kgc.lab.guests record` (a real QEMU guest) into "
+               f"VM ({vm.shape}: {vm.rule}) recorded for {LAB_KATA_PRESET}; recorded: {have}. "
+               "Record one with `python -m kgc.lab.guests record` (a real QEMU guest) into "
                "fixtures/guest/sizing/")
-        return Choice(msg + "\n", 1, "no recorded capture of the predicted size", vm=vm)
+        return Choice(msg + "\n", 1, "no recorded capture of that size", vm=vm)
     note = (f"recorded QEMU guest {cap.describe()}, captured {cap.collected_at}, for the VM "
-            f"the model predicts under {kata.source}")
+            f"Kata gives {vm.shape} under {kata.source} ({vm.rule}; worked out by hand, not "
+            "by kgc's model)")
     return Choice(capture_log(cap), 0, note, cap, vm)
 
 
@@ -227,5 +312,6 @@ def _register_on_import() -> None:
 
 _register_on_import()
 
-__all__ = ["KIND", "LAB_KATA", "Capture", "Choice", "capture_log", "captures", "choose",
-           "decide", "matching", "register", "render_output"]
+__all__ = ["KIND", "LAB_KATA", "LAB_VMS", "Capture", "Choice", "LabVm", "capture_log",
+           "captures", "choose", "decide", "lab_vm", "matching", "pod_limits", "recorded",
+           "register", "render_output"]

@@ -35,6 +35,7 @@ from kgc.core.model import (
     warned,
 )
 from kgc.evidence.guest import GuestEvidence, GuestPciFunction
+from kgc.evidence.present import present
 from kgc.layers.gpu.classify import classify, pod_ran, smi_missing
 from kgc.layers.gpu.evidence import (
     ClusterGpuEvidence,
@@ -91,12 +92,15 @@ def _pod_ev(pod: GpuPodEvidence) -> dict[str, Any]:
     return ev
 
 
+def _no_pod_why(run: GpuRunEvidence) -> str:
+    return "; ".join(run.plan_notes) or "the run created no GPU pod"
+
+
 def _ran(subj: PodSubject) -> tuple[GpuPodEvidence, GuestEvidence] | Outcome:
     """The pod and its guest evidence, or the skip that says why there is none."""
     pod = subj.pod
     if pod is None:
-        why = "; ".join(subj.run.plan_notes) or "the run created no GPU pod"
-        return skipped(f"no GPU pod ran: {why} (see gpu.nodes-advertise)")
+        return skipped(f"no GPU pod ran: {_no_pod_why(subj.run)} (see gpu.pod-runs)")
     if not pod_ran(pod):
         cause = classify(pod, subj.run.cluster)
         return skipped(f"{pod.ref} did not run, so there is no guest to judge "
@@ -320,8 +324,15 @@ def device_plugin(ev: ClusterGpuEvidence, profile: Any) -> Outcome:
 def pod_runs(subj: PodSubject, profile: Any) -> Outcome:
     pod = subj.pod
     if pod is None:
-        why = "; ".join(subj.run.plan_notes) or "the run created no GPU pod"
-        return skipped(f"no GPU pod was created: {why} (see gpu.nodes-advertise)")
+        # the layer's subject is missing: without a pod nothing below was judged, and the
+        # preflight alone must not certify the layer
+        return errored(
+            f"no GPU pod was run or recorded: {_no_pod_why(subj.run)}",
+            "Make the run create its GPU pod: nodes must advertise the profile's GPU resource "
+            "(see gpu.nodes-advertise, cluster.gpu.resources and node_selector); a bundle "
+            "whose gpu record has no pod cannot certify the layer — record it again with "
+            "`kgc snapshot --kubeconfig`.",
+        )
     if pod_ran(pod):
         took = f" in {pod.waited_s:.1f} s" if pod.waited_s is not None else ""
         return passed(f"{pod.ref} ran on {pod.node} with RuntimeClass {pod.runtime_class} and "
@@ -366,7 +377,7 @@ def in_vm(subj: PodSubject, profile: Any) -> Outcome:
         return errored(f"{pod.ref}: the guest's /sys was not readable (no PCI listing, no "
                        "/sys/kernel/iommu_groups); cannot tell a VM from the host", **ev)
     problems = []
-    if g.kernel == pod.node_kernel:
+    if g.kernel.strip() == pod.node_kernel.strip():  # a trailing newline hides nothing
         problems.append(f"the pod's kernel {g.kernel} is the node's own kernel: the container "
                         "shares the host kernel (runc?)")
     if g.gvisor:
@@ -663,7 +674,7 @@ def node_labels(subj: PodSubject, profile: Any) -> Outcome:
         return got
     pod, g = got
     assert g.smi is not None
-    label = pod.node_labels.get(gp.product_label)
+    label = present(pod.node_labels.get(gp.product_label))
     if label is None:
         return skipped(f"node {pod.node} has no {gp.product_label} label to compare with",
                        **_pod_ev(pod))
@@ -744,7 +755,7 @@ def compute(subj: PodSubject, profile: Any) -> Outcome:
     if ("torch" in cc and cc.get("torch") is None) or no_torch:
         return skipped(f"{pod.image} has no PyTorch ({cc.get('error', 'import failed')}), so "
                        "the optional compute probe did not run", **ev)
-    if not isinstance(cc.get("torch"), str):
+    if present(cc.get("torch")) is None:  # the probe ran but named no torch version
         return errored(f"{pod.ref}: the compute probe printed no result kgc understands: "
                        f"{cc.get('error', dict(cc))}", **ev)
     if cc.get("available") is not True:

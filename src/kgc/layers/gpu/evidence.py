@@ -22,10 +22,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from kgc.core.model import EvidenceError
 from kgc.evidence.guest import Fields, GuestEvidence, clip
+from kgc.evidence.present import BlankIsMissing, without_blanks
 from kgc.kube.origin import NodeOrigin, stand_in_reason, stand_ins
 
 MAX_EVENTS = 100  # per pod, the most recent kept
@@ -88,7 +89,7 @@ def quantity_count(q: str | None) -> int | None:
 
 # --------------------------------------------------------------------------- cluster
 @dataclass(frozen=True)
-class RuntimeClassInfo:
+class RuntimeClassInfo(BlankIsMissing):
     name: str
     handler: str | None
     overhead: Mapping[str, str] = field(default_factory=dict)  # overhead.podFixed
@@ -116,7 +117,7 @@ def runtime_class_from_api(obj: Any) -> RuntimeClassInfo:
 
 
 @dataclass(frozen=True)
-class NodeInfo:
+class NodeInfo(BlankIsMissing):
     name: str
     kernel_version: str | None  # status.nodeInfo.kernelVersion
     labels: Mapping[str, str] = field(default_factory=dict)  # GPU-relevant labels only
@@ -176,7 +177,7 @@ def node_from_api(obj: Any) -> NodeInfo:
 
 
 @dataclass(frozen=True)
-class PluginPod:
+class PluginPod(BlankIsMissing):
     """A device-plugin pod (matched by the profile's selector)."""
 
     name: str
@@ -258,7 +259,7 @@ class ClusterGpuEvidence:
 
 # --------------------------------------------------------------------------- one pod
 @dataclass(frozen=True)
-class PodCondition:
+class PodCondition(BlankIsMissing):
     type: str
     status: str
     reason: str | None = None
@@ -275,7 +276,7 @@ class PodCondition:
 
 
 @dataclass(frozen=True)
-class ContainerState:
+class ContainerState(BlankIsMissing):
     name: str
     state: str  # waiting | running | terminated | unknown
     reason: str | None = None
@@ -336,7 +337,7 @@ def container_from_api(obj: Any) -> ContainerState:
 
 
 @dataclass(frozen=True)
-class PodEvent:
+class PodEvent(BlankIsMissing):
     type: str | None  # Normal | Warning
     reason: str | None  # FailedScheduling, FailedCreatePodSandBox, Failed, BackOff, ...
     message: str | None
@@ -379,7 +380,7 @@ def event_from_api(obj: Any) -> PodEvent:
 
 
 @dataclass(frozen=True)
-class GpuPodEvidence:
+class GpuPodEvidence(BlankIsMissing):
     """One GPU pod of the run, from creation to its final state and its collector output."""
 
     name: str
@@ -404,6 +405,14 @@ class GpuPodEvidence:
     timed_out: bool = False  # the wait ended by the budget, not by the pod finishing
     log_error: str | None = None  # the log (collector output) could not be read: why
     guest: GuestEvidence | None = None
+
+    # an API refusal or an unreadable log is evidence even when its text is blank
+    keep_blank: ClassVar[tuple[str, ...]] = ("create_error", "log_error")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.guest is not None:  # the guest's record is the collector's: cleared here
+            object.__setattr__(self, "guest", without_blanks(self.guest))
 
     @property
     def ref(self) -> str:

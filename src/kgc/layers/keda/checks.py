@@ -158,9 +158,19 @@ def _gate(ev: Any, *, preflight: bool = False) -> Outcome | None:
     if ev.status == "preflight-failed" and not preflight:
         return skipped("not measured: the preflight failed (see keda.preflight): "
                        + (ev.preflight.message or ", ".join(ev.preflight.missing) or "no detail"))
-    if not preflight and (ev.kata is None or not ev.kata.repetitions):
+    if preflight:
+        return None
+    if ev.kata is None or not ev.kata.repetitions:
         return errored("the run is recorded as done but holds no Kata repetition",
                        "This is a defect in the live driver; rerun and report the bundle.")
+    if not ev.kata.runtime_class:
+        # a blank class is missing (kgc.evidence.present): nothing says the measured pods
+        # ran in Kata, so their latency certifies nothing
+        return errored("the Kata class's RuntimeClass is not recorded: nothing says which "
+                       "runtime the measured pods ran with",
+                       "Rerun the layer (cluster.keda.runtime_class names the Kata "
+                       "RuntimeClass) and report the bundle: the live driver always records "
+                       "it.")
     return None
 
 

@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from kgc.core.model import EvidenceError
+from kgc.evidence.present import BlankIsMissing
 from kgc.kube.origin import NodeOrigin
 
 # Pod milestones, in lifecycle order (each is "first observed in a watch event"):
@@ -273,7 +274,7 @@ class ClockOffset:
 
 
 @dataclass(frozen=True)
-class PodRecord:
+class PodRecord(BlankIsMissing):
     """One pod of a scale-up, as the watch saw it.
 
     ``observed[m]`` is the client receipt time of the first watch event showing milestone
@@ -351,7 +352,7 @@ class ScaleMark:
 
 
 @dataclass(frozen=True)
-class Stall:
+class Stall(BlankIsMissing):
     """A bounded wait that gave up: which phase never completed, how long kgc waited."""
 
     phase: str
@@ -498,7 +499,7 @@ class ScalingConfig:
 
 
 @dataclass(frozen=True)
-class ClassRun:
+class ClassRun(BlankIsMissing):
     """All repetitions of one runtime class (``role`` kata or baseline).
     ``runtime_class`` None: the pods named no runtimeClassName (the cluster default)."""
 
@@ -540,7 +541,7 @@ class ClassRun:
 
 
 @dataclass(frozen=True)
-class Preflight:
+class Preflight(BlankIsMissing):
     """What the run needs from the cluster before it can measure anything.
     ``keda_installed`` None: not looked at."""
 

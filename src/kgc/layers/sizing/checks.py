@@ -298,6 +298,12 @@ def judge_shape(obs: ShapeObservation, src: KataConfigSource | None,
                        j.found, row)
 
 
+NO_SHAPE = ("Run the sizing layer with at least one pod shape that fits the cluster "
+            "(cluster.sizing.shapes; the default matrix has CPU-only shapes), with the Kata "
+            "RuntimeClass it names present; a profile that means to skip sizing leaves "
+            "`sizing` out of policy.require_layers.")
+
+
 @CHECKS.check(
     "sizing.vm-matches-limits",
     title=("Each pod shape's microVM is the model's: vCPUs = V exactly, guest RAM in "
@@ -314,10 +320,10 @@ def vm_matches_limits(ev: SizingEvidence, profile: Any) -> Outcome:
     [N − N/64 − kernel_fixed_reserve_max_mib, N − boot/64] (struct pages of boot memory are
     always reserved). N = the model's memory, with the guest's memory-block size."""
     sp = sizing_profile(profile)
-    if ev.shapes is None:
-        return skipped("the live pod shapes were not run (no cluster access or not requested)")
-    if not ev.shapes:
-        return skipped("the profile's cluster.sizing.shapes matrix is empty")
+    if not ev.shapes:  # the layer's subject is missing: nothing below would be judged
+        why = ("the record holds no pod shapes (not collected)" if ev.shapes is None else
+               "the profile's cluster.sizing.shapes matrix is empty")
+        return errored(f"no shape was measured: {why}", NO_SHAPE)
     results = [
         ShapeResult(o.shape, Status.SKIP, f"{o.shape}: not run: {o.error}", row={
             "shape": o.shape, "runtime_class": o.runtime_class, "status": "skip"})
@@ -339,6 +345,9 @@ def vm_matches_limits(ev: SizingEvidence, profile: Any) -> Outcome:
         return errored("; ".join(r.reason for r in by[Status.ERROR]) + sim,
                        "Check why these pods did not run or report (events, the collector "
                        "output) and rerun.", shapes=rows)
+    if all(o.error.startswith("not applicable") for o in ev.shapes):
+        return errored("no shape was measured: " + "; ".join(r.reason for r in results) + sim,
+                       NO_SHAPE)
     if not by[Status.PASS]:
         return skipped("no shape could be judged: " + "; ".join(r.reason for r in results) + sim,
                        shapes=rows)

@@ -23,6 +23,7 @@ from typing import Any
 
 from kgc.core.hostfs import HostQuery, HostSnapshot
 from kgc.core.model import EvidenceError
+from kgc.evidence.present import BlankIsMissing
 from kgc.layers.sizing.model import MIB, KataSizing, SizingInputError
 
 SYS_MEMORY = "/sys/devices/system/memory"
@@ -141,7 +142,7 @@ def page_kib(memtotal_kib: int | None, managed_pages: int | None) -> int | None:
 
 
 @dataclass(frozen=True)
-class GuestSize:
+class GuestSize(BlankIsMissing):
     """The VM size one guest reports about itself."""
 
     nproc_all: int | None = None  # configured CPUs (present), `nproc --all`

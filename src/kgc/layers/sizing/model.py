@@ -35,6 +35,8 @@ from typing import Any, Literal
 
 from kubernetes.utils.quantity import parse_quantity as _k8s_parse_quantity
 
+from kgc.evidence.present import present
+
 MIB = 1 << 20
 # kubelet: quotaPeriod (pkg/kubelet/cm/helpers_linux.go) and minQuotaPeriod
 CFS_PERIOD_US = 100_000
@@ -518,9 +520,9 @@ class PodShape:
             namespace=ns,
             containers=tuple(containers),
             annotations=dict(ann),
-            runtime_class=rc if isinstance(rc, str) and rc else None,
-            node=node if isinstance(node, str) and node else None,
-            phase=phase if isinstance(phase, str) else None,
+            runtime_class=present(rc),  # blank text is missing (kgc.evidence.present)
+            node=present(node),
+            phase=present(phase),
             pod_cpu_limit_m=podres.get("cpu_limit_m"),
             pod_memory_limit=podres.get("memory_limit"),
             pod_cpu_request_m=podres.get("cpu_request_m"),

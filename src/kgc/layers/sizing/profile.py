@@ -231,6 +231,11 @@ class SizingProfile(Strict):
                              "least schedule_timeout_s")
         return self
 
+    def no_subject(self) -> str | None:
+        """Why the layer would measure nothing (``field: why``), or None. The profile refuses
+        it while the policy requires the layer (:class:`kgc.core.profile.Profile`)."""
+        return None if self.shapes else "shapes: the pod-shape matrix is empty"
+
 
 def shape_manifest(
     shape: PodShapeSpec,
