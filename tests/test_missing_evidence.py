@@ -312,3 +312,16 @@ def test_the_shipped_profiles_still_load() -> None:
 
     for name in builtin_profiles():
         assert load_profile(name).cluster.sizing.shapes
+
+
+def test_sizing_where_no_shape_could_be_predicted_is_an_error_and_never_certifies() -> None:
+    """Every shape ran, but no Kata configuration is known for its RuntimeClass: nothing was
+    compared with a prediction. Was a skip, so the layer passed on sizing.kata-config alone."""
+    obs = ShapeObservation("one-container", shape_pod("one-container", runtime_class="other"),
+                           "other", guest=GuestSize(nproc_all=3, memtotal_kib=4_000_000))
+    ev = SizingEvidence(configs=configs(), shapes=(obs,))
+    vs = {v.check: v for v in whole(SIZING, ev, None)}
+    v = vs["sizing.vm-matches-limits"]
+    assert v.status is Status.ERROR and "no shape could be judged" in v.reason, v.reason
+    assert "no Kata configuration for other" in v.reason and v.remediation
+    assert overall_and_reason([x.to_dict() for x in vs.values()])[0] == "fail"

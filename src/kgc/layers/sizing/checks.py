@@ -349,8 +349,12 @@ def vm_matches_limits(ev: SizingEvidence, profile: Any) -> Outcome:
         return errored("no shape was measured: " + "; ".join(r.reason for r in results) + sim,
                        NO_SHAPE)
     if not by[Status.PASS]:
-        return skipped("no shape could be judged: " + "; ".join(r.reason for r in results) + sim,
-                       shapes=rows)
+        # nothing was measured against a prediction: the layer's subject is missing, and a
+        # skip here would let the layer pass on its static checks alone
+        return errored("no shape could be judged: " + "; ".join(r.reason for r in results) + sim,
+                       "Let kgc read each Kata RuntimeClass's configuration (runtime layer on "
+                       "the node), or describe it in the profile under "
+                       "cluster.sizing.kata.<runtime-class>, and rerun.", shapes=rows)
     skipped_txt = ("; not judged: " + "; ".join(r.reason for r in by[Status.SKIP])
                    if by[Status.SKIP] else "")
     return passed("; ".join(r.reason for r in by[Status.PASS]) + skipped_txt + sim,
