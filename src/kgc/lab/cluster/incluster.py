@@ -34,6 +34,8 @@ from kgc.fleet.protocol import (
     END,
     ERROR,
     EXIT,
+    HOST,
+    MODE,
     MOUNT,
     NODE,
     HostRun,
@@ -59,6 +61,10 @@ def host_run_script(pytest_args: Sequence[str]) -> str:
              + " ".join(shlex.quote(a) for a in pytest_args))
     return "\n".join([
         f'echo "{NODE} $(hostname)"',
+        # the host's own identity, as `kgc fleet collect` checks it against the kubelet's
+        f'echo "{HOST} boot_id=$(cat /host/proc/sys/kernel/random/boot_id) '
+        f'machine_id=$(cat /host/etc/machine-id) hostname=$(cat /host/etc/hostname)"',
+        f'echo "{MODE} live"',
         # the mounts the pod sees under /host: field 5 is the mount point, 6 its options
         f"awk '$5 ~ \"^/host\" {{ print \"{MOUNT}\", $5, $6 }}' /proc/self/mountinfo",
         f"chroot /host /bin/sh -c {shlex.quote(inner)}",
