@@ -77,10 +77,29 @@ HEADER_SONOBUOY = (
 
 
 def cmd_manifests(a: argparse.Namespace) -> int:
+    from kgc.core.profile import ProfileError
+
+    masks = fm.MASKS if a.mask is None else tuple(m for m in a.mask if m)
+    for m in masks:
+        if not any(m.startswith(h.path + "/") and h.type == "Directory"
+                   for h in fm.host_paths(not a.no_lib64)):
+            raise FleetUsage(f"--mask {m!r}: expected a directory inside a mounted tree "
+                             f"({', '.join(h.path for h in fm.HOST_PATHS[:6])} ...)")
     kw: dict[str, Any] = {"profile": a.profile,
                           "node_selector": _pairs(a.node_selector, "--node-selector"),
                           "tolerations": _tolerations(a.toleration),
-                          "recursive_read_only": a.recursive_read_only}
+                          "recursive_read_only": a.recursive_read_only,
+                          "lib64": not a.no_lib64, "masks": masks}
+    try:
+        fm.pinned_image(a.image)
+        missing = fm.uncovered(fm.profile_query_paths(a.profile), not a.no_lib64, masks)
+    except (fm.ManifestError, ProfileError) as exc:
+        raise FleetUsage(" ".join(str(exc).split())) from None
+    if missing:
+        raise FleetUsage(f"profile {a.profile} reads {', '.join(missing[:3])}"
+                         f"{' ...' if len(missing) > 3 else ''}, which the fleet pod does not "
+                         "mount (or masks): the node layers would judge it absent; see "
+                         "kgc.fleet.manifests.HOST_PATHS")
     if a.sonobuoy:
         sys.stdout.write(HEADER_SONOBUOY + yaml.safe_dump(fm.sonobuoy_plugin(a.image, **kw),
                                                           sort_keys=False))
@@ -150,7 +169,8 @@ def register(sub: Any) -> None:
                    help="wait up to S seconds for every node's verdict (default: read now)")
     c.set_defaults(func=cmd_collect)
     m = fsub.add_parser("manifests", help="print the fleet's manifests (YAML)")
-    m.add_argument("--image", default=fm.IMAGE)
+    m.add_argument("--image", default=fm.IMAGE,
+                   help="the fleet image by digest, NAME@sha256:<64 hex> (a tag is refused)")
     m.add_argument("--profile", default=fm.PROFILE)
     m.add_argument("--namespace", default=fm.NAMESPACE)
     m.add_argument("--node-selector", action="append", default=None, metavar="KEY=VALUE",
@@ -162,6 +182,12 @@ def register(sub: Any) -> None:
                    help="the pods' RuntimeClass (never a Kata one; default: the node's default)")
     m.add_argument("--recursive-read-only", default="Enabled",
                    choices=("Enabled", "IfPossible"))
+    m.add_argument("--no-lib64", action="store_true",
+                   help="do not mount the node's /lib64 (nodes without one: arm64 Debian/Ubuntu)")
+    m.add_argument("--mask", action="append", default=None, metavar="PATH",
+                   help="repeatable; a directory of the mounted trees to cover with an empty "
+                        "read-only mount (every node must have it); '' for none (default "
+                        f"{' '.join(fm.MASKS)})")
     what = m.add_mutually_exclusive_group()
     what.add_argument("--sonobuoy", action="store_true", help="the Sonobuoy plugin instead")
     what.add_argument("--rbac", action="store_true", help="the collector's RBAC instead")

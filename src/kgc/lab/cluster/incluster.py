@@ -98,6 +98,7 @@ def host_run_daemonset(name: str, *, pytest_args: Sequence[str] = ("--profile", 
     # the node's own network and hostname: verdicts name the node, as on the node
     return manifests.host_daemonset(
         name, [container], ns=None, service_account=None, host_network=True,
+        host=[manifests.whole_root_volume()],
         volumes=[{"name": "report", "emptyDir": {"sizeLimit": "64Mi"}}],
         pod_labels=labels, node_selector=node_selector, tolerations=tolerations,
         runtime_class=runtime_class, grace_s=1)
