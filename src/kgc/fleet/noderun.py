@@ -1,5 +1,8 @@
-"""``kgc node-run``: the fleet image's entry point — the node layers against a node's root
-mounted at ``--host-root`` (default ``/host``), the way kube-bench runs in a pod.
+"""``kgc node-run``: the fleet image's entry point — the node layers against a node's paths
+mounted at ``--host-root`` (default ``/host``), the way kube-bench runs in a pod. The
+fleet pod mounts only what the layers read (:data:`kgc.fleet.manifests.HOST_PATHS`: /usr,
+/bin, /lib..., /etc, /boot, /sys, /dev, /run and five /proc files), a partial tree that is
+enough for the chroot: its programs come from the node's /usr, /bin, /lib.
 
 It runs ``pytest -m host`` over the installed suites with the target
 ``chroot://<host root>?node=<node>[&live=1]``: the batched collector runs under ``chroot``
@@ -229,7 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         root = Path(a.host_root)
         if not root.is_dir() or not (root / "bin").exists() and not (root / "usr").is_dir():
             raise NodeRunError(f"--host-root {root}: not a node's root filesystem (no /usr "
-                               "or /bin under it): mount the node's / there read-only")
+                               "or /bin under it): mount the node's paths there read-only "
+                               "(kgc fleet manifests)")
         from kgc.core.profile import ProfileError, load_profile
 
         try:
