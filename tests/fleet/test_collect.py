@@ -276,18 +276,37 @@ def test_one_judged_node_of_three_never_gates_green(tmp_path: Path) -> None:
 
 
 def test_the_merged_run_copies_the_fields_the_nodes_agree_on(tmp_path: Path) -> None:
-    """Fields the node runs carry and the fleet does not compute (the gate's selection and
-    profile digest...) are copied when every judged node has the same value, else left out
-    (the gate then refuses the run) and named."""
-    sel = {"markers": "host", "keyword": ""}
+    """Fields the node runs carry and the fleet does not compute are copied when every
+    judged node has the same value, else named in run.fleet.disagree; the gate's selection
+    (kgc.core.report.run_identity) is merged: one -m/-k, every fleet node a node target,
+    each node's checks not run; a profile digest the nodes disagree on becomes "" (refused
+    by the gate)."""
+    def sel(n: str) -> dict[str, Any]:
+        return {"markers": "host", "keywords": "", "targets": {n: "node"},
+                "layers_not_selected": ["gpu", "sizing"],
+                "checks_not_run": {n: ["reboot.returned"]} if n == "b" else {}}
+
     outs = [fc.judge_node(n, pod(n), log_of(n, with_results(
-        node_verdict(n), selection=sel, profile_digest=d)))
-        for n, d in (("a", "sha256:1"), ("b", "sha256:1"), ("c", "sha256:2"))]
+        node_verdict(n), selection=sel(n), profile_digest=d, ssh_host_keys="strict",
+        duration_s=len(n) * 3.5)))
+        for n, d in (("a", "sha256:1"), ("b", "sha256:1"), ("c", "sha256:1"))]
+    doc = merged(tmp_path, [*outs, fc.judge_node("d", None, None)])
+    assert doc["run"]["profile_digest"] == "sha256:1" and doc["run"]["ssh_host_keys"] == "strict"
+    assert doc["run"]["selection"] == {
+        "markers": "host", "keywords": "", "layers_not_selected": ["gpu", "sizing"],
+        "targets": {"a": "node", "b": "node", "c": "node", "d": "node"},
+        "checks_not_run": {"b": ["reboot.returned"]}}
+    assert doc["run"]["fleet"]["disagree"] == [] and "duration_s" not in doc["run"]
+    assert doc["run"]["fleet"]["nodes"]["b"]["run"]["duration_s"] == 3.5
+    # one node judged with another profile, one with another -k
+    outs = [fc.judge_node(n, pod(n), log_of(n, with_results(
+        node_verdict(n), selection={**sel(n), "keywords": k}, profile_digest=d)))
+        for n, d, k in (("a", "sha256:1", ""), ("b", "sha256:2", "not vfio"))]
     doc = merged(tmp_path, outs)
-    assert doc["run"]["selection"] == sel
-    assert "profile_digest" not in doc["run"]
-    assert doc["run"]["fleet"]["disagree"] == ["profile_digest"]
-    assert doc["run"]["fleet"]["nodes"]["c"]["run"]["profile_digest"] == "sha256:2"
+    assert doc["run"]["profile_digest"] == ""
+    assert "selection" not in doc["run"]
+    assert doc["run"]["fleet"]["disagree"] == ["profile_digest", "selection"]
+    assert doc["run"]["fleet"]["nodes"]["b"]["run"]["profile_digest"] == "sha256:2"
 
 
 # -- the live path: what the cluster says -> outcomes ----------------------------------------

@@ -267,19 +267,54 @@ def _node_error(node: str, o: NodeOutcome, check: CheckInfo, ns: str,
 _MERGED_RUN = frozenset({"kind", "started_at", "finished_at", "kgc_version", "profile",
                          "profile_source", "targets", "layers", "layers_judged", "scope",
                          "command", "environment", "fleet"})
+# differ from node to node by nature: kept per node (run.fleet.nodes[n].run) only
+_PER_NODE_RUN = frozenset({"duration_s", "pytest_exit"})
 
 
-def _same_run_fields(runs: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], list[str]]:
-    """(fields every run carries with one value, fields the runs disagree on)."""
-    keys = {k for r in runs for k in r} - _MERGED_RUN
+def _merge_selection(sels: Sequence[Any], nodes: Sequence[str]) -> dict[str, Any] | None:
+    """The node runs' ``run.selection`` (kgc.core.report.run_identity) as one: the same -m
+    and -k on every node (else None: not one selection), every node of the fleet as a node
+    target, the union of the layers any node left out and of each node's checks not run.
+    None when a node recorded none (the gate refuses such a verdict)."""
+    if not sels or not all(isinstance(x, Mapping) for x in sels):
+        return None
+    for key in ("markers", "keywords"):
+        if len({json.dumps(x.get(key)) for x in sels}) != 1:
+            return None
+    targets: dict[str, Any] = {}
+    not_run: dict[str, Any] = {}
+    left: list[Any] = []
+    for x in sels:
+        targets.update(x.get("targets") or {})
+        for t, checks in (x.get("checks_not_run") or {}).items():
+            not_run[t] = sorted({*not_run.get(t, []), *checks})
+        left += [n for n in x.get("layers_not_selected") or [] if n not in left]
+    targets.update({n: "node" for n in nodes})
+    return {**sels[0], "targets": dict(sorted(targets.items())), "layers_not_selected": left,
+            "checks_not_run": dict(sorted(not_run.items()))}
+
+
+def _same_run_fields(runs: Sequence[Mapping[str, Any]],
+                     nodes: Sequence[str] = ()) -> tuple[dict[str, Any], list[str]]:
+    """(fields every run carries with one value, fields the runs disagree on). The
+    selection is merged (:func:`_merge_selection`); a profile digest the nodes disagree on
+    becomes ``""``, which the gate refuses."""
+    keys = {k for r in runs for k in r} - _MERGED_RUN - _PER_NODE_RUN
     agreed: dict[str, Any] = {}
     disagree = []
     for k in sorted(keys):
         vals = {json.dumps(r.get(k, None), sort_keys=True, default=str) for r in runs}
-        if len(vals) == 1 and all(k in r for r in runs):
+        if k == "selection":
+            sel = _merge_selection([r.get(k) for r in runs], nodes)
+            if sel is not None:
+                agreed[k] = sel
+                continue
+        elif len(vals) == 1 and all(k in r for r in runs):
             agreed[k] = runs[0][k]
-        else:
-            disagree.append(k)
+            continue
+        disagree.append(k)
+        if k == "profile_digest":
+            agreed[k] = ""
     return agreed, disagree
 
 
@@ -336,7 +371,7 @@ def merge(outcomes: Sequence[NodeOutcome], checks: Sequence[CheckInfo], *,
     profiles = sorted({str(r.get("profile")) for r in runs if r.get("profile")})
     sources = sorted({str(r.get("profile_source")) for r in runs if r.get("profile_source")})
     starts = sorted(str(r["started_at"]) for r in runs if r.get("started_at"))
-    agreed, disagree = _same_run_fields(runs)
+    agreed, disagree = _same_run_fields(runs, [o.node for o in outcomes])
     run = {
         **agreed,
         "kind": "fleet",
