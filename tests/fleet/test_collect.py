@@ -200,6 +200,10 @@ def test_a_verdict_with_no_results_is_not_a_judged_node() -> None:
 def test_a_verdict_naming_another_node_is_not_this_nodes() -> None:
     o = fc.judge_node("a", pod("a"), log_of("a", node_verdict("b")), info("a"))
     assert not o.judged and "'b'" in o.problem and "node a" in o.problem, o.problem
+    # its run.targets say a, its results judge b
+    o = fc.judge_node("a", pod("a"), log_of("a", with_results(node_verdict("b"),
+                                                                targets=["a"])), info("a"))
+    assert not o.judged and "judges 'b'" in o.problem, o.problem
     # the results name the node, but the run's targets do not
     o = fc.judge_node("a", pod("a"), log_of("a", with_results(node_verdict("a"),
                                                                 targets=["a", "b"])), info("a"))
@@ -220,7 +224,7 @@ def test_the_host_must_be_the_node_the_kubelet_reports() -> None:
     no_host = "\n".join(ln for ln in log_of("a", node_verdict("a")).splitlines()
                         if not ln.startswith(protocol.HOST))
     o = fc.judge_node("a", pod("a"), no_host, info("a"))
-    assert not o.judged and "boot id" in o.problem, o.problem
+    assert not o.judged and "printed no host boot id" in o.problem, o.problem
     assert fc.judge_node("a", pod("a"), log_of("a", node_verdict("a")), info("a")).judged
 
 
@@ -230,6 +234,10 @@ def test_an_unfinished_run_is_not_judged() -> None:
                               (f"{protocol.EXIT} 5", "exited 5")):
         o = fc.judge_node("a", pod("a"), log_of("a", v, exit_line=exit_line), info("a"))
         assert not o.judged and needle in o.problem, (needle, o.problem)
+    # a pod that saw no running kernel under its mounts judged files, not the node
+    offline = log_of("a", v).replace(f"{protocol.MODE} live", f"{protocol.MODE} offline")
+    o = fc.judge_node("a", pod("a"), offline, info("a"))
+    assert not o.judged and "no running kernel" in o.problem, o.problem
 
 
 def test_one_host_answering_for_two_nodes_is_an_error_on_both(tmp_path: Path) -> None:
