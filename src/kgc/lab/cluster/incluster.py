@@ -16,7 +16,8 @@ The pod also prints its view of the mounts under ``/host`` (from /proc/self/moun
 caller can prove they were read-only.
 
 One implementation with the product's fleet (:mod:`kgc.fleet`): the DaemonSet is
-:func:`kgc.fleet.manifests.host_daemonset` (the same host mount, labels and selector), the
+:func:`kgc.fleet.manifests.host_daemonset` (the same labels and selector; the lab mounts
+the node's whole root, where the product mounts only ``manifests.HOST_PATHS``), the
 pod prints :mod:`kgc.fleet.protocol`'s markers, and its log is read back by the product's
 parser (and can be merged by ``kgc fleet collect``). Only the container differs: the lab
 has no registry for the fleet image, so it runs the node's own kgc under chroot.
