@@ -73,3 +73,19 @@ def test_any_marker_soup_parses(lines: list[str]) -> None:
                     max_leaves=20))
 def test_verdict_map_takes_any_json(doc: object) -> None:
     p.verdict_map(doc if isinstance(doc, dict) else {"results": doc})
+
+
+def test_the_host_identity_is_read_from_the_host_root_and_read_back(tmp_path) -> None:
+    """node-run says which host it judged from the host root itself (the pod's own hostname
+    is the pod's): boot id, machine id, host name; a value that is not one word is left out."""
+    from kgc.fleet import noderun
+
+    for rel, text in (("proc/sys/kernel/random/boot_id", "0f1e-2d3c\n"),
+                      ("etc/machine-id", "abc123\n"), ("etc/hostname", "gpu a\n")):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    ident = noderun.host_identity(tmp_path)
+    assert ident == {"boot_id": "0f1e-2d3c", "machine_id": "abc123"}
+    run = p.parse_node_log(noderun.host_line(ident) + "\n" + f"{p.HOST} evil=1 hostname=h\n")
+    assert run.host == {"hostname": "h"}  # the last line counts; unknown keys are dropped
+    assert p.parse_node_log(noderun.host_line(ident)).host == ident

@@ -9,6 +9,15 @@ outcomes -> results and run metadata of one kgc-verdict/1). A node whose pod is 
 pending, crashed, still running or printed no valid verdict gets an ``error`` for every
 check of the node layers, naming the reason: never dropped, never a pass.
 
+A verdict counts for a node only when it is that node's, by identity: the pod that printed
+it runs on the node (``spec.nodeName``), printed that name (``KGC-NODE``, from the downward
+API), read a kernel whose boot id is the one the node's kubelet reports
+(``status.nodeInfo.bootID``; ``KGC-HOST``), finished (an exit status of 0 or 1 before the
+block, not marked incomplete), judged something (``results: []`` is what a ``-k`` that
+matches nothing writes) and names only this node in its results and ``run.targets``; and no
+other node's pod read the same kernel. A judged node whose verdict lacks a check that
+another node judged gets an ``error`` for that check.
+
 :func:`gather` reads the cluster (DaemonSet, nodes, pods, logs); :func:`collect` waits,
 bounded, until every node printed its verdict, then merges; :func:`write_report` writes
 ``verdict.json`` (``kgc gate`` reads it) and ``allure-results/`` (``kgc report`` builds the
@@ -84,9 +93,14 @@ class NodeOutcome:
 
 @dataclass(frozen=True)
 class NodeInfo:
+    """What the API says about one node: its scheduling facts and what its kubelet reports
+    about the host (``status.nodeInfo``: the kernel's boot id, ``/etc/machine-id``)."""
+
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[Mapping[str, str], ...] = ()
+    boot_id: str = ""
+    machine_id: str = ""
 
 
 # -- pure -----------------------------------------------------------------------------------
@@ -130,8 +144,16 @@ def _valid_verdict(text: str, where: str) -> tuple[dict[str, Any] | None, str]:
     return json.loads(text), ""
 
 
-def judge_node(node: str, pod: PodState | None, log: str | None) -> NodeOutcome:
-    """One node: its pod's state and log -> judged (with its verdict) or the reason not."""
+# pytest's exit statuses that mean the run did not finish judging (OK and TESTS_FAILED are
+# kgc's 0 certified / 1 not certified)
+_PYTEST_EXIT = {2: "interrupted", 3: "internal error", 4: "usage error",
+                5: "no tests collected"}
+
+
+def judge_node(node: str, pod: PodState | None, log: str | None,
+               info: NodeInfo | None = None) -> NodeOutcome:
+    """One node: its pod's state and log -> judged (with its verdict) or the reason not.
+    ``info`` (the Node object) lets the host's identity be checked against the kubelet's."""
     if pod is None:
         return NodeOutcome(node, problem=f"no kgc node-run pod on node {node} (the DaemonSet "
                            "did not place one: nodeSelector, taints, or the pod was deleted)")
@@ -141,6 +163,8 @@ def judge_node(node: str, pod: PodState | None, log: str | None) -> NodeOutcome:
     if parsed.done and parsed.verdict is not None:
         doc, err = _valid_verdict(parsed.verdict_text, f"verdict of pod {pod.name}")
         if doc is not None:
+            err = _not_this_nodes(node, pod.name, parsed, doc, info)
+        if not err:
             out.verdict = doc
             return out
         out.problem = err
@@ -163,46 +187,180 @@ def judge_node(node: str, pod: PodState | None, log: str | None) -> NodeOutcome:
     return out
 
 
-def _node_error(node: str, o: NodeOutcome, check: CheckInfo, ns: str) -> dict[str, Any]:
+def _not_this_nodes(node: str, pod: str, run: protocol.HostRun, doc: Mapping[str, Any],
+                    info: NodeInfo | None) -> str:
+    """Why a valid verdict printed by ``pod`` (on ``node``) does not judge ``node``; '' when
+    it does."""
+    who = f"pod {pod} on node {node}"
+    if not run.node:
+        return f"{who} printed no node name (no {protocol.NODE} line): not a kgc node-run log"
+    if run.node != node:
+        return (f"{who} printed {protocol.NODE} {run.node}: its verdict is not this node's "
+                "(KGC_NODE_NAME must come from the downward API, spec.nodeName)")
+    if run.mode != "live":
+        return (f"{who} saw no running kernel under its host mount ({protocol.MODE} "
+                f"{run.mode or 'missing'}): it judged files, not the running node")
+    if run.exit_code is None:
+        return f"{who} printed no exit status ({protocol.EXIT}) before its verdict: unfinished"
+    if run.exit_code not in (0, 1):
+        return (f"{who}: pytest exited {run.exit_code} "
+                f"({_PYTEST_EXIT.get(run.exit_code, 'not 0 or 1')}): the run did not finish")
+    rows = [r for r in doc.get("results", []) if isinstance(r, Mapping)]
+    if not rows:
+        return (f"{who} printed a verdict with no results: nothing was judged (a -m/-k "
+                "selection that matches no check?)")
+    others = sorted({str(r.get("target")) for r in rows} - {node})
+    if others:
+        return (f"{who} printed a verdict that judges {', '.join(map(repr, others))}: "
+                f"not node {node}")
+    targets = doc.get("run", {}).get("targets")
+    if targets != [node]:
+        return f"{who} printed a verdict whose run.targets is {targets!r}, not [{node!r}]"
+    if info is not None and info.boot_id:
+        seen = run.host.get("boot_id", "")
+        if not seen:
+            return (f"{who} printed no host boot id ({protocol.HOST}): which kernel it read "
+                    f"cannot be told; node {node}'s kubelet reports boot id {info.boot_id}")
+        if seen != info.boot_id:
+            return (f"{who} read a kernel with boot id {seen}, but node {node}'s kubelet "
+                    f"reports boot id {info.boot_id}: the verdict is not from this node's "
+                    "running kernel (a pod under Kata? the node rebooted since?)")
+    return ""
+
+
+def check_distinct_hosts(outcomes: Sequence[NodeOutcome]) -> None:
+    """Judged nodes whose pods read the same kernel (one boot id): none of their verdicts
+    can be told apart, so each becomes an error naming the others."""
+    by_boot: dict[str, list[NodeOutcome]] = {}
+    for o in outcomes:
+        boot = o.run.host.get("boot_id", "") if o.run is not None else ""
+        if o.judged and boot:
+            by_boot.setdefault(boot, []).append(o)
+    for boot, same in by_boot.items():
+        if len(same) > 1:
+            names = ", ".join(sorted(o.node for o in same))
+            for o in same:
+                o.problem = (f"the same host (boot id {boot}) answered for nodes {names}: "
+                             "their verdicts cannot be told apart")
+                o.verdict = None
+
+
+def _node_error(node: str, o: NodeOutcome, check: CheckInfo, ns: str,
+                reason: str = "") -> dict[str, Any]:
     cid, layer, title, sev = check
     look = (f"kubectl -n {ns} logs {o.pod}" if o.pod
             else f"kubectl -n {ns} get daemonset,pods -o wide")
     return {
         "check": cid, "layer": layer, "title": title, "severity": sev, "target": node,
         "status": "error",
-        "reason": f"node {node} was not judged: {o.problem}",
+        "reason": reason or f"node {node} was not judged: {o.problem}",
         "remediation": f"Find out why the node's kgc pod gave no verdict ({look}; "
                        f"kubectl -n {ns} describe pod), fix it, and collect again.",
         "expected": None, "found": None, "origin": "live", "simulated": False,
         "simulated_why": "", "category": "environment",
-        "evidence": {"pod": o.pod, "pod_state": o.state, "problem": o.problem},
+        "evidence": {"pod": o.pod, "pod_state": o.state, "problem": o.problem or reason},
     }
+
+
+# run fields the merged verdict computes itself; every other field of the node runs (the
+# gate's selection, the profile's digest ...) is copied when all judged nodes agree on it
+_MERGED_RUN = frozenset({"kind", "started_at", "finished_at", "kgc_version", "profile",
+                         "profile_source", "targets", "layers", "layers_judged", "scope",
+                         "command", "environment", "fleet"})
+# differ from node to node by nature: kept per node (run.fleet.nodes[n].run) only
+_PER_NODE_RUN = frozenset({"duration_s", "pytest_exit"})
+
+
+def _merge_selection(sels: Sequence[Any], nodes: Sequence[str]) -> dict[str, Any] | None:
+    """The node runs' ``run.selection`` (kgc.core.report.run_identity) as one: the same -m
+    and -k on every node (else None: not one selection), every node of the fleet as a node
+    target, the union of the layers any node left out and of each node's checks not run.
+    None when a node recorded none (the gate refuses such a verdict)."""
+    if not sels or not all(isinstance(x, Mapping) for x in sels):
+        return None
+    for key in ("markers", "keywords"):
+        if len({json.dumps(x.get(key)) for x in sels}) != 1:
+            return None
+    targets: dict[str, Any] = {}
+    not_run: dict[str, Any] = {}
+    left: list[Any] = []
+    for x in sels:
+        targets.update(x.get("targets") or {})
+        for t, checks in (x.get("checks_not_run") or {}).items():
+            not_run[t] = sorted({*not_run.get(t, []), *checks})
+        left += [n for n in x.get("layers_not_selected") or [] if n not in left]
+    targets.update({n: "node" for n in nodes})
+    return {**sels[0], "targets": dict(sorted(targets.items())), "layers_not_selected": left,
+            "checks_not_run": dict(sorted(not_run.items()))}
+
+
+def _same_run_fields(runs: Sequence[Mapping[str, Any]],
+                     nodes: Sequence[str] = ()) -> tuple[dict[str, Any], list[str]]:
+    """(fields every run carries with one value, fields the runs disagree on). The
+    selection is merged (:func:`_merge_selection`); a profile digest the nodes disagree on
+    becomes ``""``, which the gate refuses."""
+    keys = {k for r in runs for k in r} - _MERGED_RUN - _PER_NODE_RUN
+    agreed: dict[str, Any] = {}
+    disagree = []
+    for k in sorted(keys):
+        vals = {json.dumps(r.get(k, None), sort_keys=True, default=str) for r in runs}
+        if k == "selection":
+            sel = _merge_selection([r.get(k) for r in runs], nodes)
+            if sel is not None:
+                agreed[k] = sel
+                continue
+        elif len(vals) == 1 and all(k in r for r in runs):
+            agreed[k] = runs[0][k]
+            continue
+        disagree.append(k)
+        if k == "profile_digest":
+            agreed[k] = ""
+    return agreed, disagree
 
 
 def merge(outcomes: Sequence[NodeOutcome], checks: Sequence[CheckInfo], *,
           namespace: str, daemonset: str,
           layer_order: Sequence[str] = ()) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Every node's results, and an ``error`` per node-layer check for every node that was
-    not judged; with the run metadata of the merged verdict."""
+    not judged (and per check a judged node lacks that another judged); with the run
+    metadata of the merged verdict, whose ``targets`` are every node of ``outcomes``."""
+    check_distinct_hosts(outcomes)
     judged = [o for o in outcomes if o.judged]
     runs = [o.verdict.get("run", {}) for o in judged if o.verdict]
     selected = {x for r in runs for x in r.get("layers", [])}
     order = list(layer_order) or sorted({c[1] for c in checks})
     wanted = [c for c in checks if not selected or c[1] in selected]
+    # every check some judged node has a result for, and who judged it
+    seen: dict[str, tuple[CheckInfo, list[str]]] = {}
+    for o in judged:
+        for r in (o.verdict or {}).get("results", []):
+            c = (str(r["check"]), str(r["layer"]), str(r.get("title") or ""),
+                 str(r.get("severity") or ""))
+            seen.setdefault(c[0], (c, []))[1].append(o.node)
     results: list[dict[str, Any]] = []
     fleet_nodes: dict[str, Any] = {}
     env: dict[str, str] = {}
     for o in sorted(outcomes, key=lambda x: x.node):
         info: dict[str, Any] = {"pod": o.pod, "judged": o.judged, "state": o.state}
         if o.run is not None:
-            info.update(mode=o.run.mode, exit_code=o.run.exit_code,
+            info.update(mode=o.run.mode, exit_code=o.run.exit_code, host=dict(o.run.host),
+                        printed_node=o.run.node,
                         writable_host_mounts=o.run.writable_host_mounts(
                             HOST_ROOT, (HOST_ROOT + REPORT_DIR, HOST_SCRATCH)))
         if o.judged and o.verdict:
-            results += [dict(r) for r in o.verdict["results"]]
+            rows = [dict(r) for r in o.verdict["results"]]
+            results += rows
+            have = {r["check"] for r in rows}
+            for cid, (c, by) in sorted(seen.items()):
+                if cid not in have:
+                    results.append(_node_error(o.node, o, c, namespace, reason=(
+                        f"node {o.node}: {cid} is absent from its verdict, while "
+                        f"{', '.join(by[:3])}{' ...' if len(by) > 3 else ''} judged it "
+                        "(deselected on this node, or its run stopped early)")))
             env.update({k: str(v) for k, v in (o.verdict["run"].get("environment") or {}).items()
                         if k.startswith(f"{o.node}.") or k.startswith(f"{o.node}:")})
             info["overall"] = o.verdict.get("overall")
+            info["run"] = {k: v for k, v in o.verdict["run"].items() if k != "environment"}
         else:
             info["problem"] = o.problem
             results += [_node_error(o.node, o, c, namespace) for c in wanted]
@@ -213,7 +371,9 @@ def merge(outcomes: Sequence[NodeOutcome], checks: Sequence[CheckInfo], *,
     profiles = sorted({str(r.get("profile")) for r in runs if r.get("profile")})
     sources = sorted({str(r.get("profile_source")) for r in runs if r.get("profile_source")})
     starts = sorted(str(r["started_at"]) for r in runs if r.get("started_at"))
+    agreed, disagree = _same_run_fields(runs, [o.node for o in outcomes])
     run = {
+        **agreed,
         "kind": "fleet",
         "started_at": starts[0] if starts else time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                               time.gmtime()),
@@ -228,8 +388,9 @@ def merge(outcomes: Sequence[NodeOutcome], checks: Sequence[CheckInfo], *,
         "command": ["kgc", "fleet", "collect", "--namespace", namespace, "--name", daemonset],
         "environment": {"kgc": __version__, **env},
         "fleet": {"namespace": namespace, "daemonset": daemonset,
-                  "nodes_judged": sum(1 for o in outcomes if o.judged),
-                  "nodes_expected": len(outcomes), "nodes": fleet_nodes},
+                  "nodes_judged": len(judged),
+                  "nodes_expected": len(outcomes), "disagree": disagree,
+                  "nodes": fleet_nodes},
     }
     return results, run
 
@@ -284,6 +445,17 @@ class Gathered:
     pods: dict[str, PodState]  # node -> its pod (the newest when there are several)
     logs: dict[str, str | None]  # pod name -> log (None: unreadable)
     unplaced: list[PodState]  # pods not (yet) on any node
+    nodes: dict[str, NodeInfo] = field(default_factory=dict)  # every node the API listed
+
+
+def node_info(k: Any, n: Any) -> NodeInfo:
+    """A Node object -> NodeInfo (labels, taints, the kubelet's boot id and machine id)."""
+    ni = n.status.node_info if n.status is not None else None
+    return NodeInfo(n.metadata.name, dict(n.metadata.labels or {}),
+                    tuple(k.api.sanitize_for_serialization(t)
+                          for t in ((n.spec.taints if n.spec else None) or [])),
+                    boot_id=str(getattr(ni, "boot_id", "") or ""),
+                    machine_id=str(getattr(ni, "machine_id", "") or ""))
 
 
 def gather(k: Any, namespace: str, name: str) -> Gathered:
@@ -292,9 +464,7 @@ def gather(k: Any, namespace: str, name: str) -> Gathered:
                 namespace)
     tmpl = ds.spec.template.spec
     tol = [k.api.sanitize_for_serialization(t) for t in (tmpl.tolerations or [])]
-    nodes = [NodeInfo(n.metadata.name, dict(n.metadata.labels or {}),
-                      tuple(k.api.sanitize_for_serialization(t) for t in (n.spec.taints or [])))
-             for n in k.call("list", "nodes", k.core.list_node).items]
+    nodes = [node_info(k, n) for n in k.call("list", "nodes", k.core.list_node).items]
     expected = expected_nodes(nodes, tmpl.node_selector, tol)
     sel = ",".join(f"{a}={b}" for a, b in (ds.spec.selector.match_labels or
                                            {FLEET_LABEL: name}).items())
@@ -317,13 +487,15 @@ def gather(k: Any, namespace: str, name: str) -> Gathered:
                                   namespace, _request_timeout=60)
         except ApiException:
             logs[s.name] = None
-    return Gathered(expected, by_node, logs, unplaced)
+    return Gathered(expected, by_node, logs, unplaced, {n.name: n for n in nodes})
 
 
 def outcomes_of(g: Gathered) -> list[NodeOutcome]:
     nodes = sorted(set(g.expected) | set(g.pods))
-    out = [judge_node(n, g.pods.get(n), g.logs.get(g.pods[n].name) if n in g.pods else None)
+    out = [judge_node(n, g.pods.get(n), g.logs.get(g.pods[n].name) if n in g.pods else None,
+                      g.nodes.get(n))
            for n in nodes]
+    check_distinct_hosts(out)
     if g.unplaced:
         why = "; ".join(s.describe() for s in g.unplaced[:3])
         for o in out:

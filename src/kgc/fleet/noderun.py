@@ -1,5 +1,8 @@
-"""``kgc node-run``: the fleet image's entry point — the node layers against a node's root
-mounted at ``--host-root`` (default ``/host``), the way kube-bench runs in a pod.
+"""``kgc node-run``: the fleet image's entry point — the node layers against a node's paths
+mounted at ``--host-root`` (default ``/host``), the way kube-bench runs in a pod. The
+fleet pod mounts only what the layers read (:data:`kgc.fleet.manifests.HOST_PATHS`: /usr,
+/bin, /lib..., /etc, /boot, /sys, /dev, /run and five /proc files), a partial tree that is
+enough for the chroot: its programs come from the node's /usr, /bin, /lib.
 
 It runs ``pytest -m host`` over the installed suites with the target
 ``chroot://<host root>?node=<node>[&live=1]``: the batched collector runs under ``chroot``
@@ -9,8 +12,9 @@ downward API's ``spec.nodeName`` —, else this host's name). When the host root
 running kernel's ``/proc`` (a pod on a live node) the target is live; otherwise it is an
 offline tree (a mounted image) and the checks that need a running kernel skip saying so.
 
-Then it prints the protocol of :mod:`kgc.fleet.protocol` (its mounts, pytest's exit status,
-``verdict.json`` between markers) for ``kgc fleet collect``, and by ``--mode``:
+Then it prints the protocol of :mod:`kgc.fleet.protocol` (the node's name, the host's own
+identity — boot id, machine id, host name read from the host root —, its mounts, pytest's
+exit status, ``verdict.json`` between markers) for ``kgc fleet collect``, and by ``--mode``:
 
 * ``daemonset`` (default): idles until SIGTERM (a DaemonSet's pods must not exit);
 * ``job``: exits with the run's code (0 certified, 1 not, 2 bad input);
@@ -58,6 +62,32 @@ def node_name(given: str | None) -> str:
         raise NodeRunError(f"node name {name[:80]!r} is not a Kubernetes node name "
                            "(give --node NAME, or set KGC_NODE_NAME from spec.nodeName)")
     return name
+
+
+# what the host root says about the host it is (KGC-HOST): the running kernel's boot id (the
+# node's kubelet reports the same in status.nodeInfo.bootID, which `kgc fleet collect`
+# compares), the machine id and the host name (the pod's own are not the node's)
+HOST_IDENTITY = {"boot_id": "proc/sys/kernel/random/boot_id", "machine_id": "etc/machine-id",
+                 "hostname": "etc/hostname"}
+_IDENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,252}$")
+
+
+def host_identity(host_root: Path) -> dict[str, str]:
+    """The host's identity as its root tells it (a value that is absent or not one plain
+    word is left out: the collector then says it is missing)."""
+    out = {}
+    for key, rel in HOST_IDENTITY.items():
+        try:
+            text = (host_root / rel).read_text(errors="replace")[:300].strip()
+        except OSError:
+            continue
+        if _IDENT_RE.match(text):
+            out[key] = text
+    return out
+
+
+def host_line(ident: dict[str, str]) -> str:
+    return " ".join([protocol.HOST, *(f"{k}={v}" for k, v in ident.items())])
 
 
 def is_live(host_root: Path) -> bool:
@@ -124,6 +154,7 @@ def run(host_root: Path, node: str, profile: str, report_dir: Path, extra: Seque
     live = is_live(host_root)
     spec = target_spec(host_root, node, live)
     print(f"{protocol.NODE} {node}", flush=True)
+    print(host_line(host_identity(host_root)), flush=True)
     print(f"{protocol.MODE} {'live' if live else 'offline'}", flush=True)
     try:
         info = Path("/proc/self/mountinfo").read_text()
@@ -201,7 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         root = Path(a.host_root)
         if not root.is_dir() or not (root / "bin").exists() and not (root / "usr").is_dir():
             raise NodeRunError(f"--host-root {root}: not a node's root filesystem (no /usr "
-                               "or /bin under it): mount the node's / there read-only")
+                               "or /bin under it): mount the node's paths there read-only "
+                               "(kgc fleet manifests)")
         from kgc.core.profile import ProfileError, load_profile
 
         try:

@@ -2,7 +2,8 @@
 
 A node-run pod prints, in this order (other lines — pytest's console — are ignored)::
 
-    KGC-NODE <node name>
+    KGC-NODE <node name>            # the Kubernetes node name (downward API spec.nodeName)
+    KGC-HOST boot_id=<id> machine_id=<id> hostname=<name>   # what the host root itself says
     KGC-MODE live|offline           # live: the host root has a running kernel's /proc
     KGC-MOUNT <mount point> <options>   # every mount under the host root, one per line
     KGC-ERROR <one line>            # only when the run could not start (bad profile, ...)
@@ -29,6 +30,9 @@ MOUNT = "KGC-MOUNT"
 EXIT = "KGC-EXIT"
 NODE = "KGC-NODE"
 MODE = "KGC-MODE"
+HOST = "KGC-HOST"
+# what KGC-HOST may say about the host (each key=value, values without blanks)
+HOST_KEYS = ("boot_id", "machine_id", "hostname")
 ERROR = "KGC-ERROR"
 
 
@@ -42,6 +46,7 @@ class HostRun:
     verdict_text: str = ""  # the last complete block, as printed
     verdict_error: str = ""
     node: str = ""
+    host: dict[str, str] = field(default_factory=dict)  # KGC-HOST: boot_id, machine_id ...
     mode: str = ""
     errors: list[str] = field(default_factory=list)
     mounts: dict[str, str] = field(default_factory=dict)  # mount point -> options
@@ -95,6 +100,9 @@ def parse_node_log(log: str) -> HostRun:
             out.exit_code = int(rest)
         elif head == NODE and rest:
             out.node = rest[:253]
+        elif head == HOST:
+            out.host = {k: v[:253] for k, _, v in (w.partition("=") for w in rest.split())
+                        if k in HOST_KEYS and v}
         elif head == MODE and rest:
             out.mode = rest[:20]
         elif head == ERROR and rest:

@@ -16,7 +16,8 @@ The pod also prints its view of the mounts under ``/host`` (from /proc/self/moun
 caller can prove they were read-only.
 
 One implementation with the product's fleet (:mod:`kgc.fleet`): the DaemonSet is
-:func:`kgc.fleet.manifests.host_daemonset` (the same host mount, labels and selector), the
+:func:`kgc.fleet.manifests.host_daemonset` (the same labels and selector; the lab mounts
+the node's whole root, where the product mounts only ``manifests.HOST_PATHS``), the
 pod prints :mod:`kgc.fleet.protocol`'s markers, and its log is read back by the product's
 parser (and can be merged by ``kgc fleet collect``). Only the container differs: the lab
 has no registry for the fleet image, so it runs the node's own kgc under chroot.
@@ -34,6 +35,8 @@ from kgc.fleet.protocol import (
     END,
     ERROR,
     EXIT,
+    HOST,
+    MODE,
     MOUNT,
     NODE,
     HostRun,
@@ -59,6 +62,10 @@ def host_run_script(pytest_args: Sequence[str]) -> str:
              + " ".join(shlex.quote(a) for a in pytest_args))
     return "\n".join([
         f'echo "{NODE} $(hostname)"',
+        # the host's own identity, as `kgc fleet collect` checks it against the kubelet's
+        f'echo "{HOST} boot_id=$(cat /host/proc/sys/kernel/random/boot_id) '
+        f'machine_id=$(cat /host/etc/machine-id) hostname=$(cat /host/etc/hostname)"',
+        f'echo "{MODE} live"',
         # the mounts the pod sees under /host: field 5 is the mount point, 6 its options
         f"awk '$5 ~ \"^/host\" {{ print \"{MOUNT}\", $5, $6 }}' /proc/self/mountinfo",
         f"chroot /host /bin/sh -c {shlex.quote(inner)}",
@@ -92,6 +99,7 @@ def host_run_daemonset(name: str, *, pytest_args: Sequence[str] = ("--profile", 
     # the node's own network and hostname: verdicts name the node, as on the node
     return manifests.host_daemonset(
         name, [container], ns=None, service_account=None, host_network=True,
+        host=[manifests.whole_root_volume()],
         volumes=[{"name": "report", "emptyDir": {"sizeLimit": "64Mi"}}],
         pod_labels=labels, node_selector=node_selector, tolerations=tolerations,
         runtime_class=runtime_class, grace_s=1)
