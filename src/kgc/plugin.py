@@ -19,6 +19,7 @@ Exit codes (the same for ``kgc``): 0 certified (for the layers run), 1 not certi
 from __future__ import annotations
 
 import importlib.resources
+import importlib.util
 import json
 import platform
 import sys
@@ -78,6 +79,9 @@ class KgcState:
         self.selected_layers: set[str] = set()
         self.started = time.time()
         self.active = False
+        # the plugin runs the suites (targets built): False for self-tests and other suites,
+        # where a conformance test errors instead of judging nothing (kgc_context)
+        self.conformance = False
         self.snapshot_mode = bool(config.option.kgc_snapshot)
         self.final: dict[str, Any] | None = None
 
@@ -188,6 +192,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="INSECURE: accept SSH host keys not yet known (default: refuse them)")
 
 
+def _arg_path(config: pytest.Config, arg: str) -> Path:
+    """The file or folder a collection argument names, resolved the way pytest resolves it:
+    with ``--pyargs`` a dotted module name (``kgc.conformance``, ``kgc.conformance.iommu``)
+    is looked up on ``sys.path`` first — read as a path relative to the current directory
+    it names nothing, and the plugin switched itself off for the installed suites."""
+    strpath = arg.partition("[")[0].split("::")[0]
+    if config.option.pyargs:
+        try:
+            spec = importlib.util.find_spec(strpath)
+        except (AttributeError, ImportError, ValueError):  # pytest's search_pypath too
+            spec = None
+        if spec is not None and spec.submodule_search_locations:
+            return Path(list(spec.submodule_search_locations)[0]).resolve()
+        if spec is not None and spec.origin:
+            return Path(spec.origin).resolve()
+    return (Path(config.invocation_params.dir) / strpath).resolve()
+
+
 def _suite_args(config: pytest.Config) -> bool:
     """Point a run without explicit paths at the installed suites; True when every
     collection argument lies inside them (a conformance run that writes reports)."""
@@ -196,8 +218,7 @@ def _suite_args(config: pytest.Config) -> bool:
         config.args = [str(suites)]
         return True
     for a in config.args:
-        p = Path(a.split("::")[0])
-        p = (Path(config.invocation_params.dir) / p).resolve()
+        p = _arg_path(config, a)
         if not (p == suites or suites in p.parents):
             return False
     return True
@@ -228,6 +249,7 @@ def pytest_configure(config: pytest.Config) -> None:
     conformance = _suite_args(config)
     if not conformance and not config.option.kgc_snapshot:
         return  # self-tests or other suites: the plugin stays out of the way
+    state.conformance = True
     state.build_targets()
     if worker:
         wi = config.workerinput  # type: ignore[attr-defined]
@@ -328,8 +350,17 @@ def kgc_profile(kgc_state: KgcState) -> Profile:
     return kgc_state.profile
 
 
+PLUGIN_OFF = (
+    "kgc did not run this as a conformance suite: the collection arguments are not the "
+    "installed suites ({suites}), so no target was set up and nothing can be judged. Run "
+    "`pytest --pyargs kgc.conformance [-m LAYER]`, `pytest {suites}/LAYER` or `kgc certify`.")
+
+
 @pytest.fixture(scope="module")
 def kgc_context(kgc_state: KgcState, kgc_target: str) -> Context | None:
+    if not kgc_state.conformance:
+        # a skip here would be exit 0 with nothing judged ("certified"): an error instead
+        pytest.fail(PLUGIN_OFF.format(suites=suites_dir()), pytrace=False)
     return None if kgc_target == NO_TARGET else kgc_state.context(kgc_target)
 
 
