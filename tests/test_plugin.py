@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
+from kgc.core.profile import load_profile
+from kgc.core.report import profile_digest
 from systree import intel_good
 
 
@@ -207,6 +209,15 @@ def test_pyargs_runs_the_installed_suites_like_their_paths(tmp_path: Path) -> No
     doc = verdicts(out)
     assert doc["overall"] == "pass" and doc["counts"]["pass"] == len(doc["results"]) >= 8
     assert {r["layer"] for r in doc["results"]} == {"iommu"}
+    # what the gate reads: the targets as the results name them, the profile's content
+    # digest and the selection
+    run = doc["run"]
+    assert run["targets"] == sorted({r["target"] for r in doc["results"]})
+    assert run["profile_digest"] == profile_digest(load_profile("generic-nvidia-passthrough"))
+    assert run["selection"]["markers"] == "iommu" and run["selection"]["keywords"] == ""
+    assert run["selection"]["checks_not_run"] == {}
+    assert "iommu" not in run["selection"]["layers_not_selected"]
+    assert set(run["selection"]["targets"].values()) == {"node"}
     # a module of the package, too; and this machine (no IOMMU) is not certified
     proc = _pytest_in(tmp_path, "--pyargs", "kgc.conformance.iommu.test_iommu",
                       "--report-dir", str(tmp_path / "here"))

@@ -146,7 +146,15 @@ class KgcState:
         return ctx
 
     def target_names(self) -> list[str]:
-        return [self.targets[k].redacted for k in self.targets]
+        """The targets as the results name them (``run.targets``: the gate pairs them)."""
+        return [self.ids[k] for k in self.targets]
+
+    def target_scopes(self) -> dict[str, str]:
+        return {self.ids[k]: str(t.scope) for k, t in self.targets.items()}
+
+    def target_specs(self) -> dict[str, str]:
+        """name -> where it is (credentials redacted)."""
+        return {self.ids[k]: t.redacted for k, t in self.targets.items()}
 
     # registered as a plugin: on the controller this also sees xdist workers' reports
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -525,6 +533,7 @@ def _run_meta(state: KgcState, session: pytest.Session, exitstatus: int) -> dict
                     key=list(state.layers).index)
     selected = sorted(state.selected_layers or {r["layer"] for r in results},
                       key=list(state.layers).index)
+    opt = session.config.option
     return {
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(state.started)),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -533,8 +542,15 @@ def _run_meta(state: KgcState, session: pytest.Session, exitstatus: int) -> dict
         "profile": state.profile.name,
         "profile_source": state.profile.source,
         "targets": state.target_names(),
+        "target_specs": state.target_specs(),
         "layers": selected,
         "layers_judged": judged,
+        # what was really judged: the gate refuses a selection that dropped a check it needs
+        # and a profile whose content is not the policy's
+        **report.run_identity(state.profile, state.target_scopes(), selected, results,
+                              markers=getattr(opt, "markexpr", "") or "",
+                              keywords=getattr(opt, "keyword", "") or "",
+                              registry=state.layers),
         "scope": report.scope_note(selected, judged, list(state.layers)),
         "command": ["pytest", *(_redact_args(session.config.invocation_params.args))],
         "pytest_exit": int(exitstatus),
