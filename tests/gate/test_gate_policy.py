@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
-from vdoc import ALL_LAYERS, NODE_LAYERS, full_node, result, verdict
+from vdoc import ALL_LAYERS, DIGEST, NODE_LAYERS, full_node, result, verdict
 
 from kgc.core.profile import Profile, ProfileError, load_profile
 from kgc.gate.gate import VerdictError, evaluate, parse_verdict, render
@@ -21,7 +21,7 @@ def gate(doc: dict, policy: Policy | None = None, profile: str = "lab",
          layers: dict | None = None, checks: dict | None = None):
     d = parse_verdict(json.dumps(doc).encode(), "v.json")
     pol = policy if policy is not None else Policy(require_layers=NODE)
-    return evaluate(d, pol, profile, layers or NODE_LAYERS, checks)
+    return evaluate(d, pol, profile, layers or NODE_LAYERS, checks, digest=DIGEST)
 
 
 def blocking_checks(res) -> set[str]:
@@ -262,7 +262,7 @@ def test_parser_is_total(doc, keep_schema: bool) -> None:
     except VerdictError as exc:
         assert "\n" not in str(exc)
         return
-    evaluate(d, Policy(), "lab", NODE_LAYERS)
+    evaluate(d, Policy(), "lab", NODE_LAYERS, digest=DIGEST)
 
 
 @settings(max_examples=200, deadline=None)
@@ -278,4 +278,4 @@ def test_any_wrong_field_value_is_one_line_or_accepted(field: str, value) -> Non
     except VerdictError as exc:
         assert "results[2]" in str(exc) and "\n" not in str(exc)
         return
-    render(evaluate(d, Policy(), "lab", NODE_LAYERS))
+    render(evaluate(d, Policy(), "lab", NODE_LAYERS, digest=DIGEST))
