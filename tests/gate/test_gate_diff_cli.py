@@ -366,3 +366,11 @@ def test_duplicate_pairs_count_as_their_worst_result_whatever_the_order() -> Non
         r = d(new, verdict(full_node()))
         assert [c.check for c in r.targets[0].fixed] == ["vfio.driver"]
     assert len(renders - {None}) == 1  # two fails: the same one wins in either order
+
+
+def test_a_listed_target_that_was_never_judged_is_not_lost() -> None:
+    rs = full_node()
+    old = verdict(rs, targets={"node-a": "node", "ghost": "node"})
+    r = d(old, verdict(rs))
+    assert not any(f.target == "ghost" for f in r.regressions)
+    assert [f for f in r.regressions if f.kind == "run"] == []

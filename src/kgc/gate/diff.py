@@ -222,6 +222,8 @@ def diff(old: VerdictDoc, new: VerdictDoc, policy: Policy, profile: str,
         orr, nrr = ob.get(o_name, {}), nb.get(n_name, {})
         vanished += [(n_name, c, r) for c, r in sorted(orr.items()) if c not in nrr]
     for t in only_old:
+        if not ob.get(t):
+            continue  # listed in OLD's run.targets, never judged there: nothing was lost
         regress(Finding("run", f"target {t}: judged in OLD, no result in NEW (a target that "
                         "is no longer judged is a regression)", target=t,
                         remediation="Run NEW on every target OLD had, or find out why this "

@@ -319,11 +319,10 @@ def _target_scopes(doc: VerdictDoc, scopes: Mapping[str, str]) -> dict[str, str]
 RERUN = ("Run the suites again with this kgc (kgc certify, or pytest --pyargs kgc.conformance, "
          "with --profile the policy's profile) and gate the verdict.json it writes.")
 WHOLE_LAYERS = (
-    "Judge every check of the required layers: run without -k, with -m naming whole layers "
-    "only (kgc certify, or pytest --pyargs kgc.conformance -m LAYER). A check that cannot "
-    "apply to this platform is waived (policy.waive) or allowed to skip "
-    "(policy.skip_allowed) in the profile, where the release policy shows it — never "
-    "deselected.")
+    "Judge every check of the required layers: run without -k, with -m naming whole layers\n"
+    "only (kgc certify, or pytest --pyargs kgc.conformance -m LAYER). A check that cannot\n"
+    "apply to this platform is waived (policy.waive) or allowed to skip (policy.skip_allowed)\n"
+    "in the profile, where the release policy shows it — never deselected.")
 
 
 def _run_findings(doc: VerdictDoc, profile: str, digest: str) -> list[Finding]:
