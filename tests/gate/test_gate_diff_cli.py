@@ -374,3 +374,11 @@ def test_a_listed_target_that_was_never_judged_is_not_lost() -> None:
     r = d(old, verdict(rs))
     assert not any(f.target == "ghost" for f in r.regressions)
     assert [f for f in r.regressions if f.kind == "run"] == []
+
+
+def test_a_failure_that_now_skips_is_not_fixed() -> None:
+    r = d(verdict(full_node(**{"vfio.driver": "fail"})),
+          verdict(full_node(**{"vfio.driver": "skip"})))
+    t = r.targets[0]
+    assert t.fixed == [] and [(c.check, c.old, c.new) for c in t.changed] == [
+        ("vfio.driver", "fail", "skip")]
