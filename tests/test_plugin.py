@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
+from kgc.core.profile import load_profile
+from kgc.core.report import profile_digest
 from systree import intel_good
 
 
@@ -186,3 +188,67 @@ def test_unknown_option_is_the_standard_usage_error(tmp_path: Path) -> None:
         [sys.executable, "-m", "kgc.cli", "--bogus"], capture_output=True, text=True, check=False
     )
     assert cli.returncode == 2 and "usage: kgc" in cli.stderr
+
+
+# -- the plugin never judges nothing in silence (issue 21, item 6) -----------------------------
+def _pytest_in(cwd: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                           "-p", "no:randomly", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout, check=False)
+
+
+def test_pyargs_runs_the_installed_suites_like_their_paths(tmp_path: Path) -> None:
+    """`pytest --pyargs kgc.conformance -m iommu` from anywhere: the plugin is on, the checks
+    are judged and verdict.json is written (it used to switch itself off: every check
+    skipped, exit 0, no verdict)."""
+    node = intel_good(tmp_path / "node")
+    out = tmp_path / "r"
+    proc = _pytest_in(tmp_path, "--pyargs", "kgc.conformance", "-m", "iommu", "--kgc-root",
+                      str(node.root), "--report-dir", str(out))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    doc = verdicts(out)
+    assert doc["overall"] == "pass" and doc["counts"]["pass"] == len(doc["results"]) >= 8
+    assert {r["layer"] for r in doc["results"]} == {"iommu"}
+    # what the gate reads: the targets as the results name them, the profile's content
+    # digest and the selection
+    run = doc["run"]
+    assert run["targets"] == sorted({r["target"] for r in doc["results"]})
+    assert run["profile_digest"] == profile_digest(load_profile("generic-nvidia-passthrough"))
+    assert run["selection"]["markers"] == "iommu" and run["selection"]["keywords"] == ""
+    assert run["selection"]["checks_not_run"] == {}
+    assert "iommu" not in run["selection"]["layers_not_selected"]
+    assert set(run["selection"]["targets"].values()) == {"node"}
+    # a module of the package, too; and this machine (no IOMMU) is not certified
+    proc = _pytest_in(tmp_path, "--pyargs", "kgc.conformance.iommu.test_iommu",
+                      "--report-dir", str(tmp_path / "here"))
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert verdicts(tmp_path / "here")["overall"] == "fail"
+
+
+def test_pyargs_cluster_layer_with_an_unreachable_cluster_is_not_certified(
+        tmp_path: Path) -> None:
+    kube = tmp_path / "kubeconfig"
+    kube.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n")
+    proc = _pytest_in(tmp_path, "--pyargs", "kgc.conformance", "-m", "gpu", "--kubeconfig",
+                      str(kube), "--report-dir", str(tmp_path / "r"))
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    doc = verdicts(tmp_path / "r")
+    assert doc["overall"] == "fail" and doc["results"]
+    assert not any(r["status"] == "pass" for r in doc["results"])
+
+
+def test_a_suite_the_plugin_does_not_run_errors_instead_of_skipping(tmp_path: Path) -> None:
+    """A copy of a suite outside the installed suites (the plugin stays out of the way
+    there): every check errors and says how to run the suites; never a silent exit 0."""
+    (tmp_path / "test_copy.py").write_text(
+        (REPO / "conformance" / "iommu" / "test_iommu.py").read_text())
+    proc = _pytest_in(tmp_path, "test_copy.py", "-rA")
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert "skipped" not in proc.stdout.splitlines()[-1]
+    assert "8 error" in proc.stdout.splitlines()[-1], proc.stdout[-2000:]
+    assert "--pyargs kgc.conformance" in proc.stdout
+    assert not (tmp_path / "reports").exists()

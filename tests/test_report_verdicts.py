@@ -89,3 +89,40 @@ def test_overall_invariants() -> None:
     assert overall(_r("error")) == "fail"
     assert overall(_r("fail", "pass", "pass")) == "fail"
     assert overall(iter(_r("pass", "pass"))) == "pass"
+
+
+# -- what was really judged: the profile's digest and the selection (issue 21) ----------------
+def test_profile_digest_is_the_profiles_judging_content(tmp_path) -> None:
+    from kgc.core.profile import load_profile
+    from kgc.core.report import profile_digest
+
+    lab = load_profile("lab")
+    text = (tmp_path / "x").parent.joinpath("lab.yaml")
+    src = lab.source
+    text.write_text("# a copy, reformatted\n" + open(src).read()
+                    + "policy:\n  warn: per-check\n")  # another release policy: same content
+    assert profile_digest(load_profile(text)) == profile_digest(lab)
+    assert profile_digest(lab).startswith("sha256:") and len(profile_digest(lab)) == 71
+    looser = lab.model_copy(update={"host": lab.host.model_copy(update={
+        "iommu": lab.host.iommu.model_copy(update={"require_interrupt_remapping": False})})})
+    assert profile_digest(looser) != profile_digest(lab)
+    assert profile_digest(lab.model_copy(update={"name": "other"})) != profile_digest(lab)
+    assert profile_digest(load_profile("generic-nvidia-passthrough")) != profile_digest(lab)
+
+
+def test_run_identity_says_what_the_selection_left_out() -> None:
+    from kgc.core.registry import load_layers
+    from kgc.core.report import run_identity
+
+    layers = load_layers()
+    iommu = [c.id for c in layers["iommu"].checks]
+    rs = [{"target": "n1", "check": c} for c in iommu[1:]] + [
+        {"target": "n2", "check": c} for c in iommu]
+    ident = run_identity("sha256:x", {"n1": "node", "n2": "node", "k": "cluster"}, ["iommu"],
+                         rs, markers="iommu", keywords="not platform", registry=layers)
+    assert ident["profile_digest"] == "sha256:x"
+    sel = ident["selection"]
+    assert sel["markers"] == "iommu" and sel["keywords"] == "not platform"
+    assert sel["targets"] == {"n1": "node", "n2": "node", "k": "cluster"}
+    assert sel["checks_not_run"] == {"n1": [iommu[0]]}  # a cluster has no iommu checks
+    assert sel["layers_not_selected"] == [n for n in layers if n != "iommu"]

@@ -19,6 +19,7 @@ Exit codes (the same for ``kgc``): 0 certified (for the layers run), 1 not certi
 from __future__ import annotations
 
 import importlib.resources
+import importlib.util
 import json
 import platform
 import sys
@@ -79,6 +80,9 @@ class KgcState:
         self.selected_layers: set[str] = set()
         self.started = time.time()
         self.active = False
+        # the plugin runs the suites (targets built): False for self-tests and other suites,
+        # where a conformance test errors instead of judging nothing (kgc_context)
+        self.conformance = False
         self.snapshot_mode = bool(config.option.kgc_snapshot)
         self.final: dict[str, Any] | None = None
 
@@ -143,7 +147,15 @@ class KgcState:
         return ctx
 
     def target_names(self) -> list[str]:
-        return [self.targets[k].redacted for k in self.targets]
+        """The targets as the results name them (``run.targets``: the gate pairs them)."""
+        return [self.ids[k] for k in self.targets]
+
+    def target_scopes(self) -> dict[str, str]:
+        return {self.ids[k]: str(t.scope) for k, t in self.targets.items()}
+
+    def target_specs(self) -> dict[str, str]:
+        """name -> where it is (credentials redacted)."""
+        return {self.ids[k]: t.redacted for k, t in self.targets.items()}
 
     # registered as a plugin: on the controller this also sees xdist workers' reports
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -189,6 +201,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="INSECURE: accept SSH host keys not yet known (default: refuse them)")
 
 
+def _arg_path(config: pytest.Config, arg: str) -> Path:
+    """The file or folder a collection argument names, resolved the way pytest resolves it:
+    with ``--pyargs`` a dotted module name (``kgc.conformance``, ``kgc.conformance.iommu``)
+    is looked up on ``sys.path`` first — read as a path relative to the current directory
+    it names nothing, and the plugin switched itself off for the installed suites."""
+    strpath = arg.partition("[")[0].split("::")[0]
+    if config.option.pyargs:
+        try:
+            spec = importlib.util.find_spec(strpath)
+        except (AttributeError, ImportError, ValueError):  # pytest's search_pypath too
+            spec = None
+        if spec is not None and spec.submodule_search_locations:
+            return Path(list(spec.submodule_search_locations)[0]).resolve()
+        if spec is not None and spec.origin:
+            return Path(spec.origin).resolve()
+    return (Path(config.invocation_params.dir) / strpath).resolve()
+
+
 def _suite_args(config: pytest.Config) -> bool:
     """Point a run without explicit paths at the installed suites; True when every
     collection argument lies inside them (a conformance run that writes reports)."""
@@ -197,8 +227,7 @@ def _suite_args(config: pytest.Config) -> bool:
         config.args = [str(suites)]
         return True
     for a in config.args:
-        p = Path(a.split("::")[0])
-        p = (Path(config.invocation_params.dir) / p).resolve()
+        p = _arg_path(config, a)
         if not (p == suites or suites in p.parents):
             return False
     return True
@@ -230,6 +259,7 @@ def pytest_configure(config: pytest.Config) -> None:
     conformance = _suite_args(config)
     if not conformance and not config.option.kgc_snapshot:
         return  # self-tests or other suites: the plugin stays out of the way
+    state.conformance = True
     state.build_targets()
     if worker:
         wi = config.workerinput  # type: ignore[attr-defined]
@@ -330,8 +360,17 @@ def kgc_profile(kgc_state: KgcState) -> Profile:
     return kgc_state.profile
 
 
+PLUGIN_OFF = (
+    "kgc did not run this as a conformance suite: the collection arguments are not the "
+    "installed suites ({suites}), so no target was set up and nothing can be judged. Run "
+    "`pytest --pyargs kgc.conformance [-m LAYER]`, `pytest {suites}/LAYER` or `kgc certify`.")
+
+
 @pytest.fixture(scope="module")
 def kgc_context(kgc_state: KgcState, kgc_target: str) -> Context | None:
+    if not kgc_state.conformance:
+        # a skip here would be exit 0 with nothing judged ("certified"): an error instead
+        pytest.fail(PLUGIN_OFF.format(suites=suites_dir()), pytrace=False)
     return None if kgc_target == NO_TARGET else kgc_state.context(kgc_target)
 
 
@@ -496,6 +535,7 @@ def _run_meta(state: KgcState, session: pytest.Session, exitstatus: int) -> dict
                     key=list(state.layers).index)
     selected = sorted(state.selected_layers or {r["layer"] for r in results},
                       key=list(state.layers).index)
+    opt = session.config.option
     return {
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(state.started)),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -504,8 +544,15 @@ def _run_meta(state: KgcState, session: pytest.Session, exitstatus: int) -> dict
         "profile": state.profile.name,
         "profile_source": state.profile.source,
         "targets": state.target_names(),
+        "target_specs": state.target_specs(),
         "layers": selected,
         "layers_judged": judged,
+        # what was really judged: the gate refuses a selection that dropped a check it needs
+        # and a profile whose content is not the policy's
+        **report.run_identity(state.profile, state.target_scopes(), selected, results,
+                              markers=getattr(opt, "markexpr", "") or "",
+                              keywords=getattr(opt, "keyword", "") or "",
+                              registry=state.layers),
         "scope": report.scope_note(selected, judged, list(state.layers)),
         "command": ["pytest", *(_redact_args(session.config.invocation_params.args))],
         "pytest_exit": int(exitstatus),

@@ -9,8 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from vdoc import NODE_LAYERS, full_node, result, verdict, write
+from vdoc import DIGEST, NODE_LAYERS, complete, full_node, result, verdict, write
 
+from kgc.core.profile import load_profile
+from kgc.core.report import profile_digest
 from kgc.gate import diff as gdiff
 from kgc.gate.gate import parse_verdict
 from kgc.gate.policy import Policy
@@ -22,7 +24,7 @@ POL = Policy(require_layers=NODE)
 def d(old: dict, new: dict, policy: Policy = POL) -> gdiff.DiffResult:
     return gdiff.diff(parse_verdict(json.dumps(old).encode(), "old.json"),
                       parse_verdict(json.dumps(new).encode(), "new.json"), policy, "lab",
-                      NODE_LAYERS)
+                      NODE_LAYERS, digest=DIGEST)
 
 
 def test_new_failures_fixed_changed_and_regression() -> None:
@@ -95,8 +97,11 @@ def test_targets_pair_by_name_and_a_single_renamed_target_is_compared() -> None:
     heads = [t.target for t in r.targets]
     assert heads == ["a", "b", "c"]
     assert r.targets[1].new_name is None and r.targets[2].old_name is None
-    assert [c.new for c in r.targets[1].changed] == [None] * len(full_node())
-    assert not r.regressed  # node b is gone, node c passes: nothing new blocks
+    assert [c.new for c in r.targets[1].vanished] == [None] * len(full_node())
+    # node b is gone: what is no longer judged is not known to be good (it used to be only
+    # "changed", exit 0 — issue 21)
+    assert r.regressed and {f.target for f in r.regressions} == {"b"}
+    assert any(f.kind == "run" and "target b" in f.text for f in r.regressions)
 
 
 # -- the command line ---------------------------------------------------------------------------
@@ -106,12 +111,15 @@ def kgc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_kgc_gate_and_diff_exit_codes(tmp_path: Path) -> None:
-    green = write(tmp_path / "green.json", verdict(full_node(), profile="lab-gate"))
-    red = write(tmp_path / "red.json",
-                verdict(full_node(**{"persistence.coverage": "fail"}), profile="lab-gate"))
     prof = tmp_path / "lab-gate.yaml"
     prof.write_text("name: lab-gate\npolicy:\n  require_layers: [iommu, vfio, persistence, "
                     "reboot, runtime, nri]\n")
+    dig = profile_digest(load_profile(prof))
+    green = write(tmp_path / "green.json", verdict(complete(full_node()), profile="lab-gate",
+                                                  digest=dig))
+    red = write(tmp_path / "red.json",
+                verdict(complete(full_node(**{"persistence.coverage": "fail"})),
+                        profile="lab-gate", digest=dig))
     out = kgc("gate", str(green), "--profile", str(prof), cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.startswith("kgc gate: CERTIFIED")
@@ -126,7 +134,7 @@ def test_kgc_gate_and_diff_exit_codes(tmp_path: Path) -> None:
     doc = json.loads(out.stdout)
     assert doc["targets"][0]["fixed"][0]["check"] == "persistence.coverage"
     # the verdict's own profile is used when --profile is not given (built-in by name)
-    lab = write(tmp_path / "lab.json", verdict(full_node()))
+    lab = write(tmp_path / "lab.json", verdict(complete(full_node())))
     out = kgc("gate", str(lab), cwd=tmp_path)
     assert "profile lab," in out.stdout.splitlines()[0]
     # (green only while this build has no cluster layers: lab requires every layer)
@@ -159,3 +167,218 @@ def test_unknown_profile_of_a_verdict_is_bad_input(tmp_path: Path) -> None:
     assert out.returncode == 2 and "give --profile" in out.stderr
     out = kgc("gate", str(v), "--profile", "no-such-profile", cwd=tmp_path)
     assert out.returncode == 2 and "profile not found" in out.stderr
+
+
+# -- the gate judges what was really run (issue 21) ----------------------------------------------
+LAB_YAML = (Path(__file__).resolve().parents[2] / "profiles" / "lab.yaml").read_text()
+BUNDLES = Path(__file__).resolve().parents[2] / "fixtures" / "bundles"
+NODE_FILES_POLICY = ("policy:\n  require_layers: [iommu, vfio, persistence, reboot]\n"
+                     "  waive: {'runtime.*': no containerd on the lab node image}\n")
+
+
+def _lab_profile(path: Path, *, name: str = "lab-strict", mode: str = "any",
+                 policy: str = NODE_FILES_POLICY) -> Path:
+    text = LAB_YAML.replace("name: lab\n", f"name: {name}\n", 1).replace(
+        "    mode: any\n", f"    mode: {mode}\n", 1)
+    path.write_text(text + policy)
+    return path
+
+
+def _judge(bundle: str, profile: Path, out: Path, *args: str) -> Path:
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                           "--snapshot", str(BUNDLES / f"{bundle}.json"), "--profile",
+                           str(profile), "--report-dir", str(out), *args],
+                          cwd=out.parent, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-2000:]
+    return out / "verdict.json"
+
+
+def _failed_outside_the_waiver(doc: dict) -> set[str]:
+    return {r["check"] for r in doc["results"] if r["status"] in ("fail", "error")
+            and not r["check"].startswith("runtime.")}
+
+
+def _texts(out: subprocess.CompletedProcess[str]) -> str:
+    """Every blocking finding's text and remediation (the one-screen summary cuts them)."""
+    doc = json.loads(out.stdout)
+    return "\n".join(f["text"] + "\n" + f["remediation"] for f in doc["blocking"])
+
+
+def test_deselecting_the_failing_blockers_does_not_gate_green(tmp_path: Path) -> None:
+    """`-k "not ..."` over the checks that fail: the run is PASS for its layers, but the gate
+    needs every check it blocks on (the run used to gate CERTIFIED)."""
+    prof = _lab_profile(tmp_path / "strict.yaml")
+    full = _judge("runtime-bind-only", prof, tmp_path / "full")
+    assert kgc("gate", str(full), "--profile", str(prof), cwd=tmp_path).returncode == 1
+    k = ("not no_host_driver_can_claim and not covered_by_a_boot_time and "
+         "not bound_to_vfio_pci_again")
+    cut = _judge("runtime-bind-only", prof, tmp_path / "cut", "-k", k)
+    doc = json.loads(cut.read_text())
+    assert _failed_outside_the_waiver(doc) == set()  # nothing the run judged blocks
+    sel = doc["run"]["selection"]
+    assert sel["keywords"] == k
+    (target,) = doc["run"]["targets"]
+    assert {"vfio.competing-driver", "persistence.coverage",
+            "reboot.binding-persists"} <= set(sel["checks_not_run"][target])
+    out = kgc("gate", str(cut), "--profile", str(prof), "--json", cwd=tmp_path)
+    assert out.returncode == 1, out.stdout
+    blocking = {f["check"]: f for f in json.loads(out.stdout)["blocking"]}
+    for cid in ("vfio.competing-driver", "persistence.coverage", "reboot.binding-persists"):
+        assert blocking[cid]["status"] == "missing"
+        assert "left out of the selection -k" in blocking[cid]["text"]
+        assert "without -k" in blocking[cid]["remediation"]
+    # a minor check may be left out: it could not block anyway
+    text = kgc("gate", str(cut), "--profile", str(prof), cwd=tmp_path).stdout
+    assert text.startswith("kgc gate: NOT CERTIFIED") and "fix: as above" in text
+
+
+def test_a_lenient_copy_under_the_strict_profiles_name_does_not_gate_green(
+        tmp_path: Path) -> None:
+    """The strict profile wants translated IOMMU domains (the good bundle has passthrough
+    ones); a copy under its name allows any: judged with the copy, the run passes — the
+    gate, which loads the strict file, refuses it by the profile's content."""
+    strict = _lab_profile(tmp_path / "strict.yaml", mode="translated")
+    (tmp_path / "copy").mkdir()
+    lenient = _lab_profile(tmp_path / "copy" / "strict.yaml", mode="any")
+    v = _judge("good", lenient, tmp_path / "r")
+    assert _failed_outside_the_waiver(json.loads(v.read_text())) == set()
+    assert _failed_outside_the_waiver(json.loads(_judge("good", strict, tmp_path / "s")
+                                                 .read_text())) == {"iommu.mode"}
+    out = kgc("gate", str(v), "--profile", str(strict), "--json", cwd=tmp_path)
+    assert out.returncode == 1, out.stdout
+    assert "whose content is not the policy's profile 'lab-strict'" in _texts(out)
+    # the same content in another file (comments, key order, spelt-out defaults, another
+    # release policy) is the same profile: the run gates on its results alone
+    same = tmp_path / "same.yaml"
+    same.write_text("# reformatted\n" + LAB_YAML.replace("name: lab\n", "").replace(
+        "    mode: any\n", "    mode: any\n    require_interrupt_remapping: true\n", 1)
+        + "name: lab-strict\n" + NODE_FILES_POLICY.replace("reboot]", "reboot, vfio]"))
+    out = kgc("gate", str(v), "--profile", str(same), cwd=tmp_path)
+    assert out.returncode == 0, out.stdout
+
+
+def test_a_copy_under_a_builtin_name_never_picks_the_gates_policy(tmp_path: Path) -> None:
+    """Without --profile the gate reads a built-in name as the shipped profile, not the
+    file the verdict says it came from (a lenient `lab.yaml` anywhere)."""
+    lenient = tmp_path / "lab.yaml"
+    lenient.write_text(LAB_YAML.replace("    mode: any\n", "    mode: passthrough\n", 1)
+                       + "policy:\n  require_layers: [iommu]\n")
+    rs = complete([result("iommu.enabled")], ("iommu",))
+    v = write(tmp_path / "v.json", verdict(rs, profile_source=str(lenient),
+                                           digest=profile_digest(load_profile(lenient))))
+    out = kgc("gate", str(v), "--json", cwd=tmp_path)
+    assert out.returncode == 1
+    assert "whose content is not the policy's profile 'lab'" in _texts(out)
+    assert "required layer vfio" in _texts(out)  # the built-in's policy: every layer
+
+
+def test_a_verdict_without_digest_or_selection_is_refused(tmp_path: Path) -> None:
+    rs = complete(full_node())
+    ok = kgc("gate", str(write(tmp_path / "ok.json", verdict(rs))), "--profile", "lab",
+             "--json", cwd=tmp_path)
+    assert "profile digest" not in _texts(ok) and "selection" not in _texts(ok)
+    for over, needle in (({"digest": None}, "written before kgc recorded the profile digest"),
+                         ({"selection": None}, "written before kgc recorded the run's selection"),
+                         ({"digest": "sha256:" + "0" * 64}, "whose content is not")):
+        v = write(tmp_path / "v.json", verdict(rs, **over))
+        out = kgc("gate", str(v), "--profile", "lab", "--json", cwd=tmp_path)
+        assert out.returncode == 1 and needle in _texts(out), (over, out.stdout)
+        assert "run it again" in _texts(out) or "copy" in _texts(out)
+
+
+def test_a_target_in_run_targets_without_results_blocks(tmp_path: Path) -> None:
+    prof = tmp_path / "node.yaml"
+    prof.write_text("name: lab\npolicy:\n  require_layers: [iommu, vfio]\n")
+    dig = profile_digest(load_profile(prof))
+    rs = complete([], ("iommu", "vfio"), target="a")
+    # b is one of the run's nodes (recorded scope) and has nothing: not judged there
+    v = write(tmp_path / "v.json", verdict(rs, digest=dig, targets={"a": "node", "b": "node"}))
+    out = kgc("gate", str(v), "--profile", str(prof), "--json", cwd=tmp_path)
+    assert out.returncode == 1, out.stdout
+    texts = [f["text"] for f in json.loads(out.stdout)["blocking"]]
+    assert texts == ["required layer iommu was not run on b (no result: deselected?)",
+                     "required layer vfio was not run on b (no result: deselected?)"]
+    # c is listed with no scope and no result: never judged
+    doc = verdict(rs, digest=dig, targets={"a": "node"})
+    doc["run"]["targets"].append("c")
+    out = kgc("gate", str(write(tmp_path / "c.json", doc)), "--profile", str(prof), "--json",
+              cwd=tmp_path)
+    assert out.returncode == 1
+    assert any("target c is in run.targets but has no result" in f["text"]
+               for f in json.loads(out.stdout)["blocking"])
+    # a node layer the policy does not require is not required of a cluster target
+    ok = verdict(rs, digest=dig, targets={"a": "node", "k": "cluster"})
+    assert kgc("gate", str(write(tmp_path / "ok.json", ok)), "--profile", str(prof),
+               cwd=tmp_path).returncode == 0
+
+
+# -- kgc diff: what is no longer judged regresses -------------------------------------------------
+def test_a_check_that_vanished_is_a_regression_and_a_dropped_failure_is_not_fixed() -> None:
+    old = verdict(full_node(**{"iommu.cmdline": "fail", "nri.events": "skip"}))
+    new = verdict([r for r in full_node() if r["check"] not in (
+        "iommu.cmdline", "nri.events", "vfio.driver")])
+    r = d(old, new)
+    t = r.targets[0]
+    assert [c.check for c in t.fixed] == []
+    assert {(c.check, c.old, c.new) for c in t.vanished} == {
+        ("iommu.cmdline", "fail", None), ("nri.events", "skip", None),
+        ("vfio.driver", "pass", None)}
+    assert all(c.blocking for c in t.vanished) and not t.changed
+    assert r.regressed
+    assert {f.check for f in r.regressions if f.check} >= {"iommu.cmdline", "nri.events",
+                                                            "vfio.driver"}
+    text = gdiff.render(r)
+    assert "vanished (3):" in text and "iommu.cmdline: fail -> ABSENT  BLOCKS" in text
+    assert "REGRESSED" in text
+
+
+def test_kgc_diff_exits_1_when_a_check_or_a_target_vanished(tmp_path: Path) -> None:
+    rs = complete(full_node())
+    old = write(tmp_path / "old.json", verdict(rs + complete([], target="node-b")))
+    new = write(tmp_path / "new.json", verdict(rs))
+    out = kgc("diff", str(old), str(new), "--profile", "lab", cwd=tmp_path)
+    assert out.returncode == 1, out.stdout
+    assert "node-b (only in OLD)" in out.stdout and "target node-b: judged in OLD" in out.stdout
+    fewer = write(tmp_path / "fewer.json", verdict([r for r in rs if r["check"] !=
+                                                    "runtime.nri-ignored-keys"]))
+    out = kgc("diff", str(new), str(fewer), "--profile", "lab", "--json", cwd=tmp_path)
+    assert out.returncode == 1, out.stdout
+    doc = json.loads(out.stdout)
+    assert [c["check"] for c in doc["targets"][0]["vanished"]] == ["runtime.nri-ignored-keys"]
+    assert kgc("diff", str(new), str(new), "--profile", "lab", cwd=tmp_path).returncode == 0
+
+
+def test_duplicate_pairs_count_as_their_worst_result_whatever_the_order() -> None:
+    base = [r for r in full_node() if r["check"] != "vfio.driver"]
+    good, bad = result("vfio.driver"), result("vfio.driver", "fail", reason="unbound")
+    other = result("vfio.driver", "fail", reason="another reason")
+    renders = set()
+    for dup in ([good, bad], [bad, good], [other, bad], [bad, other]):
+        new = verdict(base + dup)
+        r = d(verdict(full_node()), new)
+        (ch,) = r.targets[0].new_failures
+        assert ch.check == "vfio.driver" and ch.new == "fail" and r.regressed
+        if good in dup:
+            assert ch.reason == "unbound"
+        renders.add(ch.reason if good not in dup else None)
+        # and in OLD: a pair that failed once is fixed when it passes now, never "changed"
+        r = d(new, verdict(full_node()))
+        assert [c.check for c in r.targets[0].fixed] == ["vfio.driver"]
+    assert len(renders - {None}) == 1  # two fails: the same one wins in either order
+
+
+def test_a_listed_target_that_was_never_judged_is_not_lost() -> None:
+    rs = full_node()
+    old = verdict(rs, targets={"node-a": "node", "ghost": "node"})
+    r = d(old, verdict(rs))
+    assert not any(f.target == "ghost" for f in r.regressions)
+    assert [f for f in r.regressions if f.kind == "run"] == []
+
+
+def test_a_failure_that_now_skips_is_not_fixed() -> None:
+    r = d(verdict(full_node(**{"vfio.driver": "fail"})),
+          verdict(full_node(**{"vfio.driver": "skip"})))
+    t = r.targets[0]
+    assert t.fixed == [] and [(c.check, c.old, c.new) for c in t.changed] == [
+        ("vfio.driver", "fail", "skip")]

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
-from vdoc import ALL_LAYERS, NODE_LAYERS, full_node, result, verdict
+from vdoc import ALL_LAYERS, DIGEST, NODE_LAYERS, full_node, result, verdict
 
 from kgc.core.profile import Profile, ProfileError, load_profile
 from kgc.gate.gate import VerdictError, evaluate, parse_verdict, render
@@ -21,7 +21,7 @@ def gate(doc: dict, policy: Policy | None = None, profile: str = "lab",
          layers: dict | None = None, checks: dict | None = None):
     d = parse_verdict(json.dumps(doc).encode(), "v.json")
     pol = policy if policy is not None else Policy(require_layers=NODE)
-    return evaluate(d, pol, profile, layers or NODE_LAYERS, checks)
+    return evaluate(d, pol, profile, layers or NODE_LAYERS, checks, digest=DIGEST)
 
 
 def blocking_checks(res) -> set[str]:
@@ -262,7 +262,7 @@ def test_parser_is_total(doc, keep_schema: bool) -> None:
     except VerdictError as exc:
         assert "\n" not in str(exc)
         return
-    evaluate(d, Policy(), "lab", NODE_LAYERS)
+    evaluate(d, Policy(), "lab", NODE_LAYERS, digest=DIGEST)
 
 
 @settings(max_examples=200, deadline=None)
@@ -278,4 +278,73 @@ def test_any_wrong_field_value_is_one_line_or_accepted(field: str, value) -> Non
     except VerdictError as exc:
         assert "results[2]" in str(exc) and "\n" not in str(exc)
         return
-    render(evaluate(d, Policy(), "lab", NODE_LAYERS))
+    render(evaluate(d, Policy(), "lab", NODE_LAYERS, digest=DIGEST))
+
+
+# -- what was really run (issue 21): the profile's content, the selection, the targets --------
+CAT = {"iommu": {"iommu.enabled": "blocker", "iommu.cmdline": "critical",
+                 "iommu.mode": "normal", "iommu.extra": "minor"}}
+
+
+def test_the_profiles_content_must_be_the_policys() -> None:
+    rs = full_node()
+    assert gate(verdict(rs)).green
+    res = gate(verdict(rs, digest="sha256:" + "1" * 64))
+    assert not res.green and "whose content is not the policy's profile 'lab'" in \
+        res.blocking[0].text and res.blocking[0].remediation
+    res = gate(verdict(rs, digest=None))
+    assert "written before kgc recorded the profile digest" in res.blocking[0].text
+    res = gate(verdict(rs, selection=None))
+    assert [f.text for f in res.blocking if f.kind == "run"] == [
+        "the verdict was written before kgc recorded the run's selection (run.selection: -m, "
+        "-k, the checks not run): it cannot show that nothing was left out — run it again"]
+    # another profile's name: that finding alone (its digest differs anyway)
+    res = gate(verdict(rs, profile="generic", digest="sha256:other"))
+    assert len([f for f in res.blocking if f.kind == "run"]) == 1
+
+
+def test_a_check_the_policy_blocks_on_must_not_be_left_out() -> None:
+    base = [r for r in full_node() if r["layer"] != "iommu"]
+    have = [result("iommu.cmdline")]
+    res = gate(verdict(base + have, keywords="not enabled"), checks=CAT)
+    missing = {f.check: f for f in res.blocking if f.status == "missing"}
+    assert set(missing) == {"iommu.enabled", "iommu.mode"}  # the minor one cannot block
+    assert "left out of the selection -k 'not enabled'" in missing["iommu.enabled"].text
+    assert missing["iommu.enabled"].severity == "blocker"
+    assert missing["iommu.enabled"].remediation.startswith("Judge every check")
+    # waived or allowed to skip: may be absent; block_checks makes a minor one count
+    pol = Policy(require_layers=NODE, waive={"iommu.enabled": "KGC-1: no IOMMU on CI"},
+                 skip_allowed=("iommu.mode",))
+    assert gate(verdict(base + have), pol, checks=CAT).green
+    pol = Policy(require_layers=NODE, block_checks=("iommu.extra",), waive={
+        "iommu.enabled": "x"}, skip_allowed=("iommu.mode",))
+    assert {f.check for f in gate(verdict(base + have), pol, checks=CAT).blocking} == {
+        "iommu.extra"}
+    # a layer not required: nothing it left out blocks
+    pol = Policy(require_layers=tuple(n for n in NODE if n != "iommu"))
+    assert gate(verdict(base + have), pol, checks=CAT).green
+    # the whole layer missing: one layer finding, not one per check
+    res = gate(verdict(base), checks=CAT)
+    assert [(f.kind, f.layer) for f in res.blocking] == [("layer", "iommu")]
+    # a bare list of ids (severity unknown) counts as blocking
+    res = gate(verdict(base + have), checks={"iommu": ["iommu.cmdline", "iommu.x"]})
+    assert [f.check for f in res.blocking] == ["iommu.x"]
+
+
+def test_every_listed_target_needs_its_required_layers() -> None:
+    rs = full_node("a")
+    res = gate(verdict(rs, targets={"a": "node", "b": "node"}))
+    assert {(f.layer, f.target) for f in res.blocking} == {(n, "b") for n in NODE}
+    assert all("was not run on b" in f.text for f in res.blocking)
+    doc = verdict(rs, targets={"a": "node"})
+    doc["run"]["targets"].append("c")
+    res = gate(doc)
+    assert [f.text for f in res.blocking] == [
+        "target c is in run.targets but has no result and no recorded scope: it was never "
+        "judged"]
+    ok = gate(verdict(rs, targets={"a": "node", "k": "cluster"}))
+    assert ok.green and any(f.target == "k" for f in ok.not_run) is False
+    # a verdict without a selection: run.targets (addresses, in older runs) are not read
+    doc = verdict(rs, selection=None)
+    doc["run"]["targets"] = ["local://"]
+    assert not any("local://" in f.text for f in gate(doc).blocking)

@@ -5,8 +5,8 @@ verdict.json schema (``kgc-verdict/1``)::
     {
       "schema": "kgc-verdict/1",
       "run": {started_at, finished_at, duration_s, kgc_version, profile, profile_source,
-              targets[], layers[] (selected), layers_judged[], command[], pytest_exit,
-              environment{}},
+              profile_digest, targets[], layers[] (selected), layers_judged[], selection{},
+              command[], pytest_exit, environment{}},
       "overall": "pass" | "fail",
       "overall_reason": "...",
       "incomplete": false,                 # true while a run is in progress or if it crashed
@@ -18,10 +18,21 @@ verdict.json schema (``kgc-verdict/1``)::
 ``overall`` is ``pass`` only when at least one check passed, every selected check has a
 verdict, and none is ``fail`` or ``error``. A run that selected only some layers passes
 *for those layers*: ``run.layers`` says which, and so does the console.
+
+What was really judged, for ``kgc gate`` (every writer fills these with :func:`run_identity`):
+
+- ``run.targets``: the names of the run's targets, as the results name them;
+- ``run.profile_digest``: ``sha256:<hex>`` of the loaded profile's content that judges
+  (:func:`profile_digest`), so a lenient copy under a strict profile's name is told apart;
+- ``run.selection``: ``markers`` (``-m``), ``keywords`` (``-k``), ``targets`` (name ->
+  ``node``/``cluster``), ``layers_not_selected`` (this build's layers the run left out) and
+  ``checks_not_run`` (target -> this build's checks of the run's layers of that target's
+  scope that left no result on it: deselected, not collected, or broken off).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -65,6 +76,68 @@ def counts(results: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     for r in results:
         c[r["status"]] = c.get(r["status"], 0) + 1
     return c
+
+
+def profile_digest(profile: Any) -> str:
+    """``sha256:<hex>`` of the canonical form of a loaded profile's content that judges:
+    every field (its name included) with the defaults filled in, keys sorted, compact JSON.
+    What the profile *says* decides it — not its file name, comments, key order or spelt-out
+    defaults, and not where the file lay (``source`` is not part of the model's dump).
+
+    ``policy:`` is left out: no check reads it (it is the gate's input, applied by ``kgc
+    gate`` from the profile the gate itself loads), so one run can be gated under another
+    release policy of the same profile, while a copy that judges differently — looser
+    thresholds, another IOMMU mode, more simulated checks — under the same name has another
+    digest and is refused."""
+    data = profile.model_dump(mode="json", by_alias=True, exclude={"policy"})
+    canon = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(canon.encode("utf-8")).hexdigest()
+
+
+def run_identity(
+    profile: Any,
+    targets: Mapping[str, str],
+    layers: Sequence[str],
+    results: Iterable[Mapping[str, Any]],
+    *,
+    markers: str = "",
+    keywords: str = "",
+    registry: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``run`` fields that say what was really judged: ``profile_digest`` and
+    ``selection`` (see the module docstring). ``profile``: the loaded profile, or the digest
+    text itself (a writer that merges verdicts judged elsewhere, like the fleet's, passes
+    the one digest they all recorded — or ``""`` when they disagree, which the gate
+    refuses); ``targets``: name -> scope (``node`` or ``cluster``) of every target of the
+    run; ``layers``: the layers the run selected; ``registry``: this build's layers
+    (default: :func:`kgc.core.registry.load_layers`). Every verdict writer (the pytest
+    plugin, ``kgc image check``, the fleet's merge) calls this, so the gate reads the same
+    fields whoever wrote the file."""
+    if registry is None:
+        from kgc.core.registry import load_layers
+
+        registry = load_layers()
+    have: dict[str, set[str]] = {}
+    for r in results:
+        have.setdefault(str(r["target"]), set()).add(str(r["check"]))
+    chosen = set(layers)
+    not_run: dict[str, list[str]] = {}
+    for name, scope in targets.items():
+        left = [c.id for lay_name, lay in registry.items()
+                if lay_name in chosen and str(lay.scope) == scope
+                for c in lay.checks if c.id not in have.get(name, set())]
+        if left:
+            not_run[name] = left
+    return {
+        "profile_digest": profile if isinstance(profile, str) else profile_digest(profile),
+        "selection": {
+            "markers": markers or "",
+            "keywords": keywords or "",
+            "targets": {name: str(scope) for name, scope in targets.items()},
+            "layers_not_selected": [n for n in registry if n not in chosen],
+            "checks_not_run": not_run,
+        },
+    }
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kgc.core.profile import DEFAULT_PROFILE, Profile, ProfileError, builtin_profiles, load_profile
+from kgc.core.report import profile_digest
 from kgc.gate import diff as gdiff
 from kgc.gate.gate import VerdictDoc, VerdictError, evaluate, layer_catalogue, load_verdict, render
 
@@ -51,15 +52,16 @@ def _guarded(name: str, fn: Callable[[argparse.Namespace], int]) -> Callable[...
 
 
 def profile_for(doc: VerdictDoc, name: str | None) -> Profile:
-    """--profile, else the profile the verdict was judged against (its file if it is here,
-    else the built-in of that name)."""
+    """--profile, else the profile the verdict names: the built-in of that name, else its
+    file if it is here. A built-in name always means the shipped content — a copy that took
+    the name (the verdict's own ``profile_source``) never chooses the gate's policy."""
     if name:
         return load_profile(name)
+    if doc.profile in builtin_profiles():
+        return load_profile(doc.profile)
     src = str(doc.run.get("profile_source") or "")
     if src and Path(src).is_file():
         return load_profile(src)
-    if doc.profile in builtin_profiles():
-        return load_profile(doc.profile)
     raise _BadInput(f"{doc.path}: judged against profile {doc.profile or '(none)'!r}, which is "
                     "not built in and whose file is not here: give --profile NAME|PATH")
 
@@ -68,7 +70,9 @@ def cmd_gate(a: argparse.Namespace) -> int:
     doc = load_verdict(a.verdict)
     prof = profile_for(doc, a.profile)
     scopes, checks = layer_catalogue()
-    res = evaluate(doc, prof.policy, prof.name, scopes, checks)
+    # the digest of the profile loaded here: a verdict judged with other content under
+    # this name is refused
+    res = evaluate(doc, prof.policy, prof.name, scopes, checks, digest=profile_digest(prof))
     _emit(json.dumps(res.to_dict(), indent=2, default=str) if a.json else render(res))
     return 0 if res.green else 1
 
@@ -78,7 +82,8 @@ def cmd_diff(a: argparse.Namespace) -> int:
     new = load_verdict(a.new)
     prof = profile_for(new, a.profile)
     scopes, checks = layer_catalogue()
-    d = gdiff.diff(old, new, prof.policy, prof.name, scopes, checks)
+    d = gdiff.diff(old, new, prof.policy, prof.name, scopes, checks,
+                   digest=profile_digest(prof))
     _emit(json.dumps(d.to_dict(), indent=2, default=str) if a.json else gdiff.render(d))
     return 1 if d.regressed else 0
 

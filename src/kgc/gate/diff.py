@@ -2,12 +2,19 @@
 tonight), per target, and whether NEW regressed under the policy.
 
 - new failures: fail/error now, not before (absent before counts as not failing);
-- fixed: fail/error before, pass/warn now;
-- changed status: every other change, including a check that appeared or disappeared;
+- fixed: fail/error before, pass/warn now (a check that is gone is not fixed);
+- vanished: a check OLD had a result for (whatever its status) and NEW has none, and every
+  check of a target that is gone from NEW — each one a regression: what is no longer
+  judged is not known to be good;
+- changed status: every other change, including a check that appeared;
 - changed figures: numbers that differ in a check's ``expected``/``found``/``evidence``
   (latencies, sizing deltas, counts) and in ``run.environment`` (round trips);
 - regressed: NEW has a blocking finding under the policy that OLD did not have (a new
-  blocking failure, a required layer no longer judged, ...). Exit 1 then, else 0.
+  blocking failure, a required layer no longer judged, ...), or a check or target vanished.
+  Exit 1 then, else 0.
+
+A file that holds one (target, check) pair twice counts as its worst result, whatever the
+order (:meth:`VerdictDoc.by_target`), in OLD and NEW alike.
 
 Targets are paired by name; two verdicts of one target each with different names (image
 N vs N+1, named after their files) are compared with each other, and the output says so.
@@ -64,6 +71,7 @@ class TargetDiff:
     new_name: str | None
     new_failures: list[Change] = field(default_factory=list)
     fixed: list[Change] = field(default_factory=list)
+    vanished: list[Change] = field(default_factory=list)
     changed: list[Change] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     still_failing: int = 0
@@ -95,6 +103,7 @@ class DiffResult:
                 {"target": t.target, "old_name": t.old_name, "new_name": t.new_name,
                  "new_failures": [asdict(c) for c in t.new_failures],
                  "fixed": [asdict(c) for c in t.fixed],
+                 "vanished": [asdict(c) for c in t.vanished],
                  "changed_status": [asdict(c) for c in t.changed],
                  "changed_figures": [asdict(f) | {"delta": f.delta} for f in t.figures],
                  "still_failing": t.still_failing}
@@ -178,10 +187,19 @@ def pair_targets(old: list[str], new: list[str]) -> tuple[dict[str, str], list[s
     return pair, lo, ln
 
 
+def _vanished(t: str, cid: str, r: Mapping[str, Any]) -> Finding:
+    return Finding("check", f"{cid} on {t}: {r['status']} in OLD, no result in NEW (a check "
+                   "that is no longer judged is a regression)", t, cid, r["layer"], "absent",
+                   r["severity"], "not judged in NEW",
+                   "Run NEW with every check OLD ran (no -k, -m naming whole layers only), "
+                   "or find out why this check left no verdict.")
+
+
 def diff(old: VerdictDoc, new: VerdictDoc, policy: Policy, profile: str,
-         layers: Mapping[str, str], checks: Mapping[str, Any] | None = None) -> DiffResult:
-    og = evaluate(old, policy, profile, layers, checks)
-    ng = evaluate(new, policy, profile, layers, checks)
+         layers: Mapping[str, str], checks: Mapping[str, Any] | None = None,
+         *, digest: str) -> DiffResult:
+    og = evaluate(old, policy, profile, layers, checks, digest=digest)
+    ng = evaluate(new, policy, profile, layers, checks, digest=digest)
     pair, only_old, only_new = pair_targets(old.targets(), new.targets())
     back = {n: o for o, n in pair.items()}
 
@@ -191,9 +209,30 @@ def diff(old: VerdictDoc, new: VerdictDoc, policy: Policy, profile: str,
 
     old_keys = {f.key for f in og.blocking}
     regressions = [f for f in ng.blocking if okey(f) not in old_keys]
-    new_block = {(back.get(f.target, f.target), f.check) for f in regressions if f.check}
+    seen = {okey(f) for f in regressions}
+
+    def regress(f: Finding) -> None:
+        if okey(f) not in seen:
+            seen.add(okey(f))
+            regressions.append(f)
 
     ob, nb = old.by_target(), new.by_target()
+    vanished: list[tuple[str, str, Mapping[str, Any]]] = []  # (NEW's name, check, OLD result)
+    for o_name, n_name in pair.items():
+        orr, nrr = ob.get(o_name, {}), nb.get(n_name, {})
+        vanished += [(n_name, c, r) for c, r in sorted(orr.items()) if c not in nrr]
+    for t in only_old:
+        if not ob.get(t):
+            continue  # listed in OLD's run.targets, never judged there: nothing was lost
+        regress(Finding("run", f"target {t}: judged in OLD, no result in NEW (a target that "
+                        "is no longer judged is a regression)", target=t,
+                        remediation="Run NEW on every target OLD had, or find out why this "
+                        "one left no verdict (kgc fleet collect names missing nodes)."))
+        vanished += [(t, c, r) for c, r in sorted(ob.get(t, {}).items())]
+    for t, c, r in vanished:
+        regress(_vanished(t, c, r))
+    new_block = {(back.get(f.target, f.target), f.check) for f in regressions if f.check}
+
     targets: list[TargetDiff] = []
     for o_name, n_name in pair.items():
         td = TargetDiff(n_name if o_name == n_name else f"{o_name} -> {n_name}", o_name, n_name)
@@ -204,7 +243,9 @@ def diff(old: VerdictDoc, new: VerdictDoc, policy: Policy, profile: str,
             cur = b or a or {}
             ch = Change(cid, sa, sb, str(cur.get("severity", "")), str(cur.get("reason", "")),
                         (o_name, cid) in new_block)
-            if sb in BAD and sa not in BAD:
+            if a is not None and b is None:
+                td.vanished.append(ch)
+            elif sb in BAD and sa not in BAD:
                 td.new_failures.append(ch)
             elif sa in BAD and sb in ("pass", "warn"):
                 td.fixed.append(ch)
@@ -217,8 +258,8 @@ def diff(old: VerdictDoc, new: VerdictDoc, policy: Policy, profile: str,
         targets.append(td)
     for t in only_old:
         td = TargetDiff(t, t, None)
-        td.changed = [Change(c, r["status"], None, r["severity"], r["reason"])
-                      for c, r in sorted(ob.get(t, {}).items())]
+        td.vanished = [Change(c, r["status"], None, r["severity"], r["reason"], True)
+                       for c, r in sorted(ob.get(t, {}).items())]
         targets.append(td)
     for t in only_new:
         td = TargetDiff(t, None, t)
@@ -253,8 +294,8 @@ def render(d: DiffResult, width: int = 100) -> str:
         elif t.new_name is None:
             head = f"{t.old_name} (only in OLD)"
         lines.append(f"-- {head}")
-        for title, items in (("new failures", t.new_failures), ("fixed", t.fixed),
-                             ("changed status", t.changed)):
+        for title, items in (("new failures", t.new_failures), ("vanished", t.vanished),
+                             ("fixed", t.fixed), ("changed status", t.changed)):
             if items:
                 lines.append(f"  {title} ({len(items)}):")
                 lines += [row(c) for c in items]
@@ -269,7 +310,7 @@ def render(d: DiffResult, width: int = 100) -> str:
                 more = f" (also {', '.join(cks[1:4])}{' …' if len(cks) > 4 else ''})" \
                     if len(cks) > 1 else ""
                 lines.append(f"    {f0}{more}")
-        if not (t.new_failures or t.fixed or t.changed or t.figures):
+        if not (t.new_failures or t.vanished or t.fixed or t.changed or t.figures):
             lines.append("  no change" + (f" ({t.still_failing} still failing)"
                                           if t.still_failing else ""))
         elif t.still_failing:
@@ -279,7 +320,7 @@ def render(d: DiffResult, width: int = 100) -> str:
         lines += [f"    {f.text()}" for f in d.run_figures]
     if d.regressions:
         lines.append(f"REGRESSED under the policy of profile {d.profile}: "
-                     f"{len(d.regressions)} new blocking finding(s):")
+                     f"{len(d.regressions)} new blocking or vanished finding(s):")
         lines += [f"  - {f.text}" for f in d.regressions]
     else:
         lines.append(f"not regressed under the policy of profile {d.profile}")

@@ -4,6 +4,13 @@
 :class:`VerdictError` line on anything corrupt, foreign or empty); :func:`evaluate` is pure:
 the verdict and the policy in, a :class:`GateResult` out (green or not, the blocking findings
 first with their remediation, then what was not run or not accepted).
+
+The gate judges what was really run, not what the file's headline says: the profile's
+content (``run.profile_digest`` against the digest of the policy's profile, loaded here), the
+selection (every check of a required layer the policy would block on must have a result on
+every target of its scope: ``-k`` cannot drop a blocker) and the targets (every target in
+``run.targets`` needs results for the required layers of its scope). A verdict written before
+kgc recorded the digest and the selection is refused: run it again.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgc import __version__
 from kgc.core.report import SCHEMA, STATUSES
 from kgc.gate.policy import SEVERITIES, Policy
 
@@ -51,18 +59,51 @@ class VerdictDoc:
     def layers_judged(self) -> tuple[str, ...]:
         return tuple(self.run.get("layers_judged") or ())
 
+    @property
+    def digest(self) -> str:
+        """``run.profile_digest`` (empty: written before kgc recorded it)."""
+        return str(self.run.get("profile_digest") or "")
+
+    @property
+    def selection(self) -> Mapping[str, Any] | None:
+        sel = self.run.get("selection")
+        return sel if isinstance(sel, Mapping) else None
+
+    def listed_targets(self) -> list[str]:
+        """``run.targets``: every target the run says it had (with or without results).
+        Only a verdict that records its selection names them as its results do (older
+        pytest runs put the target's address there), so only then are they read."""
+        if self.selection is None:
+            return []
+        return list(dict.fromkeys(self.run.get("targets") or ()))
+
     def targets(self) -> list[str]:
-        return list(dict.fromkeys(r["target"] for r in self.results))
+        """Every target with a result, then those ``run.targets`` lists without one."""
+        return list(dict.fromkeys([r["target"] for r in self.results]
+                                  + self.listed_targets()))
 
     def by_target(self) -> dict[str, dict[str, Mapping[str, Any]]]:
-        """target -> check -> result (the worst one when a file holds a pair twice)."""
+        """target -> check -> result: the worst one when a file holds a pair twice, and the
+        same one whatever order the file holds them in (ties broken by the result's
+        text)."""
         out: dict[str, dict[str, Mapping[str, Any]]] = {}
         for r in self.results:
             cur = out.setdefault(r["target"], {})
             old = cur.get(r["check"])
-            if old is None or STATUS_RANK[r["status"]] < STATUS_RANK[old["status"]]:
+            if old is None or _worse(r, old):
                 cur[r["check"]] = r
+        for t in self.listed_targets():
+            out.setdefault(t, {})
         return out
+
+
+def _order(r: Mapping[str, Any]) -> tuple[int, str]:
+    return (STATUS_RANK[r["status"]], json.dumps(r, sort_keys=True, default=str))
+
+
+def _worse(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Does ``a`` win over ``b`` for one (target, check) pair: worse status first."""
+    return _order(a) < _order(b)
 
 
 def _kind(v: Any) -> str:
@@ -115,6 +156,22 @@ def _result(p: str, i: int, r: Any) -> Mapping[str, Any]:
     return r
 
 
+def _selection(p: str, sel: Any) -> None:
+    """``run.selection`` (kgc.core.report.run_identity): the fields the gate reads."""
+    _want(isinstance(sel, dict), p, f"run.selection must be an object, got {_kind(sel)}")
+    for key in ("markers", "keywords"):
+        _want(isinstance(sel.get(key, ""), str), p,
+              f"run.selection.{key} must be text, got {_kind(sel.get(key))}")
+    tg = sel.get("targets", {})
+    _want(isinstance(tg, dict) and all(isinstance(v, str) for v in tg.values()), p,
+          "run.selection.targets must map each target to its scope (text)")
+    nr = sel.get("checks_not_run", {})
+    _want(isinstance(nr, dict) and all(isinstance(v, list) and all(isinstance(x, str)
+                                                                   for x in v)
+                                       for v in nr.values()), p,
+          "run.selection.checks_not_run must map each target to a list of check ids")
+
+
 def parse_verdict(data: bytes, path: str = "verdict") -> VerdictDoc:
     """Validate a verdict document completely; raises :class:`VerdictError` (one line)."""
     p = path
@@ -147,6 +204,10 @@ def parse_verdict(data: bytes, path: str = "verdict") -> VerdictDoc:
               f"run.{key} must be a list of text, got {_kind(v)}" if key in run
               else f"run has no `{key}`")
     _want(isinstance(run.get("profile"), str), p, "run.profile must be text")
+    _want(isinstance(run.get("profile_digest", ""), str), p,
+          f"run.profile_digest must be text, got {_kind(run.get('profile_digest'))}")
+    if "selection" in run:
+        _selection(p, run["selection"])
     env = run.get("environment", {})
     _want(isinstance(env, dict), p, f"run.environment must be an object, got {_kind(env)}")
     overall = doc.get("overall")
@@ -242,14 +303,99 @@ def _check_finding(r: Mapping[str, Any], text: str) -> Finding:
 
 
 def _target_scopes(doc: VerdictDoc, scopes: Mapping[str, str]) -> dict[str, str]:
-    """target -> node | cluster (from the scope of the layers its results belong to)."""
+    """target -> node | cluster: from the scope of the layers its results belong to, else
+    from ``run.selection.targets`` (a target with no result at all); "" when neither says."""
     out: dict[str, str] = {}
     for r in doc.results:
         sc = scopes.get(r["layer"])
         if sc and r["target"] not in out:
             out[r["target"]] = sc
+    told = (doc.selection or {}).get("targets") or {}
     for t in doc.targets():
-        out.setdefault(t, "")
+        out.setdefault(t, str(told.get(t) or ""))
+    return out
+
+
+RERUN = ("Run the suites again with this kgc (kgc certify, or pytest --pyargs kgc.conformance, "
+         "with --profile the policy's profile) and gate the verdict.json it writes.")
+WHOLE_LAYERS = (
+    "Judge every check of the required layers: run without -k, with -m naming whole layers\n"
+    "only (kgc certify, or pytest --pyargs kgc.conformance -m LAYER). A check that cannot\n"
+    "apply to this platform is waived (policy.waive) or allowed to skip (policy.skip_allowed)\n"
+    "in the profile, where the release policy shows it — never deselected.")
+
+
+def _run_findings(doc: VerdictDoc, profile: str, digest: str) -> list[Finding]:
+    """What the run as a whole must show before any result counts: that it finished, that
+    it was judged against the policy's profile (by name and by content) and that it says
+    what it selected."""
+    out: list[Finding] = []
+    if doc.incomplete:
+        out.append(Finding("run", "the run did not finish (verdict marked incomplete): "
+                           "run it again to the end"))
+    if doc.profile != profile:
+        out.append(Finding(
+            "run", f"the verdict was judged against profile {doc.profile or '(none)'!r}, not "
+            f"{profile!r}: a certification for {profile!r} needs a run with --profile {profile}"))
+    elif not doc.digest:
+        out.append(Finding(
+            "run", "the verdict was written before kgc recorded the profile digest "
+            "(run.profile_digest): it cannot show which profile content judged it — run it "
+            "again", remediation=RERUN))
+    elif doc.digest != digest:
+        ver = str(doc.run.get("kgc_version") or "")
+        note = (f"; judged by kgc {ver}, this is kgc {__version__} (a newer kgc may fill in "
+                "new profile defaults)" if ver and ver != __version__ else "")
+        out.append(Finding(
+            "run", f"the verdict was judged against a profile named {profile!r} whose content "
+            f"is not the policy's profile {profile!r} (digest {doc.digest[:23]}… in the "
+            f"verdict, {digest[:23]}… here{note}): an edited or lenient copy under that name "
+            "does not certify under it",
+            remediation=f"Judge the run with the policy's own profile (--profile {profile}, "
+            "the same file the gate reads) and gate that verdict; if the run's profile is the "
+            "one that should decide, gate with it: kgc gate VERDICT --profile FILE."))
+    if doc.selection is None:
+        out.append(Finding(
+            "run", "the verdict was written before kgc recorded the run's selection "
+            "(run.selection: -m, -k, the checks not run): it cannot show that nothing was "
+            "left out — run it again", remediation=RERUN))
+    if not doc.results:
+        out.append(Finding("run", "the verdict holds no result: nothing was judged"))
+    return out
+
+
+def _missing_checks(doc: VerdictDoc, policy: Policy, lay: str, target: str,
+                    catalogue: Mapping[str, str] | Sequence[str]) -> list[Finding]:
+    """The checks of required layer ``lay`` that left no result on ``target`` and that the
+    policy needs judged: every one under ``skip: per-check``, else each whose failure would
+    block (its severity or ``block_checks``) — a blocker deselected with ``-k`` is never a
+    pass. Waived checks and ``skip_allowed`` ones may be absent. ``catalogue``: this build's
+    check ids of the layer -> severity (a bare list: severity unknown, counted as
+    blocking). A layer with no result at all on the target is one layer finding instead
+    (except under ``skip: per-check``)."""
+    have = {r["check"] for r in doc.results if r["target"] == target}
+    ran = any(r["layer"] == lay and r["target"] == target for r in doc.results)
+    if not ran and policy.skip != "per-check":
+        return []
+    sel = doc.selection or {}
+    how = " ".join(f"{flag} {str(sel[key])[:80]!r}" for flag, key in
+                   (("-m", "markers"), ("-k", "keywords")) if sel.get(key))
+    out: list[Finding] = []
+    for cid in catalogue:
+        sev = str(catalogue[cid]) if isinstance(catalogue, Mapping) else ""
+        if cid in have or policy.may_skip(cid) or policy.waiver(cid):
+            continue
+        if policy.skip == "per-check":
+            why = "policy skip: per-check needs every check of a required layer"
+        elif not sev or policy.blocks_on_failure(cid, sev):
+            why = (f"a {sev} check the policy blocks on: it must be judged" if sev else
+                   "a check the policy may block on: it must be judged")
+        else:
+            continue
+        out.append(Finding(
+            "check", f"{cid} on {target}: no verdict (not run: left out of the selection"
+            + (f" {how}" if how else "") + f"; {why})", target=target, check=cid, layer=lay,
+            status="missing", severity=sev, remediation=WHOLE_LAYERS))
     return out
 
 
@@ -260,27 +406,21 @@ def _skip_summary(rs: Sequence[Mapping[str, Any]]) -> str:
 
 
 def evaluate(doc: VerdictDoc, policy: Policy, profile: str,
-             layers: Mapping[str, str], checks: Mapping[str, Sequence[str]] | None = None
-             ) -> GateResult:
-    """Gate a verdict. ``layers``: every layer this build has -> its scope (node/cluster),
-    in report order; ``checks``: layer -> its check ids (for ``skip: per-check``, where a
-    check of a required layer that left no verdict blocks)."""
-    blocking: list[Finding] = []
+             layers: Mapping[str, str],
+             checks: Mapping[str, Mapping[str, str] | Sequence[str]] | None = None,
+             *, digest: str) -> GateResult:
+    """Gate a verdict. ``profile``/``digest``: the name and the :func:`profile_digest
+    <kgc.core.report.profile_digest>` of the profile the policy comes from (the verdict must
+    have been judged against that very content); ``layers``: every layer this build has ->
+    its scope (node/cluster), in report order; ``checks``: layer -> its check ids -> severity
+    (:func:`layer_catalogue`), for the checks of a required layer that left no verdict
+    (without it only whole layers are checked: every command line passes it)."""
+    blocking: list[Finding] = _run_findings(doc, profile, digest)
     not_run: list[Finding] = []
     not_acc: list[Finding] = []
     waived: list[Finding] = []
     soft: list[Finding] = []
     required = policy.required(tuple(layers), doc.image)
-
-    if doc.incomplete:
-        blocking.append(Finding("run", "the run did not finish (verdict marked incomplete): "
-                                "run it again to the end"))
-    if doc.profile != profile:
-        blocking.append(Finding(
-            "run", f"the verdict was judged against profile {doc.profile or '(none)'!r}, not "
-            f"{profile!r}: a certification for {profile!r} needs a run with --profile {profile}"))
-    if not doc.results:
-        blocking.append(Finding("run", "the verdict holds no result: nothing was judged"))
 
     accepted: list[Mapping[str, Any]] = []
     for r in doc.results:
@@ -317,6 +457,11 @@ def evaluate(doc: VerdictDoc, policy: Policy, profile: str,
 
     # -- required layers: judged on every target of their scope ---------------------------
     tscope = _target_scopes(doc, layers)
+    for t, tsc in tscope.items():
+        if not tsc and not any(r["target"] == t for r in doc.results):
+            blocking.append(Finding(
+                "run", f"target {t} is in run.targets but has no result and no recorded "
+                "scope: it was never judged", target=t, remediation=RERUN))
     judged: dict[str, list[str]] = {}
     for lay in required:
         sc = layers.get(lay)
@@ -356,15 +501,9 @@ def evaluate(doc: VerdictDoc, policy: Policy, profile: str,
                 msg = (f"required layer {lay} on {t}: no check passed ({len(done)} warned; "
                        "policy warn: per-layer)")
             blocking.append(Finding("layer", msg, target=t, layer=lay))
-        if policy.skip == "per-check" and checks is not None:
+        if checks is not None:
             for t in targets:
-                have = {r["check"] for r in doc.results if r["target"] == t}
-                for cid in checks.get(lay, ()):
-                    if cid not in have and not policy.may_skip(cid) and not policy.waiver(cid):
-                        blocking.append(Finding(
-                            "check", f"{cid} on {t}: no verdict (not run; policy skip: "
-                            "per-check needs every check of a required layer)",
-                            target=t, check=cid, layer=lay, status="missing"))
+                blocking += _missing_checks(doc, policy, lay, t, checks.get(lay, ()))
 
     # -- what else was not run (informational) -------------------------------------------
     for lay in layers:
@@ -377,7 +516,7 @@ def evaluate(doc: VerdictDoc, policy: Policy, profile: str,
             if rs and all(r["status"] == "skip" for r in rs):
                 not_run.append(Finding("layer", f"{lay} on {t}: {len(rs)} skipped — "
                                        f"{_skip_summary(rs)}", target=t, layer=lay))
-            elif not rs and any(r["target"] == t for r in doc.results):
+            elif not rs and (s or any(r["target"] == t for r in doc.results)):
                 not_run.append(Finding("layer", f"{lay} on {t}: not run", target=t, layer=lay))
 
     # the most severe first: run, then check failures by severity, then layers
@@ -441,11 +580,14 @@ def render(res: GateResult, width: int = 100, budget: int = 40) -> str:
         lines.append(f"blocking ({len(res.blocking)}):")
         room = budget - len(lines) - len(tail) - 1
         shown = 0
+        last_fix = ""
         for i, f in enumerate(res.blocking, 1):
             block = [f"  {i}. " + _short(f.text, width - 6, 1)[0]]
             if f.kind == "check" and f.reason:
                 block += [f"     {ln}" for ln in _short(f.reason, width - 5, 1)]
-            if f.remediation:
+            if f.remediation and f.remediation == last_fix:
+                block.append("     fix: as above")  # e.g. every check a -k left out
+            elif f.remediation:
                 # line breaks kept and lines never re-wrapped: a TOML snippet stays pasteable
                 fix = f.remediation.splitlines() or [""]
                 block.append(f"     fix: {fix[0]}")
@@ -454,6 +596,7 @@ def render(res: GateResult, width: int = 100, budget: int = 40) -> str:
                     block.append(f"          (… {len(fix) - 4} more line(s): kgc gate --json)")
             if shown >= 3 and len(block) > room:
                 break
+            last_fix = f.remediation or last_fix
             lines += block
             room -= len(block)
             shown += 1
@@ -462,17 +605,22 @@ def render(res: GateResult, width: int = 100, budget: int = 40) -> str:
     return "\n".join(lines + tail)
 
 
-def layer_catalogue() -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
-    """This build's layers: name -> scope (report order), and name -> its check ids."""
+def layer_catalogue() -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """This build's layers: name -> scope (report order), and name -> its check ids ->
+    severity."""
     from kgc.core.registry import load_layers
 
     layers = load_layers()
     return ({n: str(lay.scope) for n, lay in layers.items()},
-            {n: tuple(c.id for c in lay.checks) for n, lay in layers.items()})
+            {n: {c.id: str(c.severity) for c in lay.checks} for n, lay in layers.items()})
 
 
 def gate_file(path: str | Path, profile: Any) -> GateResult:
-    """Load and gate one verdict file against a loaded profile."""
+    """Load and gate one verdict file against a loaded profile (its digest computed here,
+    from the content the gate itself loaded)."""
+    from kgc.core.report import profile_digest
+
     doc = load_verdict(path)
     scopes, checks = layer_catalogue()
-    return evaluate(doc, profile.policy, profile.name, scopes, checks)
+    return evaluate(doc, profile.policy, profile.name, scopes, checks,
+                    digest=profile_digest(profile))

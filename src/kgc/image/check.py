@@ -542,6 +542,8 @@ def check_image(image: str | Path, profile: Profile, *, report_dir: Path,
         "command": list(command),
         "environment": env,
         "image": dataclasses.asdict(facts),
+        **report.run_identity(profile, {name: "node"}, node_names, results,
+                              registry=all_layers),
     }
     path = report.write_verdict_json(report_dir / "verdict.json", results, run)
     return ImageRun(results, run, facts, path)

@@ -290,7 +290,7 @@ def boot_image(image: str | Path, profile: Profile, *, report_dir: Path,
                        for c in catalogue(layers) if c.layer in node]
             run = _run_meta(started, profile, tname, node, [], layers, command, {},
                             _image_meta(image, img.format, lay.scheme, firmware, access,
-                                        "", {}, work if keep else None))
+                                        "", {}, work if keep else None), results)
             path = report.write_verdict_json(report_dir / "verdict.json", results, run)
             return BootRun(results, run, path, vm.console_tail(40))
         target = BootTarget(vm.spec, str(vm.ssh_config), tname)
@@ -323,7 +323,7 @@ def boot_image(image: str | Path, profile: Profile, *, report_dir: Path,
         run = _run_meta(started, profile, tname, node, judged, layers, command, env,
                         _image_meta(image, img.format, lay.scheme, firmware, access,
                                     snap.text("/proc/cmdline") or "", secs,
-                                    work if keep else None))
+                                    work if keep else None), results)
         path = report.write_verdict_json(report_dir / "verdict.json", results, run)
         return BootRun(results, run, path, vm.console_tail(40))
     finally:
@@ -348,7 +348,8 @@ def _image_meta(image: Path, fmt: str, scheme: str, firmware: tuple[Path, Path] 
 
 def _run_meta(started: float, profile: Profile, tname: str, node: list[str],
               judged: list[str], layers: Any, command: list[str] | None,
-              env: dict[str, str], image: dict[str, Any]) -> dict[str, Any]:
+              env: dict[str, str], image: dict[str, Any],
+              results: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -357,6 +358,7 @@ def _run_meta(started: float, profile: Profile, tname: str, node: list[str],
         "layers": node, "layers_judged": judged,
         "scope": report.scope_note(node, judged, list(layers)),
         "command": command or [], "environment": env, "image": image,
+        **report.run_identity(profile, {tname: "node"}, node, results, registry=layers),
     }
 
 
