@@ -217,7 +217,8 @@ class _FakeRun:
 
 def test_a_run_binds_its_role_and_waits_until_the_authorizer_honours_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    answers = iter([False, False, True])
+    answers = iter([True, False,  # the credentials lack one of the run's rights
+                    False, False, True])  # then: not yet honoured, twice
     monkeypatch.setattr(runrole, "whoami", lambda k: rbac.USER)
     monkeypatch.setattr(runrole, "allowed", lambda k, ns, verb, res: next(answers))
     run = _FakeRun()
@@ -232,8 +233,24 @@ def test_credentials_that_may_not_bind_go_on_without_the_binding(
     own refusal (never a silent pass: the binding grants rights, it judges nothing)."""
     from kgc.kube import KubeError
 
+    monkeypatch.setattr(runrole, "allowed", lambda k, ns, verb, res: False)
     monkeypatch.setattr(runrole, "whoami", lambda k: "alice")
     note = runrole.bind_run_role(_FakeRun(KubeError("refused create rolebindings (403)")))
     assert note.startswith("not bound: refused create rolebindings")
     monkeypatch.setattr(runrole, "whoami", lambda k: None)
     assert runrole.bind_run_role(_FakeRun()).startswith("not bound: the API server did not")
+
+
+def test_credentials_that_hold_the_runs_rights_get_no_binding(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runrole, "allowed", lambda k, ns, verb, res: True)
+    run = _FakeRun()
+    assert runrole.bind_run_role(run).startswith("not needed")
+    assert run.made == []
+
+
+def test_the_run_rights_sample_is_granted_by_the_run_role() -> None:
+    g = grants(one("cluster", "ClusterRole", runrole.RUN_ROLE))
+    for verb, res in runrole.RUN_RIGHTS:
+        name, _, group = res.partition(".")
+        assert (group, name, verb) in g, (verb, res)

@@ -10,8 +10,9 @@ lets that account create a RoleBinding only in a run namespace, to this role, fo
 The run binds it right after creating its namespace and waits until the authorizer honours
 it.
 
-Credentials that may not create the binding (an admin's need none; another role may grant
-the rights otherwise) go on without it: every later call names its own refusal.
+Credentials that already hold the run's rights there (an admin's) get no binding; those that
+may not create it (another role may grant the rights otherwise) go on without it: every
+later call names its own refusal.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ from kgc.kube.client import Kube, KubeError
 RUN_ROLE = "kgc-certify-run"
 BINDING = "kgc-certify-run"
 SA_PREFIX = "system:serviceaccount:"
+# what a run does in its namespace (a sample of RUN_ROLE's rules): credentials that hold all
+# of it already (an admin's) get no binding
+RUN_RIGHTS = (("watch", "serviceaccounts"), ("create", "pods"), ("get", "pods/log"),
+              ("create", "services/proxy"), ("create", "deployments.apps"))
 
 
 def subject_of(username: str) -> dict[str, str]:
@@ -86,6 +91,8 @@ def bind_run_role(run: Any, timeout_s: float = 20.0) -> str:
     recorded, gone with the namespace) and wait until the authorizer honours it (the next
     thing a run does is watch the namespace's ServiceAccounts). Returns what happened, for
     notes: ``"bound"``, or why not."""
+    if all(allowed(run.kube, run.namespace, verb, res) for verb, res in RUN_RIGHTS):
+        return "not needed (the credentials hold the run's rights here)"
     user = whoami(run.kube)
     if user is None:
         return "not bound: the API server did not say who the credentials are"
