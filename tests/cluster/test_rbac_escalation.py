@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,6 +40,7 @@ PSA = "pod-security.kubernetes.io/"
 class Certify:
     admin: kube.Kube
     sa: kube.Kube
+    kubeconfig: Path
     namespace: str  # a run namespace the account made (and bound its run role in)
     node: str  # a node of the lab
     # a namespace labelled as a run's by an admin, without Pod Security labels (the lab's
@@ -68,7 +70,7 @@ def certify(lab_cluster: LabInfo) -> Iterator[Certify]:
         kube.wait_for(f"{runrole.RUN_ROLE} honoured in {bare.namespace}",
                       lambda: runrole.allowed(sa, bare.namespace, "create", "pods")
                       or kube.NotYet("not yet"), 20, 0.1)
-        yield Certify(admin, sa, run.namespace, node, bare.namespace)
+        yield Certify(admin, sa, kc, run.namespace, node, bare.namespace)
 
 
 # --------------------------------------------------------------------------- objects
@@ -346,6 +348,11 @@ def test_pod_logs_reads_secrets_and_proxy_outside_the_run_namespace_are_refused(
         by_rbac(refused(lambda path=path: _raw(sa, "GET", path)))
     by_rbac(refused(lambda: _raw(sa, "PUT", "/api/v1/namespaces/default/services/"
                                  "kubernetes/proxy/metric", {"value": 1})))
+    # the service proxy in its own run namespace passes the authorizer (404: no such
+    # Service; kwok pods serve nothing, so keda's proxied endpoint is proven by authority)
+    exc = refused(lambda: _raw(sa, "GET", f"/api/v1/namespaces/{certify.namespace}/services/"
+                                          "kgc-none/proxy/"))
+    assert exc.status == 404, (exc.status, str(exc.body)[:300])
     # the same in the account's run namespace: granted (through its RoleBinding only)
     for verb, res in (("get", "services/proxy"), ("create", "services/proxy"),
                       ("get", "pods/log"), ("watch", "pods"), ("list", "deployments.apps")):
@@ -377,3 +384,25 @@ def test_what_a_run_does_stays_allowed(certify: Certify) -> None:
     # the ReplicaSet controller (not the account) makes its pod: baseline admits it
     kube.wait_for_pods(certify.admin, ns, kube.pod_scheduled(), 60, 1,
                        label_selector="app=kgc-rbac-ok")
+
+
+def test_the_keda_layer_passes_as_the_serviceaccount(lab_cluster: LabInfo,
+                                                      certify: Certify) -> None:
+    """The keda layer's whole run (namespace, binding, Deployments, ScaledObjects, watches,
+    HPAs) as this account under the lab profile: what the keda lab tests get as admin.
+    (gpu: test_gpu_lab.py, sizing: tests/sizing/test_lab_sizing.py, both as this account.)"""
+    from kgc.core.engine import Context
+    from kgc.core.profile import load_profile, profiles_dir
+    from kgc.core.target import ClusterTarget
+
+    if lab_cluster.keda_missing:
+        pytest.fail("KEDA not built: " + ", ".join(lab_cluster.keda_missing)
+                    + " — run scripts/bootstrap.d/30-cluster.sh")
+    ctx = Context(ClusterTarget(str(certify.kubeconfig)), load_profile(profiles_dir()
+                                                                       / "lab.yaml"))
+    got = {v.check: v for v in ctx.judge_all(["keda"])}
+    assert len(got) == 9, sorted(got)
+    bad = {c: (str(v.status), v.reason) for c, v in got.items()
+           if str(v.status) not in ("pass", "warn")}
+    assert not bad, bad
+    assert not [c for c, v in got.items() if "403" in v.reason or "forbidden" in v.reason]
