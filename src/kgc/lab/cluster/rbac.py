@@ -354,7 +354,7 @@ HEADER = {
 #   kubectl -n <device plugin namespace> create rolebinding kgc-certify-pod-reader \\
 #     --clusterrole kgc-certify-pod-reader --serviceaccount kgc-system:kgc-certify
 #
-# The ValidatingAdmissionPolicy is the same as kgc-certify.yaml's (one of the two files).
+# The ValidatingAdmissionPolicy is the same as kgc-certify.yaml's: apply one file, not both.
 """,
 }
 
