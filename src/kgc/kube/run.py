@@ -27,11 +27,15 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from kgc.kube import runrole
 from kgc.kube.client import Kube, KubeError
 from kgc.kube.wait import NotYet, WaitTimeout, wait_for_deleted, watch_until
 
 DEFAULT_PREFIX = "kgc-"
 DEFAULT_LABEL = "kgc.io/run"
+# a run namespace's Pod Security labels (deploy/rbac's admission policy requires them)
+POD_SECURITY = {"pod-security.kubernetes.io/enforce": "baseline",
+                "pod-security.kubernetes.io/enforce-version": "latest"}
 
 # Cluster-scoped kinds a run may create, and how to list/delete them by label.
 CLUSTER_KINDS: tuple[str, ...] = (
@@ -157,6 +161,8 @@ class Run:
     keep: bool = False  # leave everything in place (debugging)
     ready_timeout_s: float = 60.0  # for the namespace's default ServiceAccount
     teardown_wait_s: float = 0.0  # >0: wait that long for the deleted namespace to go
+    bind_role: bool = True  # bind kgc-certify-run to the caller in the namespace (runrole)
+    notes: list[str] = field(default_factory=list, init=False)
     created: list[str] = field(default_factory=list, init=False)
     removed: list[str] = field(default_factory=list, init=False)
     _old_sigterm: Any = field(default=None, init=False, repr=False)
@@ -199,9 +205,13 @@ class Run:
         self._teardown_and_restore(exc)
 
     def setup(self) -> None:
-        """Create the namespace and wait until pods can be created in it."""
+        """Create the namespace (Pod Security ``baseline`` enforced: no run pod needs more,
+        and the certification role may create no other), bind the run's in-namespace role
+        (:mod:`kgc.kube.runrole`) and wait until pods can be created in it."""
         self.create({"apiVersion": "v1", "kind": "Namespace",
-                     "metadata": {"name": self.namespace}})
+                     "metadata": {"name": self.namespace, "labels": dict(POD_SECURITY)}})
+        if self.bind_role:
+            self.notes.append(f"run role {runrole.RUN_ROLE}: {runrole.bind_run_role(self)}")
 
         def has_sa(objs: Mapping[str, Any]) -> Any:
             return (f"{self.namespace}/default" in objs
