@@ -16,6 +16,7 @@ import pytest
 from conftest import REPO
 from kgc.cli import evaluate_bundles
 from kgc.core import report
+from kgc.core.profile import load_profile
 from kgc.fleet import collect as fc
 from kgc.fleet import protocol
 from kgc.gate.gate import load_verdict
@@ -30,10 +31,13 @@ def node_verdict(node: str, bundle: str = "good") -> str:
     for r in results:
         r["target"] = node
     status, why = report.overall_and_reason(results)
+    layers = ["iommu", "vfio", "persistence"]
     run = {"profile": "lab", "profile_source": "lab", "targets": [node],
-           "layers": ["iommu", "vfio", "persistence"],
-           "layers_judged": ["iommu", "vfio", "persistence"],
-           "started_at": "2025-01-01T00:00:00Z", "environment": {f"{node}.kernel": "6.1"}}
+           "layers": layers, "layers_judged": layers,
+           "started_at": "2025-01-01T00:00:00Z", "environment": {f"{node}.kernel": "6.1"},
+           # what the plugin records (kgc.core.report.run_identity): the gate reads these
+           **report.run_identity(load_profile("lab"), {node: "node"}, layers, results,
+                                 markers="host")}
     return json.dumps({"schema": report.SCHEMA, "run": run, "overall": status,
                        "overall_reason": why, "incomplete": False,
                        "counts": report.counts(results), "results": results}, indent=1)
@@ -399,3 +403,33 @@ def test_a_live_pod_whose_host_is_not_its_node_is_an_error() -> None:
     outs = fc.collect(k, "kgc-system", "kgc-node")
     assert [o.judged for o in outs] == [True, False]
     assert "boot id" in outs[1].problem, outs[1].problem
+
+
+def test_a_fleet_of_good_nodes_gates_green_with_the_nodes_digest_and_selection(
+        tmp_path: Path) -> None:
+    """The positive side of the gate's new refusals: node verdicts as the plugin writes them
+    (profile digest + selection) merge into a verdict the gate accepts — the merge keeps the
+    digest and the selection, so a fleet is not refused as 'written before kgc recorded …'.
+    Gated under the lab profile with a node-files policy (policy is not in the digest)."""
+    import yaml
+
+    outs = [fc.judge_node(n, pod(n), log_of(n, node_verdict(n)), info(n)) for n in "abc"]
+    doc = merged(tmp_path, outs)
+    assert doc["overall"] == "pass", doc["overall_reason"]
+    assert doc["run"]["profile_digest"] == report.profile_digest(load_profile("lab"))
+    assert doc["run"]["selection"]["targets"] == {"a": "node", "b": "node", "c": "node"}
+    base = yaml.safe_load((REPO / "profiles" / "lab.yaml").read_text())
+    base["policy"] = {"require_layers": ["iommu", "vfio", "persistence"]}
+    prof = tmp_path / "lab-node-files.yaml"
+    prof.write_text(yaml.safe_dump(base, sort_keys=False))
+    gate = subprocess.run([sys.executable, "-m", "kgc.cli", "gate", "--json", "--profile",
+                           str(prof), str(tmp_path / "verdict.json")],
+                          capture_output=True, text=True, timeout=120)
+    assert gate.returncode == 0, gate.stdout + gate.stderr
+    # and one node's verdict dropped from the merge (its pod printed nothing) is red again
+    outs[2] = fc.judge_node("c", pod("c"), "", info("c"))
+    merged(tmp_path, outs)
+    gate = subprocess.run([sys.executable, "-m", "kgc.cli", "gate", "--json", "--profile",
+                           str(prof), str(tmp_path / "verdict.json")],
+                          capture_output=True, text=True, timeout=120)
+    assert gate.returncode == 1, gate.stdout + gate.stderr
