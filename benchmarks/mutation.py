@@ -77,7 +77,7 @@ SIZING_TESTS = ("tests/sizing/test_checks.py", "tests/sizing/test_model.py",
 # test_keda_mutants.py is left out: it rebuilds the layer from its source files, which in
 # mutmut's tree carry every mutant at once
 KEDA_TESTS = ("tests/keda/test_keda_checks.py", "tests/keda/test_keda_stats.py",
-              "tests/keda/test_keda_phases.py", "tests/keda/test_keda_scenarios.py",
+              "tests/keda/test_keda_phases.py",
               "tests/keda/test_survivors.py")
 GATE_TESTS = ("tests/gate/test_gate_policy.py", "tests/gate/test_gate_diff_cli.py",
               "tests/test_gate_survivors.py")

@@ -1,0 +1,92 @@
+"""Kill the keda mutants the issue-21 audit found alive (hand-made, verdict-flipping).
+
+* A Kata class whose scale-ups stalled must fail the ratio check (keda.kata-overhead), not
+  be skipped as "ratio undefined": a censored sample counts as +∞ (stats.py's contract,
+  nearest-rank percentiles), so Kata's statistic is +∞ and so is its ratio to a finite
+  baseline — slower than any budget.
+* A record marked ``done`` that holds no Kata repetition measured nothing: every check
+  that judges a measurement is an ``error`` (a defect of the driver), never a pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pytest
+from kedasynth import pod, synth, uniform
+from kedavectors import prof
+
+from kgc.core.model import Status
+from kgc.layers.keda.checks import CHECKS
+from kgc.layers.keda.evidence import ClassRun, KedaEvidence
+from kgc.layers.keda.stats import class_stats, ratio
+
+STALLED = pod(sandbox=None, start=None, ready=None, stall=True)
+
+
+def judge(cid: str, ev: KedaEvidence, profile: object = None):  # type: ignore[no-untyped-def]
+    return CHECKS.get(cid).judge(ev, profile, "cluster")
+
+
+@pytest.mark.parametrize(("kata", "stat"), [
+    ([[STALLED] * 3], "p50"),  # every Kata pod stalled: p50 is censored
+    ([[pod(), pod(), STALLED]], "p95"),  # one of three: p95 (nearest rank 3 of 3) is
+])
+def test_a_stalled_kata_class_fails_the_ratio_check(kata: list, stat: str) -> None:
+    ev = synth({"kata": kata, "baseline": uniform(1, 3)})
+    s = class_stats(ev.kata)["e2e"]  # type: ignore[arg-type]
+    assert math.isinf(s.get(stat) or 0.0)
+    r = ratio(s, class_stats(ev.baseline)["e2e"], stat)  # type: ignore[arg-type]
+    assert r.value is not None and math.isinf(r.value), r
+    v = judge("keda.kata-overhead", ev, prof(ratio_stat=stat, ratio_max=1.5))
+    assert v.status is Status.FAIL, v.reason
+    assert "inf (stalled)" in v.reason and "> 1.5x budget" in v.reason
+
+
+def test_a_stalled_kata_phase_ratio_fails_too() -> None:
+    """The same through a per-phase ratio budget (the sandbox phase, where the stall is)."""
+    ev = synth({"kata": [[STALLED] * 2], "baseline": uniform(1, 2)})
+    v = judge("keda.kata-overhead", ev, prof(ratio_max=None, phase_ratio_max={"sandbox": 3.0}))
+    assert v.status is Status.FAIL, v.reason
+    assert "sandbox ready" in v.reason and "inf (stalled)" in v.reason
+
+
+def test_a_stalled_baseline_is_undefined_not_a_pass() -> None:
+    """The mirror: the baseline stalled, Kata did not -> ratio undefined -> skip."""
+    ev = synth({"kata": uniform(1, 2), "baseline": [[STALLED] * 2]})
+    v = judge("keda.kata-overhead", ev, prof(ratio_max=1.5))
+    assert v.status is Status.SKIP, v.reason
+    assert "the baseline stalled" in v.reason
+
+
+def _no_kata_repetition(kata: ClassRun | None) -> KedaEvidence:
+    good = synth({"kata": uniform(2, 2), "baseline": uniform(2, 2)})
+    return dataclasses.replace(good, kata=kata)
+
+
+MEASURING = [c.id for c in CHECKS if c.id != "keda.preflight"]
+
+
+@pytest.mark.parametrize("kata", [
+    ClassRun("kata", "kata"),  # a class run with zero repetitions
+    None,  # no Kata class run at all
+], ids=["zero-repetitions", "no-kata-run"])
+@pytest.mark.parametrize("cid", MEASURING)
+def test_a_done_record_without_kata_repetitions_is_an_error(kata: ClassRun | None,
+                                                              cid: str) -> None:
+    ev = _no_kata_repetition(kata)
+    replayed = KedaEvidence.from_dict(json.loads(json.dumps(ev.to_dict())))
+    for e in (ev, replayed):
+        v = judge(cid, e, prof(phase_p95_s={"sandbox": 5.0}, baseline_p95_s={"e2e": 5.0}))
+        assert v.status is Status.ERROR, (cid, v.reason)
+        assert "holds no Kata repetition" in v.reason
+        assert "defect in the live driver" in v.remediation
+
+
+def test_the_preflight_still_judges_a_done_record_without_repetitions() -> None:
+    """keda.preflight looks at KEDA's presence only; the record's emptiness is the other
+    checks' error, so the preflight's own verdict stays what the preflight found."""
+    v = judge("keda.preflight", _no_kata_repetition(ClassRun("kata", "kata")))
+    assert v.status is Status.PASS, v.reason
