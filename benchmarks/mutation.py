@@ -24,7 +24,9 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import math
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -200,22 +202,49 @@ def in_scope(name: str, select: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(name, pat) for pat in select)
 
 
+def _mutmut(work: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mutmut", *args], cwd=work, text=True,
+                          capture_output=True, check=False)
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95 % Wilson interval of a kill rate k/n (what a sampled figure can claim)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return max(0.0, c - h), min(1.0, c + h)
+
+
 def run_module(m: Module, max_children: int, tests: list[str] | None, keep: bool,
-               equivalent: dict[str, str]) -> dict[str, object]:
-    """One module's figure, measured in its own scratch copy."""
+               equivalent: dict[str, str], sample: int = 0,
+               seed: str = "kgc") -> dict[str, object]:
+    """One module's figure, measured in its own scratch copy; with ``sample`` a seeded
+    uniform sample of that many of its mutants (the figure then says so, with its 95 %
+    interval)."""
     sel_tests = tests or [t for t in m.tests if (REPO / t).exists()]
     work = Path(tempfile.mkdtemp(prefix=f"kgc-mutation-{m.name}-"))
     try:
         scratch_copy(work, sel_tests, list(m.mutate))
         t0 = time.monotonic()
-        run = subprocess.run([sys.executable, "-m", "mutmut", "run",
-                              "--max-children", str(max_children), *m.select], cwd=work,
-                             text=True, capture_output=True, check=False)
+        select: list[str] = list(m.select)
+        population = 0
+        if sample:
+            # generate the mutants and collect which tests reach them, without running any
+            # (mutmut refuses a filter that matches nothing, after those two steps)
+            _mutmut(work, "run", "--max-children", str(max_children), "kgc.NO-SUCH-MUTANT")
+            names = sorted(k for k in statuses(work) if in_scope(k, m.select))
+            population = len(names)
+            if population > sample:
+                select = sorted(random.Random(f"{seed}:{m.name}").sample(names, sample))
+        run = _mutmut(work, "run", "--max-children", str(max_children), *select)
         wall = time.monotonic() - t0
         if run.returncode not in (0, 1):
             return {"module": m.name, "error": f"mutmut exited {run.returncode}",
                     "output": (run.stdout[-3000:] + "\n" + run.stderr[-3000:]).strip()}
-        st = {k: v for k, v in statuses(work).items() if in_scope(k, m.select)}
+        st = {k: v for k, v in statuses(work).items() if in_scope(k, tuple(select))}
         killed = sorted(k for k, v in st.items() if v == "killed")
         survived = sorted(k for k, v in st.items() if v != "killed")
         unexplained = [k for k in survived if k not in equivalent]
@@ -224,7 +253,10 @@ def run_module(m: Module, max_children: int, tests: list[str] | None, keep: bool
         by_status: dict[str, int] = {}
         for v in st.values():
             by_status[v] = by_status.get(v, 0) + 1
+        lo, hi = wilson(len(killed), n)
         return {"module": m.name, "what": m.what, "mutants": n, "killed": len(killed),
+                "population": population or n, "sampled": bool(population > n),
+                "score_95ci": [round(lo, 4), round(hi, 4)],
                 "survived": len(survived), "by_status": by_status,
                 "score": round(len(killed) / n, 4) if n else 0.0,
                 "score_without_equivalent": round(len(killed) / adj_n, 4) if adj_n else 0.0,
@@ -248,6 +280,9 @@ def main() -> int:
     ap.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--json", type=Path, help="write the results here")
     ap.add_argument("--tests", help="comma-separated test paths instead of each module's own")
+    ap.add_argument("--sample", type=int, default=0,
+                    help="run a seeded uniform sample of N mutants per module (0: all)")
+    ap.add_argument("--seed", default="kgc", help="the sample's seed")
     a = ap.parse_args()
     if a.list:
         for m in MODULES.values():
@@ -262,7 +297,7 @@ def main() -> int:
     reports = []
     for name in names:
         r = run_module(MODULES[name], a.max_children, a.tests.split(",") if a.tests else None,
-                       a.keep, equivalent)
+                       a.keep, equivalent, a.sample, a.seed)
         reports.append(r)
         print(json.dumps({k: v for k, v in r.items() if k != "survivor_diffs"}, indent=1,
                          ensure_ascii=False), flush=True)

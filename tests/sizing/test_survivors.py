@@ -17,16 +17,19 @@ sizing code, not from kgc's model (sources in each docstring):
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
 import pytest
 from test_checks import CONFIGS, RC_GO, RC_NV, RCS, ctr, judge, kpod, node, src
 
 from kgc.core.model import Status
-from kgc.layers.sizing.checks import judge_guest, memtotal_window
+from kgc.layers.sizing.checks import config_findings, judge_guest, memtotal_window
 from kgc.layers.sizing.evidence import (
+    SOURCE_PROFILE,
     ClusterObjects,
     GuestSize,
+    KataConfigSource,
     ShapeObservation,
     SizingEvidence,
     resolve_config,
@@ -34,13 +37,14 @@ from kgc.layers.sizing.evidence import (
 from kgc.layers.sizing.model import (
     KATA_PRESETS,
     MIB,
+    KataSizing,
     PodShape,
     VmSize,
     expected_vm,
     pod_limits,
     pod_requests,
 )
-from kgc.layers.sizing.profile import MemTotalTolerance
+from kgc.layers.sizing.profile import MemTotalTolerance, SizingProfile
 
 TOL = MemTotalTolerance()  # firmware 8 MiB; struct page 64 B per 4 KiB page; fixed 256 MiB
 PAGE_KIB = 4
@@ -268,3 +272,203 @@ def test_two_sidecars_before_an_init_container_both_count() -> None:
     assert pod_limits(p) == (5000, 5 << 30)
     assert pod_requests(p)[1] == 5 << 30
     assert MIB == 1 << 20
+
+
+# -- what mutmut's sampled run of sizing/checks.py found alive (issue 21) ----------------------
+@pytest.mark.parametrize(("k", "findings"), [
+    # runtime-rs refuses a QEMU default_memory below 64 MiB (kata-types: MIN_QEMU_MEMORY_SIZE_MB)
+    (KataSizing("runtime-rs", True, default_memory=32, overhead_memory=32),
+     [(Status.FAIL, "default_memory=32 is below runtime-rs' QEMU minimum of 64 MiB: the "
+       "configuration does not load")]),
+    (KataSizing("runtime-rs", True, default_memory=64, overhead_memory=32), []),
+    (KataSizing("runtime-rs", True, hypervisor="dragonball", default_memory=32,
+                overhead_memory=32), []),
+    # Go: below vc.MinHypervisorMemory (256) the runtime silently uses defaultMemSize (2048)
+    (KataSizing("go", True, default_memory=255),
+     [(Status.WARN, "default_memory=255 is below Kata's 256 MiB minimum: the Go runtime "
+       "silently uses 2048")]),
+    (KataSizing("go", True, default_memory=256), []),
+    (KataSizing("go", True, default_vcpus=-1),
+     [(Status.WARN, "default_vcpus=-1: every VM gets all host CPUs")]),
+    (KataSizing("runtime-rs", True, default_vcpus=4, default_maxvcpus=2, overhead_memory=32),
+     [(Status.WARN, "default_maxvcpus=2 is below default_vcpus=4: runtime-rs clamps "
+       "default_vcpus to it")]),
+    (KataSizing("go", True, default_vcpus=4, default_maxvcpus=2),
+     [(Status.WARN, "default_maxvcpus=2 is below default_vcpus=4: static sizing ignores "
+       "default_maxvcpus")]),
+    (KataSizing("go", False, default_vcpus=2, default_maxvcpus=2), []),
+    # QEMU's -m N,maxmem=M needs M >= N: equal is fine, below is refused
+    (KataSizing("go", True, default_memory=4096, default_maxmemory=4096), []),
+    (KataSizing("go", True, default_memory=4096, default_maxmemory=4095),
+     [(Status.FAIL, "default_maxmemory=4095 is below default_memory=4096: QEMU refuses the VM")]),
+    (KataSizing("runtime-rs", True, overhead_memory=0),
+     [(Status.WARN, "overhead_memory=0: a pod with a CPU limit but no memory limit gets a 0 MiB "
+       "VM, which runtime-rs refuses")]),
+    (KataSizing("runtime-rs", False, overhead_memory=32),
+     [(Status.WARN, "runtime-rs with static_sandbox_resource_mgmt=false: the hot-plug sizing "
+       "is not modelled, live shapes cannot be predicted")]),
+    (KataSizing("go", False, hypervisor="clh"),
+     [(Status.WARN, "Go dynamic sizing on clh is not modelled")]),
+    (KataSizing("go", True, hypervisor="clh"), []),
+    (KataSizing("go", False), []),
+])
+def test_config_findings_exactly(k: KataSizing, findings: list) -> None:
+    """Each finding's status and words, and none where the setting is at its edge."""
+    assert config_findings(k) == findings
+
+
+@pytest.mark.parametrize("cid", ["sizing.starved-pods", "sizing.node-overcommit"])
+def test_cluster_not_read_is_an_error_and_not_collected_a_skip(cid: str) -> None:
+    v = judge(cid, SizingEvidence(configs=CONFIGS, errors={"cluster": "403 Forbidden"}))
+    assert v.status is Status.ERROR
+    assert v.reason == ("the cluster's pods, nodes and RuntimeClasses could not be read: "
+                        "403 Forbidden")
+    assert v.remediation == ("Grant the run's credentials `list` on pods (all namespaces), "
+                             "nodes and runtimeclasses.node.k8s.io, then rerun.")
+    v = judge(cid, SizingEvidence(configs=CONFIGS))
+    assert v.status is Status.SKIP
+    assert v.reason == "the cluster's pods, nodes and RuntimeClasses were not collected"
+
+
+def test_a_shape_whose_guest_reported_nothing_is_an_error_with_its_row() -> None:
+    obs = ShapeObservation("one-container", one_container(), RC_NV, node="gpu-a",
+                           simulated=True, waited_s=3.5)
+    v = judge("sizing.vm-matches-limits", SizingEvidence(configs=CONFIGS, shapes=(obs,)))
+    assert v.status is Status.ERROR
+    assert v.reason == ("one-container: the pod ran but its guest reported nothing (simulated)"
+                        " [simulated pods: recorded guest evidence]")
+    (row,) = v.evidence["shapes"]
+    assert row == {"shape": "one-container", "runtime_class": RC_NV, "node": "gpu-a",
+                   "simulated": True, "waited_s": 3.5, "source": "profile: test qemu-nvidia-gpu",
+                   "status": "error", "reason": v.reason.removesuffix(
+                       " [simulated pods: recorded guest evidence]")}
+
+
+def test_a_malformed_runtimeclass_overhead_names_the_field() -> None:
+    rcs = ({"metadata": {"name": RC_NV}, "handler": "kata-qemu-nvidia-gpu",
+            "overhead": {"podFixed": {"memory": "lots"}}},)
+    pods = (kpod("a", RC_NV, "gpu-a", ctr("cuda", {"cpu": "1", "memory": "1Gi"})),)
+    ev = SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(pods, (node("gpu-a", "64Gi"),),
+                                                                rcs))
+    v = judge("sizing.node-overcommit", ev)
+    assert v.status is Status.ERROR
+    assert ("pods[0]: RuntimeClass overhead.podFixed.memory: 'lots' is not a Kubernetes "
+            "quantity") in v.reason
+
+
+def test_guest_ram_one_page_of_slack_above_n_passes() -> None:
+    """The RAM comparison allows N + one 4 KiB page (``hi + 4/1024`` MiB); present memory
+    is a whole number of pages (4, 16 or 64 KiB, page_kib()), so this is the first value
+    above N that can occur at all."""
+    j = judge_guest(go_static_vm(), GuestSize(nproc_all=3, present_kib=10240 * 1024 + PAGE_KIB,
+                                              memtotal_kib=9900 * 1024), TOL)
+    assert j.status is Status.PASS, j.reason
+
+
+def test_guest_below_and_above_words_and_inconsistent_evidence() -> None:
+    vm = go_static_vm()
+    less = judge_guest(vm, GuestSize(nproc_all=3, present_kib=10000 * 1024,
+                                     memtotal_kib=9900 * 1024), TOL)
+    assert "the VM has 240 MiB less RAM than predicted (memory block size unknown)" in \
+        less.reason
+    more = judge_guest(vm, GuestSize(nproc_all=3, present_kib=10368 * 1024,
+                                     memtotal_kib=9900 * 1024, block_size_bytes=128 * MIB), TOL)
+    assert "the VM has 128 MiB more RAM than predicted (128 MiB memory blocks)" in more.reason
+    bad = judge_guest(vm, GuestSize(nproc_all=3, present_kib=10000 * 1024,
+                                    memtotal_kib=10001 * 1024), TOL)
+    assert bad.status is Status.ERROR
+    assert bad.reason.endswith(": inconsistent evidence: MemTotal 10001 MiB exceeds the guest's "
+                               "RAM 10000 MiB")
+    assert bad.window_mib == (10232.0, 10240.0) and bad.found == "3 / 10001 MiB"
+    assert bad.basis == "guest RAM (/proc/zoneinfo present pages)"
+
+
+def test_guest_without_vcpus_or_memtotal_is_an_error_naming_what_is_missing() -> None:
+    vm = go_static_vm()
+    j = judge_guest(vm, GuestSize(memtotal_kib=9900 * 1024), TOL)
+    assert (j.status, j.found) == (Status.ERROR, "? / 9900 MiB")
+    assert j.reason == ("the guest reported no vCPU count (nproc --all, "
+                        "/sys/devices/system/cpu/present, /proc/cpuinfo): nothing collected")
+    j = judge_guest(vm, GuestSize(nproc_all=3, problems=("nproc exited 1",)), TOL)
+    assert (j.status, j.found) == (Status.ERROR, "3 / ? MiB")
+    assert j.reason == "the guest reported no MemTotal: nproc exited 1"
+    j = judge_guest(vm, GuestSize(nproc_all=3), TOL)
+    assert j.reason == "the guest reported no MemTotal: /proc/meminfo missing"
+    assert j.details["expected"]["memory_mib"] == 10240
+
+
+def test_memtotal_note_names_the_struct_page_share() -> None:
+    j = judge_guest(go_static_vm(), GuestSize(nproc_all=3, memtotal_kib=10000 * 1024), TOL)
+    assert "MemTotal window [9824, 10080] MiB: struct pages 1/64 plus at most 256 MiB kernel " \
+           "reservations" in j.reason
+    zero = MemTotalTolerance(struct_page_bytes=0)
+    j = judge_guest(go_static_vm(), GuestSize(nproc_all=3, memtotal_kib=10000 * 1024), zero)
+    assert "struct pages 1/4096 plus" in j.reason
+
+
+def test_the_guest_block_size_rounds_a_dynamic_hotplug() -> None:
+    """Go dynamic rounds each memory hot-plug up to the guest's memory block size, which the
+    agent reports (GetGuestDetails MemBlockSizeBytes -> calcHotplugMemMiBSize): 500Mi on a
+    guest with 1 GiB blocks is one 1024 MiB block, 2048 + 1024 = 3072 MiB (with the
+    default 128 MiB blocks it would be 2560). A config that names no block size takes the
+    guest's."""
+    m = one_container(cpu="1", mem="500Mi")
+    ram = 3072 * 1024
+    g = GuestSize(nproc_all=2, cpuinfo_processors=2, present_kib=ram, memtotal_kib=ram - 200 * 1024,
+                  block_size_bytes=1 << 30)
+    obs = ShapeObservation("one-container", m, RC_GO, node="n1", guest=g)
+    v = judge("sizing.vm-matches-limits", SizingEvidence(configs=CONFIGS, shapes=(obs,)))
+    assert v.status is Status.PASS, v.reason
+    assert "expected 2 vCPU / 3072 MiB (Go dynamic" in v.reason
+    (row,) = v.evidence["shapes"]
+    assert row["shape"] == "one-container" and row["node"] == "n1" and row["status"] == "pass"
+    assert row["basis"] == "guest RAM (/proc/zoneinfo present pages)"
+    assert row["window_mib"] == [3064.0, 3072.0]
+
+
+def test_a_shape_the_model_cannot_predict_is_skipped_by_name() -> None:
+    """Go dynamic on Cloud Hypervisor is outside the model: skip naming the shape."""
+    clh = KataConfigSource("kata-clh", SOURCE_PROFILE, "p", KataSizing("go", False,
+                                                                      hypervisor="clh"))
+    obs = ShapeObservation("one-container", one_container(), "kata-clh", node="n1",
+                           guest=GuestSize(nproc_all=3, memtotal_kib=4000 * 1024))
+    ok = observed_pass()
+    v = judge("sizing.vm-matches-limits", SizingEvidence(configs={**CONFIGS, "kata-clh": clh},
+                                                          shapes=(ok, obs)))
+    assert v.status is Status.PASS
+    assert "; not judged: one-container: cannot predict: Go runtime dynamic sizing on clh" \
+        in v.reason
+    assert v.evidence["shapes"][1]["status"] == "skip"
+
+
+def observed_pass() -> ShapeObservation:
+    ram = 10240 * 1024
+    return ShapeObservation("gpu-shape", one_container(), RC_NV, node="n1",
+                            guest=GuestSize(nproc_all=3, present_kib=ram,
+                                            memtotal_kib=ram - 300 * 1024))
+
+
+def test_the_profile_tolerance_comes_from_cluster_sizing() -> None:
+    """A whole profile's cluster.sizing is what the check uses: with no firmware allowance
+    a guest 4 MiB short fails, with the default 8 MiB it passes."""
+    ram = (10240 - 4) * 1024
+    obs = ShapeObservation("gpu-shape", one_container(), RC_NV, node="n1",
+                           guest=GuestSize(nproc_all=3, present_kib=ram,
+                                           memtotal_kib=ram - 300 * 1024))
+    ev = SizingEvidence(configs=CONFIGS, shapes=(obs,))
+    strict = SizingProfile(memtotal=MemTotalTolerance(firmware_reserved_max_mib=0))
+    whole = types.SimpleNamespace(cluster=types.SimpleNamespace(sizing=strict))
+    assert judge("sizing.vm-matches-limits", ev, whole).status is Status.FAIL
+    assert judge("sizing.vm-matches-limits", ev).status is Status.PASS
+
+
+def test_a_kata_pod_without_overhead_adds_exactly_its_vm() -> None:
+    pods = (kpod("a", "kata-plain", "gpu-a", ctr("cuda", {"cpu": "2", "memory": "2Gi"})),)
+    rcs = ({"metadata": {"name": "kata-plain"}, "handler": "kata-qemu-nvidia-gpu"},)
+    ev = SizingEvidence(configs={"kata-plain": src("kata-plain", "qemu-nvidia-gpu")},
+                        cluster=ClusterObjects(pods, (node("gpu-a", "64Gi"),), rcs))
+    v = judge("sizing.node-overcommit", ev)
+    assert v.status is Status.PASS, v.reason
+    (row,) = v.evidence["nodes"]
+    assert row["sum_mib"] == 10240 and row["kata_pods"][0]["overhead_mib"] == 0
+    assert row["kata_pods"][0]["overhead_from"] == "none"
