@@ -245,6 +245,9 @@ def run_module(m: Module, max_children: int, tests: list[str] | None, keep: bool
             return {"module": m.name, "error": f"mutmut exited {run.returncode}",
                     "output": (run.stdout[-3000:] + "\n" + run.stderr[-3000:]).strip()}
         st = {k: v for k, v in statuses(work).items() if in_scope(k, tuple(select))}
+        if st and all(v == "not checked" for v in st.values()):  # e.g. the clean run failed
+            return {"module": m.name, "error": "mutmut ran no mutant",
+                    "output": (run.stdout[-3000:] + "\n" + run.stderr[-3000:]).strip()}
         killed = sorted(k for k, v in st.items() if v == "killed")
         survived = sorted(k for k, v in st.items() if v != "killed")
         unexplained = [k for k in survived if k not in equivalent]
