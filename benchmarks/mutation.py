@@ -22,6 +22,7 @@ score (killed / all), the score with those excluded, and every survivor that is 
 from __future__ import annotations
 
 import argparse
+import ast
 import fnmatch
 import json
 import math
@@ -151,6 +152,35 @@ _settings.load_profile("kgc-mutation")
 '''
 
 
+# mutmut 3 never mutates a decorated function (the decorator runs at import), so every
+# ``@CHECKS.check(...)`` evaluator would be left out of its figure; in the scratch copy the
+# registration is moved below the function (``f = CHECKS.check(...)(f)``, the same Check
+# object, registered in the same order) so the evaluators' bodies are mutated too
+REGISTERING = ("CHECKS.check", "_scoped")
+
+
+def undecorate(src: str) -> str:
+    """``@CHECKS.check(...)`` / ``@_scoped(...)`` on a module-level function -> the same
+    call applied after its body (what the decorator does, minus the syntax mutmut skips)."""
+    tree = ast.parse(src)
+    lines = src.splitlines(keepends=True)
+    edits: list[tuple[int, int, int, str]] = []  # (deco start, deco end, fn end, stmt)
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef) or len(node.decorator_list) != 1:
+            continue
+        d = node.decorator_list[0]
+        if not (isinstance(d, ast.Call) and ast.unparse(d.func) in REGISTERING):
+            continue
+        call = ast.get_source_segment(src, d)
+        assert call is not None and node.end_lineno is not None
+        edits.append((d.lineno, d.end_lineno or d.lineno, node.end_lineno,
+                      f"{node.name} = {call}({node.name})\n"))
+    for start, end, fn_end, stmt in reversed(edits):
+        lines[fn_end:fn_end] = [stmt]
+        del lines[start - 1:end]
+    return "".join(lines)
+
+
 def scratch_copy(dest: Path, tests: list[str], mutate: list[str]) -> None:
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO,
                            capture_output=True, text=True, check=True).stdout.splitlines()
@@ -162,6 +192,9 @@ def scratch_copy(dest: Path, tests: list[str], mutate: list[str]) -> None:
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dst)
     (dest / "conftest.py").write_text((dest / "conftest.py").read_text() + HYPOTHESIS_PROFILE)
+    for rel in mutate:
+        f = dest / rel
+        f.write_text(undecorate(f.read_text()))
     # an explicit @settings(max_examples=N) wins over a profile: cap it in the copy, so a fuzz
     # test costs every mutant it covers seconds, not minutes
     for t in (dest / "tests").rglob("*.py"):
