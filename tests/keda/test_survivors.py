@@ -20,7 +20,7 @@ from kedavectors import prof
 
 from kgc.core.model import Status
 from kgc.layers.keda.checks import CHECKS
-from kgc.layers.keda.evidence import ClassRun, KedaEvidence
+from kgc.layers.keda.evidence import ClassRun, KedaEvidence, Preflight
 from kgc.layers.keda.stats import class_stats, ratio
 
 STALLED = pod(sandbox=None, start=None, ready=None, stall=True)
@@ -90,3 +90,52 @@ def test_the_preflight_still_judges_a_done_record_without_repetitions() -> None:
     checks' error, so the preflight's own verdict stays what the preflight found."""
     v = judge("keda.preflight", _no_kata_repetition(ClassRun("kata", "kata")))
     assert v.status is Status.PASS, v.reason
+
+
+# -- what mutmut's sampled run of keda/checks.py found alive (issue 21) ------------------------
+@pytest.mark.parametrize(("ev", "status", "reason", "fix"), [
+    (KedaEvidence("not-run"), Status.SKIP, "the KEDA latency run was not made", ""),
+    (KedaEvidence("not-run", "offline bundle"), Status.SKIP, "offline bundle", ""),
+    (KedaEvidence("error"), Status.ERROR, "the KEDA latency run failed: no message recorded",
+     "Fix what the message names and rerun; nothing was measured."),
+    (KedaEvidence("preflight-failed", "", Preflight(False)), Status.SKIP,
+     "not measured: the preflight failed (see keda.preflight): no detail", ""),
+    (KedaEvidence("preflight-failed", "", Preflight(False, None, ("CRD a", "CRD b"))),
+     Status.SKIP, "not measured: the preflight failed (see keda.preflight): CRD a, CRD b", ""),
+])
+def test_the_common_gate_answers_exactly(ev: KedaEvidence, status: Status, reason: str,
+                                         fix: str) -> None:
+    v = judge("keda.e2e-p95", ev)
+    assert (v.status, v.reason) == (status, reason)
+    if fix:
+        assert v.remediation == fix
+
+
+def test_the_no_repetition_error_names_its_remedy_exactly() -> None:
+    v = judge("keda.e2e-p95", _no_kata_repetition(None))
+    assert v.remediation == "This is a defect in the live driver; rerun and report the bundle."
+
+
+def test_stall_lists_name_three_then_count_the_rest_and_the_wait_range() -> None:
+    """_list shows up to three items whole; the waits recorded with the stalls give the
+    range the reason quotes (the recording profile's, not the judging one's)."""
+    ev = synth({"kata": [[pod(), STALLED, STALLED, STALLED]]}, stall_wait=20.0)
+    v = judge("keda.scale-up-completes", ev, prof(compare_baseline=False))
+    assert v.status is Status.FAIL
+    assert "3 of 4 pods never became Ready within the 20 s wait" in v.reason
+    reps = [ev.kata.repetitions[0]]  # type: ignore[union-attr]
+    st = reps[0].stalls
+    mixed = dataclasses.replace(reps[0], stalls=(st[0], dataclasses.replace(st[1], timeout_s=40.0),
+                                                 *st[2:]))
+    ev2 = dataclasses.replace(ev, kata=dataclasses.replace(ev.kata, repetitions=(mixed,)))
+    v = judge("keda.scale-up-completes", ev2, prof(compare_baseline=False))
+    assert "within the 20-40 s waits" in v.reason
+
+
+def test_a_stall_list_of_exactly_its_length_has_no_tail() -> None:
+    ev = synth({"kata": [[pod(), STALLED, STALLED]]})
+    v = judge("keda.scale-up-completes", ev, prof(compare_baseline=False))
+    assert "stalled in sandbox ready (2): " in v.reason and "more" not in v.reason
+    ev = synth({"kata": [[pod(), STALLED, STALLED, STALLED]]})
+    v = judge("keda.scale-up-completes", ev, prof(compare_baseline=False))
+    assert v.reason.endswith("; and 1 more")
