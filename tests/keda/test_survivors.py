@@ -21,7 +21,18 @@ from kedavectors import prof
 from kgc.core.model import Status
 from kgc.layers.keda.checks import CHECKS
 from kgc.layers.keda.evidence import ClassRun, KedaEvidence, Preflight
-from kgc.layers.keda.stats import class_stats, ratio
+from kgc.layers.keda.phases import MEASURES, class_phases
+from kgc.layers.keda.stats import (
+    ClassStats,
+    Summary,
+    class_stats,
+    fmt_num,
+    fmt_s,
+    format_table,
+    ratio,
+    ratios,
+    stats_of,
+)
 
 STALLED = pod(sandbox=None, start=None, ready=None, stall=True)
 
@@ -139,3 +150,59 @@ def test_a_stall_list_of_exactly_its_length_has_no_tail() -> None:
     ev = synth({"kata": [[pod(), STALLED, STALLED, STALLED]]})
     v = judge("keda.scale-up-completes", ev, prof(compare_baseline=False))
     assert v.reason.endswith("; and 1 more")
+
+
+# -- what mutmut's sampled run of keda/stats.py found alive (66 of 100) ------------------------
+TABLE = """\
+phase               kata p50  kata p95  kata max       kata n  runc p50  runc p95  runc max  runc n  ratio (p50)
+------------------  --------  --------  --------  -----------  --------  --------  --------  ------  -----------
+decision                   1         1         1            2         1         1         1       2           1x
+pod creation            0.05      0.05      0.05            2      0.05      0.05      0.05       2           1x
+scheduling              0.02      0.02      0.02            2      0.02      0.02      0.02       2           1x
+sandbox ready              2       inf       inf  1+1 stalled       0.3       0.3       0.3       2        6.67x
+containers started       0.2       0.2       0.2            1       0.2       0.2       0.2       2           1x
+Ready                    0.1       0.1       0.1            1       0.1       0.1       0.1       2           1x
+pod startup             2.32       inf       inf  1+1 stalled      0.62      0.62      0.62       2        3.74x
+end to end              3.37       inf       inf  1+1 stalled      1.67      1.67      1.67       2        2.02x
+(seconds; percentiles by nearest rank)
+"""  # noqa: E501
+
+
+def test_the_console_table_and_the_recorded_statistics_exactly() -> None:
+    """One Kata pod with a 2 s sandbox and one stalled in it, two baseline pods. By hand:
+    Kata sandbox p50 = nearest rank ceil(0.5 * 2) = 1st of [2, inf] = 2, p95 = 2nd = inf;
+    Kata e2e = 1 + 0.05 + 0.02 + 2 + 0.2 + 0.1 = 3.37 s, baseline 1.67 s, ratio 2.02x; the
+    stalled pod's later phases are not reached (counted apart, not as n/a)."""
+    ev = synth({"kata": [[pod(sandbox=2.0), STALLED]], "baseline": [[pod(), pod()]]})
+    k, b = class_stats(ev.kata), class_stats(ev.baseline)  # type: ignore[arg-type]
+    rats = ratios(k, b)
+    assert format_table({"kata": k, "baseline": b}, rats) == TABLE
+    assert rats["e2e"].to_dict() == {"stat": "p50", "value": 2.017964, "kata": 3.37,
+                                     "baseline": 1.67, "note": ""}
+    assert k["sandbox"].to_dict() == {
+        "n": 1, "censored": 1, "missing": 0, "invalid": 0, "not_reached": 0, "p50": 2.0,
+        "p95": "inf", "max": "inf", "lower_bound": 300.0, "notes": ["never ready"]}
+    assert (k["start"].not_reached, k["ready"].not_reached) == (1, 1)
+    assert k.to_dict()["role"] == "kata" and k.repetitions == 1
+    assert stats_of(class_phases(ev.kata)).repetitions == 1  # type: ignore[arg-type]
+    stalled = ratio(k["e2e"], b["e2e"], "p95")
+    assert stalled.to_dict() == {"stat": "p95", "value": "inf", "kata": "inf",
+                                 "baseline": 1.67, "note": "Kata stalled (its value is censored)"}
+    assert stalled.measure == "e2e"
+    base_stalled = ratio(b["e2e"], k["e2e"], "p95")
+    assert (base_stalled.measure, base_stalled.note) == (
+        "e2e", "the baseline stalled (its value is censored)")
+
+
+def test_fmt_num_switches_to_whole_seconds_at_100() -> None:
+    assert (fmt_num(100.0), fmt_num(99.94), fmt_num(123.4)) == ("100", "99.9", "123")
+    assert (fmt_s(None), fmt_s(math.inf), fmt_s(math.inf, 300.0)) == (
+        "n/a", "stalled", "> 300 s (stalled)")
+
+
+def test_not_reached_and_unusable_samples_are_counted() -> None:
+    ev = synth({"kata": [[pod(), STALLED, STALLED]]})
+    k = class_stats(ev.kata)  # type: ignore[arg-type]
+    assert (k["start"].not_reached, k["ready"].not_reached, k["sandbox"].censored) == (2, 2, 2)
+    gap = ClassStats("kata", "kata", 1, 2, {m: Summary(m, n=1, missing=1) for m in MEASURES})
+    assert "1 (1 n/a)" in format_table({"kata": gap})
