@@ -472,3 +472,20 @@ def test_a_kata_pod_without_overhead_adds_exactly_its_vm() -> None:
     (row,) = v.evidence["nodes"]
     assert row["sum_mib"] == 10240 and row["kata_pods"][0]["overhead_mib"] == 0
     assert row["kata_pods"][0]["overhead_from"] == "none"
+
+
+def test_starved_pods_with_a_class_of_unknown_config_judges_the_limits_alone() -> None:
+    """No configuration for the pod's class: the VM cannot be predicted, the missing-limit
+    rule still applies (a pod with limits for every request passes, one without warns)."""
+    rcs = (*RCS, {"metadata": {"name": "kata-clh"}, "handler": "kata-clh"})
+    ok = kpod("ok", "kata-clh", "n1", ctr("app", {"cpu": "1", "memory": "1Gi"},
+                                          {"cpu": "1", "memory": "1Gi"}))
+    ev = SizingEvidence(configs=CONFIGS, cluster=ClusterObjects((ok,), (), rcs))
+    v = judge("sizing.starved-pods", ev)
+    assert v.status is Status.PASS, v.reason
+    assert v.evidence["pods"] == [{"pod": "ml/ok", "runtime_class": "kata-clh", "vm": None,
+                                   "issues": []}]
+    bad = kpod("bad", "kata-clh", "n1", ctr("app", None, {"memory": "1Gi"}))
+    v = judge("sizing.starved-pods", SizingEvidence(configs=CONFIGS,
+                                                    cluster=ClusterObjects((bad,), (), rcs)))
+    assert v.status is Status.WARN and "memory request 1024Mi without a limit" in v.reason
