@@ -37,6 +37,7 @@ from kgc.layers.sizing.evidence import (
 from kgc.layers.sizing.model import (
     KATA_PRESETS,
     MIB,
+    HostCaps,
     KataSizing,
     PodShape,
     VmSize,
@@ -489,3 +490,43 @@ def test_starved_pods_with_a_class_of_unknown_config_judges_the_limits_alone() -
     v = judge("sizing.starved-pods", SizingEvidence(configs=CONFIGS,
                                                     cluster=ClusterObjects((bad,), (), rcs)))
     assert v.status is Status.WARN and "memory request 1024Mi without a limit" in v.reason
+
+
+# -- what mutmut's sampled run of sizing/model.py found alive (45 of 60) -----------------------
+def test_a_container_without_a_limit_adds_nothing_to_the_pod_limit() -> None:
+    """KEP-753's sum runs over the limits that are set (component-helpers PodLimits adds a
+    container's ResourceList, empty when it has none): cpu 2 + none = 2, not 2.001 — under
+    Go static ceil(1 + 200000/100000) = 3 vCPUs, one more for a single stray millicore."""
+    m = one_container()
+    m["spec"]["containers"].append({"name": "sidecar-ish", "resources": {}})
+    assert pod_limits(PodShape.from_manifest(m)) == (2000, 2 << 30)
+    vm = expected_vm(m, KATA_PRESETS["qemu-nvidia-gpu"])
+    assert (vm.vcpus, vm.memory_mib) == (3, 10240)
+
+
+def test_go_dynamic_default_vcpus_equal_to_maxvcpus_boots() -> None:
+    """QEMU accepts -smp N,maxcpus=N: only default_vcpus above default_maxvcpus refuses."""
+    k = KataSizing("go", False, default_vcpus=2, default_maxvcpus=2)
+    assert expected_vm(one_container(cpu="0.5"), k).refusal == ""
+    k = KataSizing("go", False, default_vcpus=3, default_maxvcpus=2)
+    assert "QEMU refuses -smp 3,maxcpus=2" in expected_vm(one_container(), k).refusal
+
+
+def test_an_annotation_default_vcpus_zero_still_boots_one_vcpu() -> None:
+    """Go static: NumVCPUsF = default_vcpus + workload; validateHypervisorConfig turns 0 into
+    1 (annotation default_vcpus "0", no CPU limit -> 1 vCPU, never 0)."""
+    k = KataSizing("go", True, enable_annotations=("default_vcpus",))
+    m = one_container()
+    del m["spec"]["containers"][0]["resources"]["limits"]["cpu"]
+    m["metadata"]["annotations"] = {"io.katacontainers.config.hypervisor.default_vcpus": "0"}
+    vm = expected_vm(m, k)
+    assert (vm.vcpus, vm.refusal) == (1, "")
+
+
+def test_annotation_default_max_vcpus_may_equal_the_host_cpus() -> None:
+    k = KataSizing("go", False, enable_annotations=("default_max_vcpus",))
+    m = one_container(cpu="1")
+    m["metadata"]["annotations"] = {"io.katacontainers.config.hypervisor.default_max_vcpus": "8"}
+    assert expected_vm(m, k, HostCaps(cpus=8)).refusal == ""
+    m["metadata"]["annotations"] = {"io.katacontainers.config.hypervisor.default_max_vcpus": "9"}
+    assert "exceeds the node's CPUs" in expected_vm(m, k, HostCaps(cpus=8)).refusal
