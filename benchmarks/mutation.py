@@ -73,15 +73,15 @@ NODE_TESTS = (
     "tests/test_verdict_corpus.py",
 )
 GPU_TESTS = ("tests/gpu/test_gpu_checks.py", "tests/gpu/test_classify.py",
-             "tests/gpu/test_gpu_layer.py", "tests/gpu/test_survivors.py")
+             "tests/gpu/test_gpu_layer.py", "tests/gpu/test_gpu_survivors.py")
 SIZING_TESTS = ("tests/sizing/test_checks.py", "tests/sizing/test_model.py",
                 "tests/sizing/test_properties.py", "tests/sizing/test_bad_input.py",
-                "tests/sizing/test_survivors.py")
+                "tests/sizing/test_sizing_survivors.py")
 # test_keda_mutants.py is left out: it rebuilds the layer from its source files, which in
 # mutmut's tree carry every mutant at once
 KEDA_TESTS = ("tests/keda/test_keda_checks.py", "tests/keda/test_keda_stats.py",
               "tests/keda/test_keda_phases.py",
-              "tests/keda/test_survivors.py")
+              "tests/keda/test_keda_survivors.py")
 GATE_TESTS = ("tests/gate/test_gate_policy.py", "tests/gate/test_gate_diff_cli.py",
               "tests/test_gate_survivors.py")
 FLEET_TESTS = ("tests/fleet/test_collect.py", "tests/test_fleet.py")
