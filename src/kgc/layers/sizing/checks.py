@@ -122,9 +122,12 @@ def judge_guest(vm: VmSize, guest: GuestSize, tol: MemTotalTolerance) -> GuestJu
     problems: list[str] = []
     if v != vm.vcpus:
         problems.append(f"{v} vCPUs instead of {vm.vcpus}")
-    online = guest.cpuinfo_processors
-    if online is not None and online != v:
-        problems.append(f"{v} vCPUs present but {online} online (/proc/cpuinfo)")
+    # either online count below the present one: a plugged vCPU the guest never scheduled
+    for online, where in ((guest.cpuinfo_processors, "/proc/cpuinfo"),
+                          (guest.cpus_online, "/sys/devices/system/cpu/online")):
+        if online is not None and online != v:
+            problems.append(f"{v} vCPUs present but {online} online ({where})")
+            break
     ram = guest.ram_mib
     if ram is not None:
         basis = "guest RAM (/proc/zoneinfo present pages)"

@@ -1,0 +1,163 @@
+"""Kill what mutmut left alive in ``kgc gate``'s evaluation (benchmarks/mutation.py module
+``gate.evaluate``: 378 of 509 mutants killed by the gate's fast tests, issue 21).
+
+The survivors were in what the gate's own tests never read: the informational "not run"
+list, the order of the blocking findings (the most severe first is what the one-screen
+summary shows), the fields of each finding, the per-layer warn rule with a failure, and the
+per-check skip rule's allowances. Pure: a verdict document in, a GateResult out.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent / "gate"))
+from vdoc import NODE_LAYERS, full_node, result, verdict  # noqa: E402
+
+from kgc.gate.gate import evaluate, parse_verdict  # noqa: E402
+from kgc.gate.policy import Policy  # noqa: E402
+
+LAYERS = {**NODE_LAYERS, "gpu": "cluster"}
+
+
+def gate(doc: dict[str, Any], policy: Policy, layers: dict[str, str] | None = None,
+         checks: dict[str, list[str]] | None = None, profile: str = "lab"):  # type: ignore[no-untyped-def]
+    d = parse_verdict(json.dumps(doc).encode(), "v.json")
+    return evaluate(d, policy, profile, layers or NODE_LAYERS, checks)
+
+
+def test_not_run_lists_skipped_and_absent_optional_layers_per_target() -> None:
+    """A layer the policy does not require is listed, per target of its scope, as all
+    skipped (with the skips' reasons) or as not run; a layer of another scope is not."""
+    rs = [r for r in full_node("node-a") if r["layer"] != "nri"]
+    rs = [dict(r, status="skip", reason="no reboot was requested [simulated pods]")
+          if r["layer"] == "reboot" else r for r in rs]
+    res = gate(verdict(rs), Policy(require_layers=("iommu",)), LAYERS)
+    assert res.green
+    got = {(f.kind, f.layer, f.target, f.text) for f in res.not_run}
+    assert got == {
+        ("layer", "reboot", "node-a", "reboot on node-a: 1 skipped — no reboot was requested"),
+        ("layer", "nri", "node-a", "nri on node-a: not run"),
+    }
+
+
+def test_skip_summary_keeps_two_reasons_and_counts_the_rest() -> None:
+    rs = [result("reboot.a", "skip", reason="one"), result("reboot.b", "skip", reason="two"),
+          result("reboot.c", "skip", reason="three [simulated: x]"),
+          result("reboot.d", "skip", reason="four"), result("iommu.enabled")]
+    res = gate(verdict(rs), Policy(require_layers=("iommu",)))
+    (f,) = [f for f in res.not_run if f.layer == "reboot"]
+    assert f.text == "reboot on node-a: 4 skipped — one; two (+2 other reasons)"
+    rs = [result("reboot.a", "skip", reason="one"), result("reboot.b", "skip", reason="two"),
+          result("iommu.enabled")]
+    (f,) = [f for f in gate(verdict(rs), Policy(require_layers=("iommu",))).not_run
+            if f.layer == "reboot"]
+    assert f.text == "reboot on node-a: 2 skipped — one; two"
+
+
+def test_blocking_findings_most_severe_first() -> None:
+    """run findings, then layer findings, then checks: errors before fails, by severity,
+    by target."""
+    rs = [result("iommu.enabled", "fail", severity="normal", target="node-b"),
+          result("iommu.cmdline", "fail", severity="blocker", target="node-b"),
+          result("vfio.driver", "error", severity="normal", target="node-b"),
+          result("iommu.enabled", "fail", severity="normal", target="node-a"),
+          result("iommu.cmdline", "pass", target="node-a"),
+          result("vfio.driver", "pass", target="node-a")]
+    res = gate(verdict(rs, profile="other"), Policy(require_layers=("iommu", "vfio",
+                                                                    "reboot")))
+    kinds = [f.kind for f in res.blocking]
+    assert kinds == sorted(kinds, key={"run": 0, "layer": 1, "check": 2}.get)
+    assert kinds[0] == "run" and "layer" in kinds
+    checks = [(f.status, f.severity, f.target, f.check) for f in res.blocking
+              if f.kind == "check"]
+    assert checks == [("error", "normal", "node-b", "vfio.driver"),
+                      ("fail", "blocker", "node-b", "iommu.cmdline"),
+                      ("fail", "normal", "node-a", "iommu.enabled"),
+                      ("fail", "normal", "node-b", "iommu.enabled")]
+
+
+def test_a_check_finding_carries_the_result_fields() -> None:
+    rs = [*full_node(), result("iommu.extra", "fail", severity="blocker", reason="broken",
+                               remediation="fix it")]
+    res = gate(verdict(rs), Policy(require_layers=("iommu",)))
+    (f,) = [f for f in res.blocking if f.kind == "check"]
+    assert (f.target, f.check, f.layer, f.status, f.severity, f.reason, f.remediation) == (
+        "node-a", "iommu.extra", "iommu", "fail", "blocker", "broken", "fix it")
+    assert f.text == "iommu.extra on node-a (fail, blocker)"
+    rs = [*full_node(), result("iommu.extra", "fail", severity="blocker", reason="broken")]
+    (f,) = [f for f in gate(verdict(rs), Policy(require_layers=("iommu",))).blocking
+            if f.kind == "check"]
+    assert f.remediation == ""
+
+
+def test_warn_and_soft_findings_name_their_rule() -> None:
+    rs = [*full_node(), result("iommu.w", "warn", severity="blocker"),
+          result("iommu.n", "fail", severity="minor")]
+    res = gate(verdict(rs), Policy(require_layers=("iommu",), warn="per-check"))
+    assert [f.text for f in res.blocking] == [
+        "iommu.w on node-a (warn on a blocking check; policy warn: per-check)"]
+    assert [f.text for f in res.not_blocking] == [
+        "iommu.n on node-a (fail, minor: severity does not block under this policy)"]
+    res = gate(verdict(rs), Policy(require_layers=("iommu",)))
+    assert {f.text for f in res.not_blocking} == {
+        "iommu.w on node-a (warn)",
+        "iommu.n on node-a (fail, minor: severity does not block under this policy)"}
+
+
+def test_per_layer_warn_counts_a_failure_as_judged() -> None:
+    """warn: per-layer needs a pass in each required layer, or a judged failure (which
+    blocks by itself): a layer with only a blocking fail gives exactly one finding."""
+    rs = [result("iommu.enabled", "fail", severity="blocker")]
+    res = gate(verdict(rs), Policy(require_layers=("iommu",), warn="per-layer"))
+    assert [f.text for f in res.blocking] == ["iommu.enabled on node-a (fail, blocker)"]
+    rs = [result("iommu.enabled", "warn", severity="blocker")]
+    res = gate(verdict(rs), Policy(require_layers=("iommu",), warn="per-layer"))
+    assert [f.text for f in res.blocking] == [
+        "required layer iommu on node-a: no check passed (1 warned; policy warn: per-layer)"]
+
+
+def test_per_check_skip_honours_skip_allowed_and_waivers_for_missing_checks() -> None:
+    rs = [result("iommu.enabled")]
+    checks = {"iommu": ["iommu.enabled", "iommu.cmdline", "iommu.groups"]}
+    pol = Policy(require_layers=("iommu",), skip="per-check", skip_allowed=("iommu.cmdline",),
+                 waive={"iommu.groups": "no groups on this platform (TICKET-1)"})
+    assert gate(verdict(rs), pol, checks=checks).green
+    pol = Policy(require_layers=("iommu",), skip="per-check")
+    res = gate(verdict(rs), pol, checks=checks)
+    missing = [(f.kind, f.target, f.check, f.layer, f.status) for f in res.blocking]
+    assert missing == [("check", "node-a", "iommu.cmdline", "iommu", "missing"),
+                       ("check", "node-a", "iommu.groups", "iommu", "missing")]
+    assert res.blocking[0].text == ("iommu.cmdline on node-a: no verdict (not run; policy "
+                                    "skip: per-check needs every check of a required layer)")
+
+
+def test_every_missing_required_layer_is_named() -> None:
+    """Two required layers this build lacks, then one it has: all three findings."""
+    rs = [result("iommu.enabled")]
+    res = gate(verdict(rs), Policy(require_layers=("zz", "yy", "iommu", "gpu")))
+    texts = [f.text for f in res.blocking]
+    assert any(t.startswith("required layer zz: not in this build") for t in texts)
+    assert any(t.startswith("required layer yy: not in this build") for t in texts)
+    assert {f.layer for f in res.blocking} == {"zz", "yy", "gpu"}
+
+
+def test_the_result_records_profile_verdict_and_run_meta() -> None:
+    res = gate(verdict(full_node()), Policy(require_layers=("iommu",)))
+    assert (res.profile, res.verdict) == ("lab", "v.json")
+    assert res.meta == {"started_at": "2026-12-01T00:00:00Z", "kgc_version": "0.1.0",
+                        "profile": "lab", "targets": ["node-a"]}
+
+
+def test_simulated_results_not_accepted_say_why() -> None:
+    rs = [dict(result("iommu.enabled", simulated=True), simulated_why="")]
+    res = gate(verdict(rs), Policy(require_layers=("iommu",)))
+    (f,) = res.not_accepted
+    assert f.text == "iommu.enabled on node-a (pass): not accepted, simulated (a lab stand-in)"
+    rs = [result("iommu.enabled", origin="bundle")]
+    (f,) = gate(verdict(rs), Policy(require_layers=("iommu",),
+                                    accept_replayed=False)).not_accepted
+    assert f.text.endswith("replayed from a bundle (policy accepts live results only)")
