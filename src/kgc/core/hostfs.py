@@ -368,12 +368,15 @@ class HostSnapshot:
     # re-created from an image). Reading either raises FileNotRead.
     truncated: Mapping[str, int] = field(default_factory=dict)
     unread: Mapping[str, str] = field(default_factory=dict)
+    # command -> a file it reads whose content the evidence lacks (in truncated or unread):
+    # kgc image answers a command from files it could not all re-create; command() raises
+    command_gaps: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # every parser relies on these shapes: a wrong one is refused here, named, once
         for k, n in want_mapping(self.truncated, "host.truncated").items():
             want_int(n, f"host.{_where('truncated', k)}")
-        for name in ("files", "links", "errors", "unread"):
+        for name in ("files", "links", "errors", "unread", "command_gaps"):
             for k, v in want_mapping(getattr(self, name), f"host.{name}").items():
                 want_str(v, f"host.{_where(name, k)}")
         for k, v in want_mapping(self.dirs, "host.dirs").items():
@@ -450,6 +453,12 @@ class HostSnapshot:
         return sorted(p for p in known if fnmatch.fnmatchcase(p, pattern))
 
     def command(self, name: str) -> CommandResult | None:
+        """A command's result (None: not collected). Raises :class:`FileNotRead` when its
+        answer rests on a file the evidence does not hold whole."""
+        gap = self.command_gaps.get(name)
+        if gap is not None:
+            raise FileNotRead(gap, f"{self.not_read().get(gap, 'not in the evidence whole')} "
+                              f"(read by the {name} command)")
         return self.commands.get(name)
 
     # -- (de)serialisation -----------------------------------------------------------
@@ -459,6 +468,8 @@ class HostSnapshot:
             extra["truncated"] = dict(self.truncated)
         if self.unread:
             extra["unread"] = dict(self.unread)
+        if self.command_gaps:
+            extra["command_gaps"] = dict(self.command_gaps)
         return {
             "files": dict(self.files),
             "links": dict(self.links),
@@ -502,6 +513,7 @@ class HostSnapshot:
             truncated={k: want_int(v, f"{where}.{_where('truncated', k)}")
                        for k, v in part("truncated").items()},
             unread=texts("unread"),
+            command_gaps=texts("command_gaps"),
         )
 
 
