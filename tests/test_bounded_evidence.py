@@ -152,3 +152,45 @@ def test_v3_output_cut_inside_the_files_is_incomplete() -> None:
     b = new_boundary()
     out = f"{b} V 3\n{b} F /x\na\n{b} R 0\n{b} END\n"
     assert not parse_output(out, b).complete
+
+
+# -- the in-guest collector: the same grammar, shell builtins only ------------------------------
+def _guest(root: Path, limit_s: float = 60) -> str:
+    from kgc.guest import script
+
+    text, _b = script()
+    try:
+        res = subprocess.run(["sh", "-c", text], capture_output=True, text=True,
+                             env={"KGC_ROOT": str(root), "PATH": "/usr/bin:/bin"},
+                             timeout=limit_s, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the guest collector gave no answer in {limit_s} s")
+    return res.stdout
+
+
+def test_guest_file_over_the_limit_is_an_unusable_output_naming_it(tmp_path: Path) -> None:
+    from kgc.evidence.guest import parse_guest_output
+    from kgc.guest import MAX_FILE_BYTES as GUEST_MAX
+
+    (tmp_path / "proc").mkdir()
+    block = "processor\t: {i}\nmodel name\t: Synthetic CPU\n\n"
+    text = "".join(block.format(i=i) for i in range(GUEST_MAX // len(block) + 10))
+    (tmp_path / "proc" / "cpuinfo").write_text(text)
+    (tmp_path / "proc" / "cmdline").write_text("console=hvc0\n")
+    out = _guest(tmp_path)
+    g = parse_guest_output(out)
+    assert not g.complete
+    assert any(p.startswith("/proc/cpuinfo: ") and "limit" in p for p in g.problems), g.problems
+
+
+def test_guest_fifo_is_not_opened(tmp_path: Path) -> None:
+    from kgc.core.hostfs import parse_output
+    from kgc.evidence.guest import find_boundary
+
+    (tmp_path / "etc").mkdir()
+    os.mkfifo(tmp_path / "etc" / "os-release")
+    out = _guest(tmp_path, limit_s=60)
+    b = find_boundary(out)
+    assert b is not None
+    snap = parse_output(out, b)
+    assert snap.complete and "/etc/os-release" in snap.unread

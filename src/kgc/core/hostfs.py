@@ -119,7 +119,7 @@ _AWK_READ = (
 )
 
 
-def _oddname_fns() -> str:
+def newline_name_fns() -> str:
     """``esc NAME`` sets ``o`` to NAME with each newline as the two characters ``\\n``
     (shell builtins only); ``odd PATH`` prints the record of a path whose name holds a
     newline (it could never be one record line): the path is listed, never read."""
@@ -142,7 +142,7 @@ def build_script(query: HostQuery, boundary: str) -> str:
         "NL='\n'",
         "export LC_ALL=C",
         'ex() { [ -e "$1" ] || [ -L "$1" ]; }',
-        _oddname_fns(),
+        newline_name_fns(),
         "printf '%s V 3\\n' \"$B\"",
         "set --",
     ]
