@@ -504,7 +504,9 @@ class _Stop(BaseException):
 def _bounded(timeout_s: float) -> Iterator[None]:
     """SIGALRM after ``timeout_s``, and SIGTERM/SIGINT, raise :class:`_Stop` for the
     duration (main thread only: elsewhere Python allows no handlers, and the subprocess
-    timeouts alone bound the run). The previous handlers come back afterwards."""
+    timeouts alone bound the run). The previous handlers come back afterwards. When
+    someone else's interval timer is already armed (a test runner's per-test timeout),
+    it is left alone: the time bound then rests on the subprocess timeouts."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -512,13 +514,18 @@ def _bounded(timeout_s: float) -> Iterator[None]:
     def stop(signum: int, _frame: Any) -> None:
         raise _Stop(signum)
 
-    sigs = (signal.SIGALRM, signal.SIGTERM, signal.SIGINT)
+    sigs = [signal.SIGTERM, signal.SIGINT]
+    alarm = signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    if alarm:
+        sigs.append(signal.SIGALRM)
     old = {s: signal.signal(s, stop) for s in sigs}
-    signal.setitimer(signal.ITIMER_REAL, max(timeout_s, 0.001))
+    if alarm:
+        signal.setitimer(signal.ITIMER_REAL, max(timeout_s, 0.001))
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        if alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0)
         for s, h in old.items():
             signal.signal(s, h)
 
