@@ -11,8 +11,12 @@ matmul probe.
 It prints one batched record stream (the same record grammar as the host collector in
 :mod:`kgc.core.hostfs`, so recorded guest captures and host bundles share one parser):
 
-    @@KGC-<hex>@@ V 2                 header (the boundary is random per script)
-    @@KGC-<hex>@@ F /proc/cmdline     a file's lines, then "@@KGC-<hex>@@ R <0|1>"
+    @@KGC-<hex>@@ V 3                 header (the boundary is random per script)
+    @@KGC-<hex>@@ F /proc/cmdline     a file's lines, then "@@KGC-<hex>@@ R <0|1>", or
+                                      "T <bytes> <limit>" (over the limit: not kept) or
+                                      "U f" (not a regular file: not read)
+    @@KGC-<hex>@@ X /sys/...\n...      a path whose name holds a newline (listed, not read)
+    @@KGC-<hex>@@ FE                  the file records are complete
     @@KGC-<hex>@@ LS <root>           "l <link> -> <resolved target>" rows, then R 0
     @@KGC-<hex>@@ D /sys/...          a directory's entries, then R 0
     @@KGC-<hex>@@ C <name>            a command's output, then R <exit status>
@@ -35,9 +39,13 @@ import sys
 import time
 from pathlib import Path
 
-COLLECTOR = "kgc-guest/2"
+from kgc.core.hostfs import newline_name_fns
+
+COLLECTOR = "kgc-guest/3"  # 3: T/U/X file records, FE (bounded, never silently cut)
 PCI = "/sys/bus/pci/devices"
-MAX_FILE_BYTES = 262144
+# a file's content is kept up to this many bytes; a longer one is a "T" record (truncated,
+# with the bytes read), never a silently shortened file (1 MiB: a big guest's /proc/cpuinfo)
+MAX_FILE_BYTES = 1024 * 1024
 CMD_TIMEOUT_S = 120
 
 # Files read (globs expanded by the shell in the guest).
@@ -166,19 +174,28 @@ def build_script(boundary: str | None = None) -> str:
         "T=''",
         f'command -v timeout >/dev/null 2>&1 && T="timeout ${{KGC_CMD_TIMEOUT:-{CMD_TIMEOUT_S}}}"',
         'ex() { [ -e "$1" ] || [ -L "$1" ]; }',
-        # one file: its lines (at most M bytes), then R 0, or R 1 when it cannot be opened
+        "NL='\n'",
+        newline_name_fns(),
+        # one file: its lines, then R 0 (R 1: it cannot be opened); a file past M bytes
+        # stops being read there and ends with T (never a silently shortened file); a FIFO
+        # or device is not opened (U). Shell builtins only.
         "rd() {",
         "  printf '%s F %s\\n' \"$B\" \"${1#\"$R\"}\"",
-        '  if [ -r "$1" ] && { n=0; while IFS= read -r l || [ -n "$l" ]; do',
-        "    [ \"$n\" -lt \"$M\" ] && printf '%s\\n' \"$l\"; n=$((n + ${#l} + 1)); done < \"$1\"; }"
-        " 2>/dev/null",
-        "  then printf '%s R 0\\n' \"$B\"; else printf '%s R 1\\n' \"$B\"; fi",
+        "  if [ -e \"$1\" ] && [ ! -f \"$1\" ]; then printf '%s U f\\n' \"$B\"; return; fi",
+        "  n=0; c=0",
+        '  if [ -r "$1" ] && { while IFS= read -r l || [ -n "$l" ]; do',
+        '    n=$((n + ${#l} + 1)); [ "$n" -gt "$M" ] && { c=1; break; }; printf \'%s\\n\' "$l";',
+        '    done < "$1"; } 2>/dev/null',
+        "  then if [ \"$c\" = 1 ]; then printf '%s T %s %s\\n' \"$B\" \"$n\" \"$M\"; "
+        "else printf '%s R 0\\n' \"$B\"; fi",
+        "  else printf '%s R 1\\n' \"$B\"; fi",
         "}",
-        "printf '%s V 2\\n' \"$B\"",
+        "printf '%s V 3\\n' \"$B\"",
     ]
     for pat in FILES:
         out.append(f'for p in {_path(pat)}; do ex "$p" || continue; [ -d "$p" ] && continue; '
-                   'rd "$p"; done')
+                   'case "${p#"$R"}" in *"$NL"*) odd "$p"; continue;; esac; rd "$p"; done')
+    out.append("printf '%s FE\\n' \"$B\"")
     out.append("printf '%s LS %s\\n' \"$B\" \"$R\"")
     for pat in LINKS:
         out.append(f'for p in {_path(pat)}; do [ -L "$p" ] || continue; '

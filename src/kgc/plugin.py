@@ -613,10 +613,11 @@ def _environment(state: KgcState) -> dict[str, str]:
             snap = ctx.host()
         except TargetError:
             continue
-        kernel = snap.text("/proc/sys/kernel/osrelease")
+        # descriptive only: a file kept out of the evidence is simply not described
+        kernel = snap.files.get("/proc/sys/kernel/osrelease", "").strip()
         if kernel:
             env[f"{tag}.kernel"] = kernel
-        for line in (snap.read("/etc/os-release") or "").splitlines():
+        for line in snap.files.get("/etc/os-release", "").splitlines():
             if line.startswith("PRETTY_NAME="):
                 env[f"{tag}.distro"] = line.split("=", 1)[1].strip('"')
         env[f"{tag}.round_trips"] = str(getattr(ctx.target, "round_trips", 0))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kgc.core.bundle import Bundle
-from kgc.core.hostfs import HostQuery, HostSnapshot
+from kgc.core.hostfs import FileNotRead, HostQuery, HostSnapshot
 from kgc.core.layer import Layer, Scope
 from kgc.core.model import Check, EvidenceError, Outcome, Registry, Status, Verdict
 from kgc.core.profile import Profile
@@ -29,6 +29,9 @@ Target = NodeTarget | ClusterTarget | Bundle
 
 SUITE_DEFECT = ("This is a defect in kgc, not in the node: report it with the evidence "
                 "bundle (`kgc snapshot`) and the message above.")
+NOT_READ = ("Make {path} a plain configuration file -- a regular file under the collector's "
+            "limit, its name without a newline -- or remove it, then run again; kgc judges no "
+            "node from part of a file.")
 RERECORD = ("Record the evidence again with this kgc version (`kgc snapshot`); a bundle that "
             "was edited or written by another tool is not judged.")
 
@@ -125,6 +128,12 @@ class Context:
                 rem = exc.remediation or getattr(self.target, "remediation", None)
                 self._unavailable[layer] = Unavailable(
                     Status.ERROR, f"evidence could not be collected: {exc}", rem)
+                raise self._unavailable[layer] from None
+            except FileNotRead as exc:
+                self._unavailable[layer] = Unavailable(
+                    Status.ERROR, f"the {layer} layer needs the content of {exc.path}, which "
+                    f"the evidence does not hold whole: {exc.why}", NOT_READ.format(path=exc.path),
+                    "node")
                 raise self._unavailable[layer] from None
             except EvidenceError as exc:
                 self._unavailable[layer] = Unavailable(

@@ -24,7 +24,24 @@ from typing import Any
 
 from kgc.core.model import EvidenceError
 
+# Bounds on what the collector reads from one node: a file larger than MAX_FILE_BYTES, or
+# one that would take the node past MAX_NODE_BYTES in all, is not read; its record says so
+# (HostSnapshot.truncated) and every check that needs its content is an error naming it.
 MAX_FILE_BYTES = 262144
+MAX_NODE_BYTES = 16 * 1024 * 1024
+
+
+class FileNotRead(EvidenceError):
+    """A check needs the content of a file the evidence does not hold whole: it was over the
+    collector's limit (``truncated``), or it exists but could not be read as a config file
+    (``unread``: a name with a newline, a FIFO or device, not re-created from an image). The
+    engine turns it into an ``error`` for every check of the layer that read it, naming the
+    file -- never a judgement on part of a file, never "absent"."""
+
+    def __init__(self, path: str, why: str) -> None:
+        super().__init__(f"{path}: {why}")
+        self.path = path
+        self.why = why
 
 
 @dataclass(frozen=True)
@@ -70,14 +87,45 @@ def _shell_quote(s: str) -> str:
     return "'" + s.replace("'", "'\"'\"'") + "'"
 
 
-# Reads every listed file in ONE process: the per-file cost is a getline loop, not a fork.
-# Contents come back line by line, so a non-empty file always ends with a newline.
+# Reads every listed file in ONE awk, after ONE ``stat`` of them all: the per-file cost is a
+# getline loop, not a fork. The files are awk's arguments, relative to the root (so a root
+# whose name holds a newline cannot break stat's lines; awk takes them out of ARGV so it does
+# not open them itself, and reads the root from the environment, unescaped); stat's lines
+# ("SIZE MODE PATH", run from the root) come in on awk's standard input.
+# A file is opened only when stat says it is a regular file no larger than the per-file limit
+# M and the node's remaining byte budget T: a huge or newline-free file (a sparse 4 GiB
+# placeholder) is never read at all, so reading is linear in what is read and bounded per
+# node. (awk's getline on one long line is super-linear: 16 MiB 1.7 s, 64 MiB 85 s.) Each
+# file's record ends with one line saying what the evidence holds:
+#   R 0            read whole          R 1    could not be read (no stat answer, EACCES)
+#   T SIZE LIMIT   not read whole: SIZE bytes (at least), over LIMIT (per file or budget)
+#   U KIND         not a regular file (stat's mode letter: p fifo, c/b device, s socket)
 _AWK_READ = (
-    "BEGIN { for (i = 1; i < ARGC; i++) { f = ARGV[i]; "
-    'printf "%s F %s\\n", B, substr(f, length(R) + 1); n = 0; '
-    "while ((r = (getline line < f)) > 0) { if (n < M) print line; n += length(line) + 1 } "
-    'close(f); printf "%s R %d\\n", B, (r < 0) } exit }'
+    'BEGIN { R = ENVIRON["KGC_ROOT"]; n = ARGC - 1; for (i = 1; i < ARGC; i++) f[i] = ARGV[i]; '
+    "ARGC = 1 } "
+    "{ k = substr($0, length($1) + length($2) + 3); sz[k] = $1 + 0; md[k] = substr($2, 1, 1) } "
+    "END { for (i = 1; i <= n; i++) { p = f[i]; "
+    'printf "%s F /%s\\n", B, p; '
+    'if (!(p in sz)) { printf "%s R 1\\n", B; continue } '
+    'if (md[p] != "-") { printf "%s U %s\\n", B, md[p]; continue } '
+    "lim = T - tot; if (lim > M) lim = M; "
+    'if (sz[p] > lim) { printf "%s T %.0f %.0f\\n", B, sz[p], lim; continue } '
+    "c = 0; cut = 0; q = R \"/\" p; "
+    "while ((r = (getline line < q)) > 0) { c += length(line) + 1; "
+    "if (c > lim) { cut = 1; break } print line } "
+    "close(q); tot += cut ? lim : c; "
+    'if (cut) printf "%s T %.0f %.0f\\n", B, c, lim; '
+    'else printf "%s R %d\\n", B, (r < 0) } }'
 )
+
+
+def newline_name_fns() -> str:
+    """``esc NAME`` sets ``o`` to NAME with each newline as the two characters ``\\n``
+    (shell builtins only); ``odd PATH`` prints the record of a path whose name holds a
+    newline (it could never be one record line): the path is listed, never read."""
+    return ('esc() { s=$1; o=; while :; do case "$s" in *"$NL"*) '
+            'o="$o${s%%"$NL"*}\\\\n"; s=${s#*"$NL"};; *) break;; esac; done; o="$o$s"; }\n'
+            'odd() { esc "${1#"$R"}"; printf \'%s X %s\\n\' "$B" "$o"; }')
 
 
 def build_script(query: HostQuery, boundary: str) -> str:
@@ -91,23 +139,30 @@ def build_script(query: HostQuery, boundary: str) -> str:
     lines = [
         'R="${KGC_ROOT:-}"',
         f"B='{b}'",
+        "NL='\n'",
         "export LC_ALL=C",
         'ex() { [ -e "$1" ] || [ -L "$1" ]; }',
-        "printf '%s V 2\\n' \"$B\"",
+        newline_name_fns(),
+        "printf '%s V 3\\n' \"$B\"",
         "set --",
     ]
     for pat in query.files:
         lines.append(
             f'for p in {_glob_words(pat)}; do ex "$p" || continue; [ -d "$p" ] && continue; '
-            'set -- "$@" "$p"; done'
+            'case "${p#"$R"}" in *"$NL"*) odd "$p"; continue;; esac; set -- "$@" "${p#"$R"/}"; '
+            "done"
         )
     lines.append(
-        f'[ $# -gt 0 ] && awk -v B="$B" -v R="$R" -v M={MAX_FILE_BYTES} \'{_AWK_READ}\' "$@" '
-        "2>/dev/null"
+        "[ $# -gt 0 ] && ( cd -- \"$R/\" && stat -L -c '%s %A %n' -- \"$@\" ) 2>/dev/null | "
+        f'KGC_ROOT="$R" awk -v B="$B" -v M={MAX_FILE_BYTES} -v T={MAX_NODE_BYTES} '
+        f"'{_AWK_READ}' \"$@\" 2>/dev/null"
     )
+    lines.append("printf '%s FE\\n' \"$B\"")
     lines.append("set --")
     for pat in query.links:
-        lines.append(f'for p in {_glob_words(pat)}; do [ -L "$p" ] && set -- "$@" "$p"; done')
+        lines.append(f'for p in {_glob_words(pat)}; do [ -L "$p" ] || continue; '
+                     'case "${p#"$R"}" in *"$NL"*) odd "$p"; continue;; esac; set -- "$@" "$p"; '
+                     "done")
     lines.append(
         'if [ $# -gt 0 ]; then printf \'%s LS %s\\n\' "$B" "$R"; ls -ld -- "$@" 2>/dev/null; '
         "printf '%s R 0\\n' \"$B\"; fi"
@@ -115,8 +170,11 @@ def build_script(query: HostQuery, boundary: str) -> str:
     for pat in query.dirs:
         lines.append(
             f'for p in {_glob_words(pat)}; do [ -d "$p" ] || continue; '
+            'case "${p#"$R"}" in *"$NL"*) odd "$p"; continue;; esac; '
             'printf \'%s D %s\\n\' "$B" "${p#"$R"}"; '
-            'for e in "$p"/* "$p"/.[!.]* "$p"/..?*; do ex "$e" && printf \'%s\\n\' "${e##*/}"; '
+            'for e in "$p"/* "$p"/.[!.]* "$p"/..?*; do ex "$e" || continue; '
+            'case "${e##*/}" in *"$NL"*) esc "${e##*/}"; printf \'%s\\n\' "$o";; '
+            '*) printf \'%s\\n\' "${e##*/}";; esac; '
             "done; printf '%s R 0\\n' \"$B\"; done"
         )
     for pat in query.stats:
@@ -124,6 +182,7 @@ def build_script(query: HostQuery, boundary: str) -> str:
         # target that is absolute is looked up inside the root, as the node would see it.
         lines.append(
             f'for p in {_glob_words(pat)}; do ex "$p" || continue; '
+            'case "${p#"$R"}" in *"$NL"*) odd "$p"; continue;; esac; '
             'printf \'%s S %s\\n\' "$B" "${p#"$R"}"; '
             "s=$(stat -c '%F|%a|%U|%G|%s' -- \"$p\" 2>/dev/null) || s='?'; "
             'if [ -L "$p" ]; then l=$(readlink -- "$p"); case "$l" in /*) t="$R$l";; '
@@ -309,10 +368,21 @@ class HostSnapshot:
     commands: Mapping[str, CommandResult] = field(default_factory=dict)
     errors: Mapping[str, str] = field(default_factory=dict)
     complete: bool = True
+    # files whose content is NOT in the evidence although they exist: path -> size in bytes
+    # (over the collector's per-file limit or the node's byte budget), and path -> why
+    # (a name with a newline -- kept with "\\n" for it --, not a regular file, not
+    # re-created from an image). Reading either raises FileNotRead.
+    truncated: Mapping[str, int] = field(default_factory=dict)
+    unread: Mapping[str, str] = field(default_factory=dict)
+    # command -> a file it reads whose content the evidence lacks (in truncated or unread):
+    # kgc image answers a command from files it could not all re-create; command() raises
+    command_gaps: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # every parser relies on these shapes: a wrong one is refused here, named, once
-        for name in ("files", "links", "errors"):
+        for k, n in want_mapping(self.truncated, "host.truncated").items():
+            want_int(n, f"host.{_where('truncated', k)}")
+        for name in ("files", "links", "errors", "unread", "command_gaps"):
             for k, v in want_mapping(getattr(self, name), f"host.{name}").items():
                 want_str(v, f"host.{_where(name, k)}")
         for k, v in want_mapping(self.dirs, "host.dirs").items():
@@ -328,12 +398,36 @@ class HostSnapshot:
 
     # -- reading --------------------------------------------------------------------
     def read(self, path: str) -> str | None:
-        return self.files.get(path)
+        """A file's content, or None when the node has no such file. Raises
+        :class:`FileNotRead` when the file exists but its content is not (all) in the
+        evidence: whatever is judged from it would be judged from part of it."""
+        v = self.files.get(path)
+        if v is None:
+            self.require_whole(path)
+        return v
+
+    def require_whole(self, path: str) -> None:
+        """Raise :class:`FileNotRead` if ``path`` is truncated or unread in this snapshot."""
+        if path in self.truncated:
+            raise FileNotRead(path, truncation_reason(self.truncated[path]))
+        if path in self.unread:
+            raise FileNotRead(path, self.unread[path])
 
     def text(self, path: str) -> str | None:
         """File content stripped of surrounding whitespace, or None when absent."""
-        v = self.files.get(path)
+        v = self.read(path)
         return None if v is None else v.strip()
+
+    def file_paths(self) -> list[str]:
+        """Every file the node has that the query matched, read or not (sorted): iterate
+        these, not ``files``, so a file kept out of the evidence is never skipped."""
+        return sorted(set(self.files) | set(self.truncated) | set(self.unread))
+
+    def not_read(self) -> dict[str, str]:
+        """Every existing file whose content the evidence lacks: path -> why."""
+        out = {p: truncation_reason(n) for p, n in self.truncated.items()}
+        out.update(self.unread)
+        return out
 
     def listdir(self, path: str) -> tuple[str, ...] | None:
         return self.dirs.get(path.rstrip("/") or "/")
@@ -353,17 +447,35 @@ class HostSnapshot:
             or path in self.dirs
             or path in self.stats
             or path in self.errors
+            or path in self.truncated
+            or path in self.unread
         )
 
     def glob(self, pattern: str) -> list[str]:
-        known = set(self.files) | set(self.links) | set(self.dirs) | set(self.stats)
+        """Known paths matching ``pattern``, including files whose content is not in the
+        evidence (reading those raises): a glob never hides an existing file."""
+        known = (set(self.files) | set(self.links) | set(self.dirs) | set(self.stats)
+                 | set(self.truncated) | set(self.unread))
         return sorted(p for p in known if fnmatch.fnmatchcase(p, pattern))
 
     def command(self, name: str) -> CommandResult | None:
+        """A command's result (None: not collected). Raises :class:`FileNotRead` when its
+        answer rests on a file the evidence does not hold whole."""
+        gap = self.command_gaps.get(name)
+        if gap is not None:
+            raise FileNotRead(gap, f"{self.not_read().get(gap, 'not in the evidence whole')} "
+                              f"(read by the {name} command)")
         return self.commands.get(name)
 
     # -- (de)serialisation -----------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {}  # absent when empty: older bundles stay byte-identical
+        if self.truncated:
+            extra["truncated"] = dict(self.truncated)
+        if self.unread:
+            extra["unread"] = dict(self.unread)
+        if self.command_gaps:
+            extra["command_gaps"] = dict(self.command_gaps)
         return {
             "files": dict(self.files),
             "links": dict(self.links),
@@ -374,6 +486,7 @@ class HostSnapshot:
             "commands": {k: vars(v) for k, v in self.commands.items()},
             "errors": dict(self.errors),
             "complete": self.complete,
+            **extra,
         }
 
     @classmethod
@@ -403,7 +516,24 @@ class HostSnapshot:
                       for k, v in part("commands").items()},
             errors=texts("errors"),
             complete=want_bool(d.get("complete", True), f"{where}.complete"),
+            truncated={k: want_int(v, f"{where}.{_where('truncated', k)}")
+                       for k, v in part("truncated").items()},
+            unread=texts("unread"),
+            command_gaps=texts("command_gaps"),
         )
+
+
+def truncation_reason(size: int) -> str:
+    """Why a truncated file's content is not in the evidence, in one phrase."""
+    return (f"{size} bytes, over the collector's limit ({MAX_FILE_BYTES} bytes per file, "
+            f"{MAX_NODE_BYTES} per node): its content was not read, so nothing is judged "
+            "from it")
+
+
+NEWLINE_NAME = ("its name holds a newline (shown as \\n): not read, since such a name could "
+                "forge the collector's records")
+NOT_REGULAR = {"p": "a FIFO", "c": "a character device", "b": "a block device",
+               "s": "a socket", "l": "a symbolic link loop"}
 
 
 def _int(text: str) -> int:
@@ -421,7 +551,10 @@ def parse_output(output: str, boundary: str) -> HostSnapshot:
     stats: dict[str, StatResult] = {}
     commands: dict[str, CommandResult] = {}
     errors: dict[str, str] = {}
+    truncated: dict[str, int] = {}
+    unread: dict[str, str] = {}
     complete = False
+    files_done = False
     version = "2"
     b = boundary + " "
 
@@ -456,10 +589,35 @@ def parse_output(output: str, boundary: str) -> HostSnapshot:
             i += 1
             continue
         if kind == "END":
-            complete = True
+            # v3: the file records end with FE; without it the reading stopped part-way
+            complete = files_done or version in ("1", "2")
             i += 1
             continue
-        if kind == "F":
+        if kind == "FE":
+            files_done = True
+            i += 1
+            continue
+        if kind == "X":
+            unread[rest] = NEWLINE_NAME
+            i += 1
+            continue
+        if kind == "F" and version not in ("1", "2"):
+            j = i + 1
+            while j < n and not lines[j].startswith(b):
+                j += 1
+            body = lines[i + 1 : j]
+            end, _, arg = lines[j][len(b) :].partition(" ") if j < n else ("", "", "")
+            i = j + 1 if end in ("R", "T", "U") else j
+            if end == "T":
+                truncated[rest] = max(0, _int(arg.split(" ")[0]))
+            elif end == "U":
+                unread[rest] = (f"{NOT_REGULAR.get(arg.strip(), 'not a regular file')}, not a "
+                                "regular file: not read")
+            elif end == "R" and arg.strip() == "0":
+                files[rest] = "\n".join(body) + "\n" if body else ""
+            else:
+                errors[rest] = f"unreadable (exit {_int(arg.strip()) if end == 'R' else -1})"
+        elif kind == "F":
             body, rc, i = collect_until_rc(i + 1)
             if version == "1":
                 # v1 printed the raw bytes, then one newline: the join restores them exactly
@@ -513,7 +671,7 @@ def parse_output(output: str, boundary: str) -> HostSnapshot:
             commands[rest] = CommandResult(rc, "\n".join(body))
         else:
             i += 1
-    return HostSnapshot(files, links, dirs, stats, commands, errors, complete)
+    return HostSnapshot(files, links, dirs, stats, commands, errors, complete, truncated, unread)
 
 
 def require_snapshot(snap: Any, layer: str) -> HostSnapshot:

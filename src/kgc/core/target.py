@@ -222,6 +222,10 @@ class NodeTarget:
     ssh_identity_file: str | None = None
     host_keys: HostKeys = "strict"
     timeout_s: int = 120
+    # the bound on one collection on the node (the whole script), where the node has
+    # `timeout` (coreutils, busybox): past it the collector is stopped and every layer that
+    # needed it is an error naming the bound
+    collect_timeout_s: int = 300
     round_trips: int = 0
     _host: Any = field(default=None, repr=False)
 
@@ -291,11 +295,14 @@ class NodeTarget:
             self._host = _testinfra_host(self)
         return self._host
 
-    def run(self, script: str) -> tuple[int, str, str]:
-        """One round trip: run a shell script on the node."""
+    def run(self, script: str, limit_s: int | None = None) -> tuple[int, str, str]:
+        """One round trip: run a shell script on the node (stopped after ``limit_s`` seconds
+        where the node has ``timeout``)."""
         self.round_trips += 1
         env_prefix = f"KGC_ROOT={_q(self.root)} " if self.root else ""
         cmd = f"{env_prefix}sh -c {_q(script)}"
+        if limit_s is not None:
+            cmd = f"{env_prefix}sh -c {_q(_BOUNDED)} {int(limit_s)} {_q(script)}"
         try:
             res = self.host.run(cmd)
         except Exception as exc:  # noqa: BLE001 - transport failures become TargetError
@@ -307,15 +314,23 @@ class NodeTarget:
 
     def collect(self, query: HostQuery) -> HostSnapshot:
         boundary = new_boundary()
-        rc, out, err = self.run(build_script(query, boundary))
+        rc, out, err = self.run(build_script(query, boundary), self.collect_timeout_s)
         snap = parse_output(out, boundary)
         if not snap.complete:
+            why = (f"stopped at its time bound of {self.collect_timeout_s} s" if rc in (124, 137)
+                   else f"exit {rc}")
             raise TargetError(
-                f"{self.name}: the collector did not finish (exit {rc}); "
+                f"{self.name}: the collector did not finish ({why}); "
                 f"stderr: {err.strip()[:500] or '(none)'}",
                 self.remediation,
             )
         return snap
+
+
+# `sh -c _BOUNDED LIMIT SCRIPT`: the script under `timeout` (SIGTERM at the bound) when the
+# node has one, else as it is; one process more, whatever the number of devices
+_BOUNDED = ('if command -v timeout >/dev/null 2>&1; then exec timeout "$0" sh -c "$1"; fi; '
+            'exec sh -c "$1"')
 
 
 def _testinfra_host(t: NodeTarget) -> Any:

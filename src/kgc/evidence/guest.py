@@ -31,7 +31,7 @@ from xml.etree.ElementTree import Element, ParseError
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import fromstring as _safe_fromstring
 
-from kgc.core.hostfs import HostSnapshot, parse_output
+from kgc.core.hostfs import FileNotRead, HostSnapshot, parse_output
 from kgc.core.model import EvidenceError
 
 PCI = "/sys/bus/pci/devices"
@@ -478,7 +478,7 @@ class GuestEvidence:
     dev_nvidia: tuple[str, ...] = ()
     cuda_check: dict[str, Any] | None = None  # the torch probe's JSON (see kgc.guest)
     dmesg: tuple[str, ...] | None = None  # guest kernel lines about BARs/vfio/NVRM
-    collector: str | None = None  # "kgc-guest/2"; None for older captures
+    collector: str | None = None  # "kgc-guest/3"; None for older captures
     complete: bool = True  # the output ended with the collector's END record
     problems: tuple[str, ...] = field(default_factory=tuple)
 
@@ -670,7 +670,14 @@ def parse_guest_output(text: str) -> GuestEvidence:
             cmdline=None, complete=False,
             problems=(*problems, "no kgc collector output found (no @@KGC-…@@ V record)"),
         )
-    ev = parse_guest(parse_output(text, boundary))
+    try:
+        ev = parse_guest(parse_output(text, boundary))
+    except FileNotRead as exc:
+        # a file the evidence needs was over the collector's limit (or not a regular file):
+        # nothing is judged from part of it -- the pod's output is unusable, and says why
+        return GuestEvidence(
+            kernel=None, hypervisor_flag=False, gvisor=False, vcpus=None, memtotal_kib=None,
+            cmdline=None, complete=False, problems=(*problems, f"{exc.path}: {exc.why}"))
     if not ev.complete:
         problems.append("collector output ends before its END record (truncated or killed)")
     if problems:

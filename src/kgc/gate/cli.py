@@ -118,7 +118,7 @@ def cmd_image(a: argparse.Namespace) -> int:
     prof = load_profile(a.profile)
     try:
         return main_check(a.image, prof, a.report_dir, a.hardware, a.layers, a.keep_tree,
-                          a.json, sys.argv[1:])
+                          a.json, sys.argv[1:], a.timeout)
     except ImageError as exc:
         raise _BadInput(str(exc)) from None
 
@@ -157,6 +157,9 @@ def register(sub: Any) -> None:
     c.add_argument("--keep-tree", action="store_true",
                    help="keep the extracted tree (its path is in verdict.json)")
     c.add_argument("--json", action="store_true")
+    c.add_argument("--timeout", type=float, default=600, metavar="S",
+                   help="the bound on the whole check (default 600 s): past it, one line and "
+                   "exit 2, nothing written")
     c.add_argument("--boot", action="store_true",
                    help="boot the image in QEMU (q35, emulated IOMMU, the lab's stand-in "
                    "devices) through its own boot loader, run the host layers and the real "

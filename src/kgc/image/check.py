@@ -26,10 +26,13 @@ import platform
 import posixpath
 import re
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +41,7 @@ from kgc import __version__
 from kgc.core import report
 from kgc.core.bundle import Bundle, BundleError, load_bundle
 from kgc.core.engine import Context, host_query
-from kgc.core.hostfs import CommandResult, HostQuery, HostSnapshot
+from kgc.core.hostfs import CommandResult, HostQuery, HostSnapshot, truncation_reason
 from kgc.core.layer import Scope
 from kgc.core.model import Check, Outcome, Status, Verdict
 from kgc.core.profile import Profile
@@ -57,8 +60,14 @@ from kgc.image.disk import (
     parse_ext_super,
 )
 from kgc.image.extfs import ExtFS, Vfs
-from kgc.image.tree import TreeBuilder
+from kgc.image.tree import TreeBuilder, TreeGaps
 
+# commands whose inputs kgc.image finds itself (the collector's UDEV_CMD reads relative
+# paths after a cd, which tree.command_paths cannot see)
+UDEV_RULES = tuple(f"{d}/*.rules" for d in ("/etc/udev/rules.d", "/run/udev/rules.d",
+                                             "/usr/lib/udev/rules.d", "/lib/udev/rules.d"))
+
+DEFAULT_TIMEOUT_S = 600  # `kgc image check --timeout`: the bound on one whole check
 # commands a running node answers that kgc.image answers from the image's files
 ANSWERED = ("initramfs_list", "pci_modalias_drivers")
 EXTRA_FILES = ("/etc/fstab", "/etc/os-release", "/usr/lib/os-release",
@@ -125,11 +134,13 @@ def hardware_from_bundle(bundle: Bundle) -> HostSnapshot:
 
 
 def merge(snap: HostSnapshot, hw: HostSnapshot | None,
-          answers: Mapping[str, CommandResult]) -> HostSnapshot:
+          answers: Mapping[str, CommandResult], gaps: TreeGaps | None = None) -> HostSnapshot:
     cmds = dict(snap.commands)
     for name, res in answers.items():
         if name in cmds:
             cmds[name] = res
+    if gaps is not None:
+        snap = with_gaps(snap, gaps)
     if hw is None:
         return dataclasses.replace(snap, commands=cmds)
     return dataclasses.replace(
@@ -137,15 +148,40 @@ def merge(snap: HostSnapshot, hw: HostSnapshot | None,
         dirs={**snap.dirs, **hw.dirs}, commands=cmds)
 
 
+def with_gaps(snap: HostSnapshot, gaps: TreeGaps) -> HostSnapshot:
+    """The snapshot with every file the tree could not hold whole marked as such (by the
+    path the query reads it through): over the limit -> truncated with its size; special,
+    not copied -> unread, and listed in its directory; commands that read one -> a gap. So a
+    check that needs such a file is an error naming it, never a judgement without it."""
+    files = dict(snap.files)
+    truncated = dict(snap.truncated)
+    unread = dict(snap.unread)
+    dirs = dict(snap.dirs)
+    for path, size in gaps.truncated.items():
+        files.pop(path, None)
+        truncated[path] = size
+    for path, why in gaps.unread.items():
+        files.pop(path, None)
+        unread.setdefault(path, why)
+        parent, name = posixpath.split(path)
+        if parent in dirs and name not in dirs[parent]:
+            dirs[parent] = (*dirs[parent], name)
+    return dataclasses.replace(snap, files=files, truncated=truncated, unread=unread, dirs=dirs,
+                               command_gaps={**snap.command_gaps, **gaps.commands})
+
+
 class ImageTarget(NodeTarget):
     """The offline tree of one image, plus the answers kgc.image read from its files."""
 
     def __init__(self, tree: Path, name: str, hardware: HostSnapshot | None,
-                 answers: Mapping[str, CommandResult]) -> None:
-        super().__init__(spec="local://", root=str(tree))
+                 answers: Mapping[str, CommandResult], gaps: TreeGaps | None = None,
+                 collect_timeout_s: int = 300) -> None:
+        super().__init__(spec="local://", root=str(tree), collect_timeout_s=collect_timeout_s)
         self._name = name
         self._hardware = hardware
         self._answers = dict(answers)
+        self._gaps = gaps
+        self.snapshot: HostSnapshot | None = None  # what was judged (for run.image)
 
     @property
     def name(self) -> str:
@@ -156,7 +192,8 @@ class ImageTarget(NodeTarget):
         return self._name
 
     def collect(self, query: HostQuery) -> HostSnapshot:
-        return merge(super().collect(query), self._hardware, self._answers)
+        self.snapshot = merge(super().collect(query), self._hardware, self._answers, self._gaps)
+        return self.snapshot
 
 
 # -- reading the image ------------------------------------------------------------------
@@ -453,11 +490,76 @@ class ImageRun:
     verdict_path: Path
 
 
+class _Stop(BaseException):
+    """Raised by a signal handler inside a check: a BaseException, so no ``except
+    Exception`` on the way (the engine turns those into error verdicts) swallows it, and
+    every ``finally`` -- the temporary tree's removal -- runs."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextmanager
+def _bounded(timeout_s: float) -> Iterator[None]:
+    """SIGALRM after ``timeout_s``, and SIGTERM/SIGINT, raise :class:`_Stop` for the
+    duration (main thread only: elsewhere Python allows no handlers, and the subprocess
+    timeouts alone bound the run). The previous handlers come back afterwards. When
+    someone else's interval timer is already armed (a test runner's per-test timeout),
+    it is left alone: the time bound then rests on the subprocess timeouts."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: Any) -> None:
+        raise _Stop(signum)
+
+    sigs = [signal.SIGTERM, signal.SIGINT]
+    alarm = signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    if alarm:
+        sigs.append(signal.SIGALRM)
+    old = {s: signal.signal(s, stop) for s in sigs}
+    if alarm:
+        signal.setitimer(signal.ITIMER_REAL, max(timeout_s, 0.001))
+    try:
+        yield
+    finally:
+        if alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
 def check_image(image: str | Path, profile: Profile, *, report_dir: Path,
                 hardware: str | Path | None = None, layers: Sequence[str] | None = None,
-                keep_tree: bool = False, command: Sequence[str] = ()) -> ImageRun:
+                keep_tree: bool = False, command: Sequence[str] = (),
+                timeout_s: float = DEFAULT_TIMEOUT_S) -> ImageRun:
     """Certify one image file; writes ``verdict.json`` into ``report_dir``. Raises
-    :class:`ImageError` (exit 2, nothing written) on an image it cannot read."""
+    :class:`ImageError` (exit 2, nothing written) on an image it cannot read, and when the
+    whole check takes longer than ``timeout_s``. SIGTERM and SIGINT remove the temporary
+    tree before the process ends by them (SIGINT as KeyboardInterrupt)."""
+    if timeout_s <= 0:
+        raise ImageError(f"--timeout must be positive, got {timeout_s:g}")
+    try:
+        with _bounded(timeout_s):
+            return _check_image(image, profile, report_dir=report_dir, hardware=hardware,
+                                layers=layers, keep_tree=keep_tree, command=command,
+                                deadline=time.monotonic() + timeout_s)
+    except _Stop as stop:
+        # the tree is gone already (the finally below ran on the way out)
+        if stop.signum == signal.SIGALRM:
+            raise ImageError(f"kgc image check stopped at its time bound of {timeout_s:g} s "
+                             "(--timeout): the image was not judged, nothing written") from None
+        if stop.signum == signal.SIGINT:
+            raise KeyboardInterrupt from None
+        signal.signal(stop.signum, signal.SIG_DFL)
+        os.kill(os.getpid(), stop.signum)  # end by the signal, as the sender expects
+        raise SystemExit(128 + stop.signum) from None  # pragma: no cover - not reached
+
+
+def _check_image(image: str | Path, profile: Profile, *, report_dir: Path,
+                 hardware: str | Path | None, layers: Sequence[str] | None,
+                 keep_tree: bool, command: Sequence[str], deadline: float) -> ImageRun:
     started = time.time()
     t0 = time.monotonic()
     all_layers = load_layers()
@@ -489,17 +591,26 @@ def check_image(image: str | Path, profile: Profile, *, report_dir: Path,
         tb = TreeBuilder(vfs, tree, scratch)
         # what the commands kgc.image answers itself would read is not copied into the tree
         tb.build(dataclasses.replace(query, commands=tuple(
-            (n, c) for n, c in query.commands if n not in ANSWERED)), EXTRA_FILES)
+            (n, c) for n, c in query.commands if n not in ANSWERED)), EXTRA_FILES,
+            command_globs={"udev_driver_override": UDEV_RULES})
         answers = image_answers(vfs, scratch, hw, facts)
         t_extract = time.monotonic()
         name = f"image:{Path(image).name}"
-        target = ImageTarget(tree, name, hw, answers)
+        gaps = tb.gaps()
+        target = ImageTarget(tree, name, hw, answers, gaps,
+                             collect_timeout_s=max(1, int(deadline - time.monotonic())))
         verdicts, facts_env = judge(target, profile, chosen)
         t_judge = time.monotonic()
         facts.os = _os_release(tree)
+        seen = target.snapshot
         facts.tree = {"files": tb.stats.files, "placeholders": tb.stats.placeholders,
                       "links": tb.stats.links, "links_made_relative": tb.stats.rewritten_links,
                       "dirs": tb.stats.dirs, "not_recreated": dict(tb.stats.skipped),
+                      "over_limit": dict(tb.stats.too_big),
+                      # every file the query reached whose content was not judged, and why
+                      "not_read": seen.not_read() if seen is not None else {
+                          **{p: truncation_reason(n) for p, n in gaps.truncated.items()},
+                          **gaps.unread},
                       "kept": str(tree) if keep_tree else ""}
         if hw is not None:
             facts.hardware = {"from": hw_name, "devices": len(hw.dirs.get(
@@ -563,6 +674,8 @@ def console(res: ImageRun, out: Any = None) -> None:
           f"({f.initramfs.get('formats') or f.initramfs.get('error', '')})\n")
     for point, why in f.unread_mounts.items():
         w(f"NOT READ: {point}: {why}\n")
+    for path, why in sorted(f.tree.get("not_read", {}).items()):
+        w(f"NOT READ: {path}: {why}\n")
     if f.hardware:
         w(f"hardware: {f.hardware['devices']} PCI devices from {f.hardware['from']}\n")
     else:
@@ -582,10 +695,12 @@ def console(res: ImageRun, out: Any = None) -> None:
 
 
 def main_check(image: str, profile: Profile, report_dir: str, hardware: str | None,
-               layers: str | None, keep_tree: bool, as_json: bool, argv: Sequence[str]) -> int:
+               layers: str | None, keep_tree: bool, as_json: bool, argv: Sequence[str],
+               timeout_s: float = DEFAULT_TIMEOUT_S) -> int:
     names = [x for x in (layers or "").split(",") if x] or None
     res = check_image(image, profile, report_dir=Path(report_dir), hardware=hardware,
-                      layers=names, keep_tree=keep_tree, command=["kgc", *argv])
+                      layers=names, keep_tree=keep_tree, command=["kgc", *argv],
+                      timeout_s=timeout_s)
     if as_json:
         doc = json.loads(res.verdict_path.read_text())
         print(json.dumps({"overall": doc["overall"], "overall_reason": doc["overall_reason"],

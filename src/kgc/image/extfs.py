@@ -25,7 +25,9 @@ from kgc.image.disk import ImageError
 ROOT_INO = 2
 DEBUGFS_TIMEOUT_S = 300
 MAX_SYMLINKS = 40
-_LS = re.compile(r"^/(\d+)/([0-7]{1,7})/(\d+)/(\d+)/([^/\n]*)/(\d*)/$")
+# one `ls -p` entry; a name cannot hold "/" but may hold newlines (debugfs prints it raw), so
+# entries are matched over the whole listing, not line by line
+_LS = re.compile(r"^/(\d+)/([0-7]{1,7})/(\d+)/(\d+)/([^/]*)/(\d*)/$", re.M)
 _FAST_LINK = re.compile(r'Fast link dest: "(.*)"\s*$', re.M)
 
 KIND = {0o04: "dir", 0o10: "file", 0o12: "link", 0o14: "socket", 0o02: "chardev",
@@ -53,10 +55,7 @@ def parse_ls(text: str) -> dict[str, Entry] | None:
     """``ls -p`` output -> name -> entry (None: nothing listed, i.e. not a directory)."""
     out: dict[str, Entry] = {}
     seen = False
-    for line in text.splitlines():
-        m = _LS.match(line)
-        if not m:
-            continue
+    for m in _LS.finditer(text):
         seen = True
         ino, mode, uid, gid, name, size = m.groups()
         if name in (".", "..") or not name:
@@ -106,22 +105,29 @@ class ExtFS:
             raise ImageError(f"the {self.name} filesystem cannot be opened: "
                              f"{' '.join(first.split())[:200]}")
         out = res.stdout.decode("utf-8", "surrogateescape")
-        # with -f, debugfs echoes every command as "debugfs: CMD" before its output
+        # with -f, debugfs echoes every command as "debugfs: CMD" before its output; the
+        # echo of the NEXT command (index `nxt`) opens a new section
         sections: list[str] = []
         cur: list[str] | None = None
+        nxt = 0
         for line in out.split("\n"):
-            if line.startswith("debugfs: ") and len(sections) < len(commands) and \
-                    line[len("debugfs: "):].strip() == commands[len(sections)].strip():
+            if nxt < len(commands) and line.startswith("debugfs: ") and \
+                    line[len("debugfs: "):].strip() == commands[nxt].strip():
                 if cur is not None:
                     sections.append("\n".join(cur))
                 cur = []
+                nxt += 1
                 continue
             if cur is not None:
                 cur.append(line)
-            if len(sections) == len(commands):
-                break
-        if cur is not None and len(sections) < len(commands):
+        if cur is not None:
             sections.append("\n".join(cur))
+        # a file name with a newline could hold "debugfs: <the next command>" and so cut a
+        # section short: the real echo would then sit inside a later section
+        echoes = {"debugfs: " + c.strip() for c in commands}
+        if any(ln in echoes for sec in sections for ln in sec.split("\n")):
+            raise ImageError(f"the {self.name} filesystem holds a file name that forges "
+                             "debugfs's output (a newline and a command echo): refusing")
         while len(sections) < len(commands):
             sections.append("")
         return sections

@@ -10,7 +10,11 @@ are not re-created (a FIFO would hang a reader); set-id bits are dropped; nothin
 executed.
 
 A regular file the query only ``stat``s (e.g. the Kata shim binary) gets a sparse stand-in
-of the same size and mode: its metadata is the image's, its content is never read.
+of the same size and mode: its metadata is the image's, its content is never read. So does
+a file whose content is wanted but is over the limits below: its stand-in is always larger
+than the collector's per-file limit, so the collector marks it truncated (with its size)
+and never reads the zeros -- and :meth:`TreeBuilder.gaps` names it, with every special file
+and every file that could not be copied, by the paths the query reaches them through.
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kgc.core import hostfs
 from kgc.core.hostfs import HostQuery
 from kgc.image.disk import ImageError
 from kgc.image.extfs import Node, Vfs
@@ -29,6 +34,9 @@ from kgc.image.extfs import Node, Vfs
 MAX_FILE_BYTES = 64 * 1024 * 1024  # a config file larger than this is not a config file
 MAX_TOTAL_BYTES = 1024 * 1024 * 1024
 MAX_LISTED_FILE = 1024 * 1024  # entries of a listed directory: real content up to this size
+MAX_COMMAND_FILE = 16 * 1024 * 1024  # what a collector command reads under $R
+# a stand-in of an over-limit file must never be read as if it were the file
+assert min(MAX_FILE_BYTES, MAX_LISTED_FILE, MAX_COMMAND_FILE) > hostfs.MAX_FILE_BYTES
 # "$R"/path or "$R/path" in a collector command: the paths it reads inside the root
 _CMD_PATH = re.compile(r'\$R"?(/[A-Za-z0-9_./*?\[\]:+,=@%-]*(?:\$[A-Za-z_]\w*[A-Za-z0-9_./*-]*)?)')
 
@@ -57,7 +65,18 @@ class TreeStats:
     links: int = 0
     dirs: int = 0
     skipped: dict[str, str] = field(default_factory=dict)  # path -> why not re-created
+    too_big: dict[str, int] = field(default_factory=dict)  # content wanted, over the limit
     rewritten_links: int = 0
+
+
+@dataclass(frozen=True)
+class TreeGaps:
+    """What the tree does not hold whole, by the paths the query reads (see
+    :meth:`TreeBuilder.gaps`)."""
+
+    truncated: dict[str, int] = field(default_factory=dict)  # path -> size, over the limit
+    unread: dict[str, str] = field(default_factory=dict)  # path -> why not re-created
+    commands: dict[str, str] = field(default_factory=dict)  # command -> such an input
 
 
 class TreeBuilder:
@@ -69,6 +88,10 @@ class TreeBuilder:
         self._done: set[str] = set()
         self._content: set[str] = set()
         self._pending: dict[str, Node] = {}  # canonical path -> node whose content is wanted
+        # how the query reaches each file whose content it wants: query path -> canonical
+        # path it resolves to (None: dangling); and each command's inputs (canonical paths)
+        self.reached: dict[str, str | None] = {}
+        self.command_inputs: dict[str, set[str]] = {}
 
     # -- tree paths ----------------------------------------------------------------------
     def _host(self, canon: str) -> Path:
@@ -176,6 +199,8 @@ class TreeBuilder:
             if node.canon not in self._content:
                 self._pending[node.canon] = node
         else:
+            if content and node.canon not in self._pending and node.canon not in self._content:
+                self.stats.too_big[node.canon] = node.entry.size
             self._placeholder(node)
 
     def _placeholder(self, node: Node) -> None:
@@ -212,6 +237,7 @@ class TreeBuilder:
                 if dest.exists() or dest.is_symlink():
                     dest.unlink()
                 os.replace(src, dest)
+                self.stats.too_big.pop(n.canon, None)
                 _meta(dest, n)
                 self._done.add(n.canon)
                 self._content.add(n.canon)
@@ -219,21 +245,62 @@ class TreeBuilder:
         self._pending.clear()
 
     # -- a whole query ---------------------------------------------------------------------
-    def build(self, query: HostQuery, extra_files: Iterable[str] = ()) -> None:
+    def _reach(self, path: str) -> str | None:
+        res = self.vfs.lookup(path, follow=True)
+        self.reached[path] = None if res is None else res.canon
+        return self.reached[path]
+
+    def build(self, query: HostQuery, extra_files: Iterable[str] = (),
+              command_globs: Mapping[str, Iterable[str]] | None = None) -> None:
+        """Re-create what ``query`` reads; ``command_globs``: inputs of commands that
+        :func:`command_paths` cannot find in their scripts."""
         for pat in (*query.files, *extra_files):
             for path, node in self.vfs.glob(pat):
                 self.place(path, node, content=True)
+                self._reach(path)
         for pat in query.dirs:
             for path, node in self.vfs.glob(pat):
                 self.place(path, node, content=True, listing=True)
+                res = self.vfs.lookup(path, follow=True)
+                if res is not None and res.kind == "dir":
+                    for name in res.fs.listdir(res.entry.ino) or {}:
+                        self._reach(posixpath.join(path, name))
         for pat in query.links:
             for path, node in self.vfs.glob(pat):
                 self.place(path, node, content=False)
         for pat in query.stats:
             for path, node in self.vfs.glob(pat):
                 self.place(path, node, content=False)
-        for _name, script in query.commands:
-            for pat in command_paths(script):
+        for name, script in query.commands:
+            inputs = self.command_inputs.setdefault(name, set())
+            for pat in (*command_paths(script), *(command_globs or {}).get(name, ())):
                 for path, node in self.vfs.glob(pat):
-                    self.place(path, node, content=True, max_bytes=16 * 1024 * 1024)
+                    self.place(path, node, content=True, max_bytes=MAX_COMMAND_FILE)
+                    canon = self._reach(path)
+                    if canon is not None:
+                        inputs.add(canon)
         self.flush()
+
+    def gaps(self) -> TreeGaps:
+        """What the tree does not hold whole, by the paths the query reads: query path ->
+        size of an over-limit file, query path -> why a file is not re-created, command ->
+        one such input of it (an input below a directory the command reads counts too)."""
+        truncated: dict[str, int] = {}
+        unread: dict[str, str] = {}
+        for path, canon in self.reached.items():
+            if canon in self.stats.too_big:
+                truncated[path] = self.stats.too_big[canon]
+            elif canon in self.stats.skipped:
+                unread[path] = f"{self.stats.skipped[canon]} (kgc image check)"
+        bad = {**{c: "" for c in self.stats.too_big}, **{c: "" for c in self.stats.skipped}}
+        commands: dict[str, str] = {}
+        for name, inputs in self.command_inputs.items():
+            hit = sorted(c for c in bad if any(c == i or c.startswith(i.rstrip("/") + "/")
+                                               for i in inputs))
+            if hit:
+                commands[name] = hit[0]
+                if hit[0] in self.stats.too_big:
+                    truncated.setdefault(hit[0], self.stats.too_big[hit[0]])
+                else:
+                    unread.setdefault(hit[0], f"{self.stats.skipped[hit[0]]} (kgc image check)")
+        return TreeGaps(truncated, unread, commands)

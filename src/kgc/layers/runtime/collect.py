@@ -114,7 +114,7 @@ def _imports(snap: HostSnapshot, main: ConfigFile) -> tuple[list[ConfigFile], li
         if not isinstance(pat, str):
             continue
         full = pat if pat.startswith("/") else posixpath.join(base, pat)
-        hits = sorted(p for p in snap.files if fnmatch.fnmatchcase(p, full) and p != main.path)
+        hits = [p for p in snap.file_paths() if fnmatch.fnmatchcase(p, full) and p != main.path]
         if not hits:
             missing.append(full)
         for h in hits:
@@ -124,7 +124,7 @@ def _imports(snap: HostSnapshot, main: ConfigFile) -> tuple[list[ConfigFile], li
 
 def _kata_files(snap: HostSnapshot) -> dict[str, ConfigFile]:
     out: dict[str, ConfigFile] = {}
-    for p in sorted(snap.files):
+    for p in snap.file_paths():
         if "kata" in p and p.endswith(".toml"):
             out[p] = parse_toml(p, snap.read(p))
     return out
