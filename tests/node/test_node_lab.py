@@ -38,8 +38,8 @@ class FreezingTarget(NodeTarget):
 
     vm: NodeVM | None = None
 
-    def run(self, script: str) -> tuple[int, str, str]:
-        res = super().run(script)
+    def run(self, script: str, limit_s: int | None = None) -> tuple[int, str, str]:
+        res = super().run(script, limit_s)
         if "kgc-reboot-scheduled" in res[1] and self.vm is not None:
             self.vm.monitor("stop")
         return res
