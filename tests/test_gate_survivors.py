@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent / "gate"))
-from vdoc import NODE_LAYERS, full_node, result, verdict  # noqa: E402
+from vdoc import DIGEST, NODE_LAYERS, full_node, result, verdict  # noqa: E402
 
 from kgc.gate.gate import evaluate, parse_verdict  # noqa: E402
 from kgc.gate.policy import Policy  # noqa: E402
@@ -26,7 +26,7 @@ LAYERS = {**NODE_LAYERS, "gpu": "cluster"}
 def gate(doc: dict[str, Any], policy: Policy, layers: dict[str, str] | None = None,
          checks: dict[str, list[str]] | None = None, profile: str = "lab"):  # type: ignore[no-untyped-def]
     d = parse_verdict(json.dumps(doc).encode(), "v.json")
-    return evaluate(d, policy, profile, layers or NODE_LAYERS, checks)
+    return evaluate(d, policy, profile, layers or NODE_LAYERS, checks, digest=DIGEST)
 
 
 def test_not_run_lists_skipped_and_absent_optional_layers_per_target() -> None:
@@ -131,8 +131,9 @@ def test_per_check_skip_honours_skip_allowed_and_waivers_for_missing_checks() ->
     missing = [(f.kind, f.target, f.check, f.layer, f.status) for f in res.blocking]
     assert missing == [("check", "node-a", "iommu.cmdline", "iommu", "missing"),
                        ("check", "node-a", "iommu.groups", "iommu", "missing")]
-    assert res.blocking[0].text == ("iommu.cmdline on node-a: no verdict (not run; policy "
-                                    "skip: per-check needs every check of a required layer)")
+    assert res.blocking[0].text == ("iommu.cmdline on node-a: no verdict (not run: left out "
+                                    "of the selection; policy skip: per-check needs every "
+                                    "check of a required layer)")
 
 
 def test_every_missing_required_layer_is_named() -> None:

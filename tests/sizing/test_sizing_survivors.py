@@ -174,12 +174,13 @@ def test_node_overcommit_with_an_unsizable_kata_pod_is_not_a_pass() -> None:
 
 def test_vm_matches_limits_unknown_class_alone_is_not_a_pass() -> None:
     """A shape whose class has no configuration is not judged; with nothing else judged
-    the check skips (never passes)."""
+    nothing was measured: an error (issue 21, item 3: a skip let the layer pass on its
+    static checks), never a pass."""
     obs = ShapeObservation("one-container", one_container(), "kata-clh", node="n1",
                            guest=GuestSize(nproc_all=3, memtotal_kib=9900 * 1024))
     ev = SizingEvidence(configs={"kata-clh": resolve_config("kata-clh")}, shapes=(obs,))
     v = judge("sizing.vm-matches-limits", ev)
-    assert v.status is Status.SKIP, v.reason
+    assert v.status is Status.ERROR, v.reason
     assert "cannot predict" in v.reason
 
 
