@@ -232,7 +232,10 @@ def test_the_node_layers_run_in_cluster_and_agree_with_the_ssh_run(
     mounted read-only, recursively; kgc mounted read-only from the node's /opt/kgc); its
     verdicts equal those of the same suite run over SSH against the same VM."""
     k = real_lab.kube
-    with kube.Run.for_profile(k, real_lab.cluster) as run:
+    # the pod mounts the node's root (hostPath): Pod Security baseline, every run
+    # namespace's default, refuses it; the lab's admin asks for privileged here
+    with kube.Run.for_profile(k, real_lab.cluster, pod_security={
+            "pod-security.kubernetes.io/enforce": "privileged"}) as run:
         ds = incluster.host_run_daemonset(
             "kgc-host", pytest_args=("--profile", "lab", "-q"),
             labels=run.labels, **realnode.placement())

@@ -162,6 +162,10 @@ class Run:
     ready_timeout_s: float = 60.0  # for the namespace's default ServiceAccount
     teardown_wait_s: float = 0.0  # >0: wait that long for the deleted namespace to go
     bind_role: bool = True  # bind kgc-certify-run to the caller in the namespace (runrole)
+    # the namespace's Pod Security labels: baseline for every layer's run; only an admin's
+    # run of a host-reading pod (the lab's in-cluster host run) asks for more, and the
+    # certification role's admission policy refuses that
+    pod_security: Mapping[str, str] = field(default_factory=lambda: dict(POD_SECURITY))
     notes: list[str] = field(default_factory=list, init=False)
     created: list[str] = field(default_factory=list, init=False)
     removed: list[str] = field(default_factory=list, init=False)
@@ -209,7 +213,7 @@ class Run:
         and the certification role may create no other), bind the run's in-namespace role
         (:mod:`kgc.kube.runrole`) and wait until pods can be created in it."""
         self.create({"apiVersion": "v1", "kind": "Namespace",
-                     "metadata": {"name": self.namespace, "labels": dict(POD_SECURITY)}})
+                     "metadata": {"name": self.namespace, "labels": dict(self.pod_security)}})
         if self.bind_role:
             self.notes.append(f"run role {runrole.RUN_ROLE}: {runrole.bind_run_role(self)}")
 
