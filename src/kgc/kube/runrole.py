@@ -17,13 +17,13 @@ later call names its own refusal.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from kgc.kube.client import Kube, KubeError
+from kgc.kube.wait import WaitTimeout, wait_for
 
 RUN_ROLE = "kgc-certify-run"
 BINDING = "kgc-certify-run"
@@ -103,9 +103,10 @@ def bind_run_role(run: Any, timeout_s: float = 20.0) -> str:
     except ApiException as exc:
         if exc.status != 409:
             raise
-    deadline = time.monotonic() + timeout_s
-    while not allowed(run.kube, run.namespace, "watch", "serviceaccounts"):
-        if time.monotonic() > deadline:
-            return f"bound, but not yet honoured after {timeout_s:.0f} s"
-        time.sleep(0.1)
+    try:
+        wait_for("the run role's binding to be honoured",
+                 lambda: allowed(run.kube, run.namespace, "watch", "serviceaccounts"),
+                 timeout_s, interval_s=0.1)
+    except WaitTimeout:
+        return f"bound, but not yet honoured after {timeout_s:.0f} s"
     return "bound"
