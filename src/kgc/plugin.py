@@ -4,7 +4,8 @@ Suites stay thin: a suite module says which layer it certifies
 (``pytestmark = pytest.mark.layer("iommu")``) and each test calls ``certify("iommu.enabled")``.
 The layer's scope decides how the plugin parametrises it: node layers once per node target
 (``--hosts``, default this machine), cluster layers once per cluster (``--kubeconfig`` /
-``--context``, default ``$KUBECONFIG`` then ``~/.kube/config``); with ``--snapshot`` the
+``--context``, default ``$KUBECONFIG``'s files merged, else ``~/.kube/config``, as kubectl
+reads them); with ``--snapshot`` the
 recorded bundles are the targets. The layer's markers (``host``, ``cluster``, ...) come
 from the layer registry.
 
@@ -39,7 +40,7 @@ from kgc.core.logfilter import pytest_plugin as install_log_filter
 from kgc.core.model import Check, Outcome, Status, Verdict
 from kgc.core.profile import DEFAULT_PROFILE, Profile, ProfileError, load_profile
 from kgc.core.registry import catalogue, load_layers, markers
-from kgc.core.target import ClusterTarget, NodeTarget, TargetError, default_kubeconfig
+from kgc.core.target import ClusterTarget, NodeTarget, TargetError
 
 USER_PROP = "kgc_verdict"
 NO_TARGET = "none"
@@ -132,11 +133,13 @@ class KgcState:
                 ))
             except TargetError as exc:
                 _bad_input(str(exc))
-        kube = opt.kgc_kubeconfig or default_kubeconfig()
-        if opt.kgc_kubeconfig and not Path(opt.kgc_kubeconfig).is_file():
-            _bad_input(f"--kubeconfig {opt.kgc_kubeconfig}: no such file")
-        if kube:
-            self.add_target(ClusterTarget(kube, opt.kgc_context))
+        try:  # kubectl's rules: --kubeconfig, else $KUBECONFIG merged, else ~/.kube/config
+            cluster = ClusterTarget.for_run(opt.kgc_kubeconfig, opt.kgc_context)
+        except TargetError as exc:
+            _bad_input(str(exc))
+            return
+        if cluster is not None:
+            self.add_target(cluster)
 
     def context(self, key: str) -> Context:
         ctx = self.contexts.get(key)
@@ -192,8 +195,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--cri-socket", dest="kgc_cri_socket", default=None, metavar="PATH",
                 help="CRI socket the NRI probe uses to start its probe pod")
     g.addoption("--kubeconfig", dest="kgc_kubeconfig", default=None, metavar="FILE",
-                help="kubeconfig of the cluster the cluster layers certify (default "
-                "$KUBECONFIG, then ~/.kube/config)")
+                help="kubeconfig of the cluster the cluster layers certify (default: "
+                "$KUBECONFIG's files merged, else ~/.kube/config, as kubectl)")
     g.addoption("--context", dest="kgc_context", default=None, metavar="NAME",
                 help="kubeconfig context (default: its current-context)")
     g.addoption("--ssh-accept-new-host-keys", dest="kgc_accept_new_host_keys",
