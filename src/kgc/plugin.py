@@ -41,6 +41,7 @@ from kgc.core.model import Check, Outcome, Status, Verdict
 from kgc.core.profile import DEFAULT_PROFILE, Profile, ProfileError, load_profile
 from kgc.core.registry import catalogue, load_layers, markers
 from kgc.core.target import ClusterTarget, NodeTarget, TargetError
+from kgc.options import DEPRECATED, deprecation
 
 USER_PROP = "kgc_verdict"
 NO_TARGET = "none"
@@ -180,8 +181,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="judge recorded evidence bundles (kgc snapshot) instead of live targets")
     g.addoption("--report-dir", dest="kgc_report_dir", default=None, metavar="DIR",
                 help="where verdict.json, junit.xml and allure-results go (default ./reports)")
-    g.addoption("--kgc-root", dest="kgc_root", default=None, metavar="PATH",
+    g.addoption("--root", dest="kgc_root", default=None, metavar="PATH",
                 help="read host files under PATH instead of / (an offline tree)")
+    g.addoption("--kgc-root", dest="kgc_root_deprecated", default=None, metavar="PATH",
+                help="deprecated spelling of --root")
     g.addoption("--allow-reboot", dest="kgc_allow_reboot", action="store_true", default=False,
                 help="DESTRUCTIVE: allow the reboot test to reboot the target nodes")
     g.addoption("--reboot-timeout", dest="kgc_reboot_timeout", default=600, type=float,
@@ -253,6 +256,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except ProfileError as exc:
         _bad_input(str(exc).replace("\n", " "))
         return
+    _deprecated_spellings(config)
     state = KgcState(config, profile)
     config.stash[STATE] = state
     config.pluginmanager.register(state, "kgc-state")
@@ -278,6 +282,22 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.clean_alluredir = True
     if config.option.xmlpath is None:
         config.option.xmlpath = str(rdir / "junit.xml")
+
+
+def _deprecated_spellings(config: pytest.Config) -> None:
+    """An old option spelling (kgc.options.DEPRECATED) works as the new one and says so in
+    one line on stderr (once: on the controller, not again in each xdist worker)."""
+    opt = config.option
+    for old, new in DEPRECATED["pytest"].items():
+        dest = "kgc_" + new.lstrip("-").replace("-", "_")
+        given = getattr(opt, dest + "_deprecated", None)
+        if given is None:
+            continue
+        if getattr(opt, dest) not in (None, given):
+            _bad_input(f"{old} {given} and {new} {getattr(opt, dest)}: give {new} only")
+        setattr(opt, dest, given)
+        if not hasattr(config, "workerinput"):
+            print(deprecation(old, new), file=sys.stderr)
 
 
 class _XdistHooks:
