@@ -2,6 +2,7 @@
 
     kgc certify [pytest args]         run the conformance suites (every layer it can reach)
     kgc snapshot -o FILE [--hosts SPEC | --kubeconfig F]   record evidence as a bundle
+                                      (cluster: --kubeconfig, --context or $KUBECONFIG)
     kgc evaluate BUNDLE...            judge bundles offline (the same verdicts as
                                       `pytest --snapshot BUNDLE`)
     kgc report                        allure-results -> HTML (Allure 3)
@@ -141,15 +142,34 @@ def _snapshot_layers(spec: str | None, layers: dict[str, Any], scope: Scope) -> 
     return names
 
 
+NODE_OPTIONS = ("hosts", "root", "sudo", "ssh_config", "ssh_identity_file",
+                "ssh_accept_new_host_keys", "nri_probe", "nri_socket", "cri_socket",
+                "allow_reboot")
+
+
+def _snapshot_cluster(a: argparse.Namespace) -> ClusterTarget | None:
+    """The cluster a snapshot records, or None for a node. ``--kubeconfig`` asks for the
+    cluster; else a node option (``--hosts``, ``--root`` ...) asks for a node; else
+    ``--context`` or ``$KUBECONFIG`` name the cluster kubectl would reach (its files
+    merged); with none of these the snapshot records this machine."""
+    if not a.kubeconfig and (any(getattr(a, o) for o in NODE_OPTIONS)
+                             or not (a.context or os.environ.get("KUBECONFIG"))):
+        return None
+    cluster = ClusterTarget.for_run(a.kubeconfig, a.context)
+    if cluster is None:
+        raise UsageError(f"--context {a.context}: no kubeconfig to find it in ($KUBECONFIG "
+                         "unset, no ~/.kube/config); pass --kubeconfig FILE")
+    return cluster
+
+
 def cmd_snapshot(a: argparse.Namespace) -> int:
     profile = _profile(a.profile)
     layers = load_layers()
     out = Path(a.output)
-    if a.kubeconfig:
-        target: Any = ClusterTarget(a.kubeconfig, a.context)
-        options: dict[str, Any] = {}
-    else:
-        target = NodeTarget(spec=a.hosts, root=a.root or "", sudo=a.sudo,
+    target: Any = _snapshot_cluster(a)
+    options: dict[str, Any] = {}
+    if target is None:
+        target = NodeTarget(spec=a.hosts or "local://", root=a.root or "", sudo=a.sudo,
                             ssh_config=a.ssh_config, ssh_identity_file=a.ssh_identity_file,
                             host_keys="accept-new" if a.ssh_accept_new_host_keys else "strict")
         options = {"nri_probe": a.nri_probe, "nri_socket": a.nri_socket,
@@ -346,8 +366,10 @@ def cmd_cleanup(a: argparse.Namespace) -> int:
 
 def _cleanup_parser(sub: Any) -> None:
     p = sub.add_parser("cleanup", help="remove the namespaces and objects cluster runs left")
-    p.add_argument("--kubeconfig", default=None, help="default $KUBECONFIG, ~/.kube/config")
-    p.add_argument("--context", default=None)
+    p.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG's files merged, "
+                   "else ~/.kube/config (as kubectl)")
+    p.add_argument("--context", default=None, help="kubeconfig context (default: its "
+                   "current-context)")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--run", default=None, metavar="ID", help="only this run's objects")
     which.add_argument("--all", action="store_true", help="every run's objects")
@@ -378,7 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("snapshot", help="record a node's or a cluster's evidence as a bundle")
     p.add_argument("-o", "--output", required=True, help="bundle file to write (JSON, 0600)")
     p.add_argument("--profile", default=DEFAULT_PROFILE)
-    p.add_argument("--hosts", default="local://", help="node target (default local://)")
+    p.add_argument("--hosts", default=None, help="node target (default local://)")
     p.add_argument("--root", default=None, help="read host files under this directory")
     p.add_argument("--sudo", action="store_true")
     p.add_argument("--ssh-config", default=None)
@@ -393,8 +415,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="DESTRUCTIVE: also run and record the reboot test")
     p.add_argument("--reboot-timeout", type=float, default=600)
     p.add_argument("--kubeconfig", default=None,
-                   help="record the cluster layers of this cluster instead of a node")
-    p.add_argument("--context", default=None)
+                   help="record the cluster layers of this cluster instead of a node (without "
+                   "node options, --context or $KUBECONFIG also mean the cluster, its files "
+                   "merged as kubectl merges them)")
+    p.add_argument("--context", default=None, help="kubeconfig context (default: its "
+                   "current-context)")
     p.add_argument("--layers", default=None,
                    help="record only these layers (comma-separated; default: every layer of "
                    "the target's scope; a node's host snapshot is always recorded)")
