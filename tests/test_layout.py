@@ -98,3 +98,24 @@ def test_no_layer_imports_another_layers_private_names() -> None:
                 continue
             bad += [f"{f.relative_to(REPO)}: {mod}.{n}" for n in names if n.startswith("_")]
     assert not bad, bad
+
+
+def test_the_lab_is_its_own_distribution() -> None:
+    """lab/pyproject.toml provides the lab's commands and depends on the product; the
+    product's pyproject names no lab (no extra, script or entry point); the bootstrap
+    installs both, and re-installs when either pyproject changes."""
+    import tomllib
+
+    root = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    lab = tomllib.loads((REPO / "lab" / "pyproject.toml").read_text())["project"]
+    assert "lab" not in root.get("optional-dependencies", {})
+    assert not any("lab" in d for extra in root.get("optional-dependencies", {}).values()
+                   for d in extra)
+    assert "kgc-lab" not in root.get("scripts", {})
+    assert all("lab" not in str(v) for v in root.get("entry-points", {}).values())
+    assert "kata-gpu-conformance" in lab["dependencies"]
+    assert lab["scripts"]["kgc-lab"] == "kgc_lab.cli:main"
+    assert lab["entry-points"]["kgc.commands"] == {"lab": "kgc_lab.cli:main"}
+    boot = (REPO / "scripts" / "bootstrap.sh").read_text()
+    assert "pip install -q -e '.[test]' -e ./lab" in boot
+    assert "lab/pyproject.toml" in boot.split("want=", 1)[1].splitlines()[0]
