@@ -322,6 +322,7 @@ def cmd_plugin(name: str, extra: list[str]) -> int:
     return int(plug_main(extra))
 
 
+# --------------------------------------------------------------------------- kgc cleanup
 def cmd_cleanup(a: argparse.Namespace) -> int:
     """Delete what cluster runs left (a SIGKILLed run cannot tear itself down): the run
     namespaces and cluster-scoped objects labelled with the profile's run label, and say
