@@ -29,7 +29,7 @@ if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; th
   log "python venv"
   python3 -m venv .venv
   .venv/bin/pip install -q --upgrade pip >/dev/null
-  .venv/bin/pip install -q -e '.[test]' -e lab
+  .venv/bin/pip install -q -e '.[test]' -e ./lab
   echo "$want" > "$stamp"
 fi
 

@@ -70,6 +70,50 @@ def test_the_wheel_carries_suites_and_profiles_and_no_test_tools(installed) -> N
         assert r.returncode != 0, f"{mod} should not be installed by the wheel"
 
 
+def test_the_wheel_carries_no_lab(installed) -> None:
+    """The labs are their own distribution (lab/): not one of their files is in the
+    product's wheel, and the product installed alone has no lab package."""
+    import zipfile
+
+    names = zipfile.ZipFile(installed["wheel"]).namelist()
+    assert any(n.startswith("kgc/image/") for n in names), names[:20]  # the listing works
+    lab = [n for n in names if n.startswith(("kgc_lab", "lab/")) or "kgc/lab/" in n
+           or "kgc_lab" in n]
+    assert not lab, lab
+    meta = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+    entry_points = zipfile.ZipFile(installed["wheel"]).read(meta).decode()
+    assert "lab" not in entry_points.replace("kgc.plugin", ""), entry_points
+    py = str(installed["venv"] / "bin" / "python")
+    r = _run([py, "-c", "import kgc_lab"], installed["empty"], installed["env"])
+    assert r.returncode != 0 and "No module named 'kgc_lab'" in r.stderr, r.stderr[-500:]
+    r = _run([py, "-c", "import kgc.lab"], installed["empty"], installed["env"])
+    assert r.returncode != 0, "kgc.lab is still a package of the product"
+
+
+def test_kgc_lab_without_the_lab_names_the_distribution(installed) -> None:
+    """`kgc lab` is a plug-in command: without the lab installed it says in one line which
+    distribution brings it and exits 2 (bad usage), nothing else."""
+    kgc = str(installed["venv"] / "bin" / "kgc")
+    r = _run([kgc, "lab", "node", "list"], installed["empty"], installed["env"])
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "pip install kata-gpu-conformance-lab" in r.stderr and not r.stdout
+    assert not (installed["venv"] / "bin" / "kgc-lab").exists()
+
+
+def test_image_boot_is_the_products_own(installed, tmp_path: Path) -> None:
+    """`kgc image check --boot` (release gating) works with the product alone: a bare
+    filesystem is refused as not bootable (exit 2), not as "install the lab"."""
+    bare = tmp_path / "bare.ext4"
+    subprocess.run(["truncate", "-s", "8M", str(bare)], check=True)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(bare)], check=True, capture_output=True)
+    kgc = str(installed["venv"] / "bin" / "kgc")
+    r = _run([kgc, "image", "check", str(bare), "--boot", "--report-dir",
+              str(tmp_path / "r")], installed["empty"], installed["env"])
+    assert r.returncode == 2 and "has no boot loader" in r.stderr, (r.stdout, r.stderr)
+    assert "lab" not in r.stderr and not (tmp_path / "r").exists()
+
+
 def test_readme_node_run_works_verbatim_from_an_empty_directory(installed) -> None:
     readme = (REPO / "README.md").read_text()
     m = re.search(r"<!-- node-run:start -->\n(.*?)<!-- node-run:end -->", readme, re.S)

@@ -4,8 +4,12 @@ a free loopback port."""
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
+
+# one way to pick a free loopback port, the product's (its QEMU machine needs it too)
+from kgc.image.qemu import free_port
+
+__all__ = ["LabError", "LabUnavailable", "cache_root", "free_port", "lab_cache"]
 
 
 class LabError(Exception):
@@ -26,10 +30,3 @@ def cache_root() -> Path:
 def lab_cache(lab: str) -> Path:
     """One lab's part of the cache (``node``, ``containerd``, ``cluster``)."""
     return cache_root() / lab
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (a caller that loses the race retries)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

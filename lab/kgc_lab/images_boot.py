@@ -31,6 +31,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from kgc.image.boot_qemu import mtool as boot_mtool
 from kgc_lab.containerd import KATA_OK_CONFIG
 from kgc_lab.containerd_instance import FLAVOURS, cache_dir
 from kgc_lab.node import VARIANTS, build_variant, cache_root
@@ -226,10 +227,7 @@ def boot_tools() -> Path:
 
 def mtool(name: str) -> list[str]:
     """An mtools command (the host's, else the cached one)."""
-    found = shutil.which(name)
-    if found:
-        return [found]
-    return [str(boot_tools() / "usr" / "bin" / "mtools"), "-c", name]
+    return boot_mtool(name, None if shutil.which(name) else boot_tools())
 
 
 def write_gpt(out: Path, parts: list[tuple[Path, str, str]]) -> list[tuple[int, int]]:

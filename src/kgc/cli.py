@@ -318,11 +318,22 @@ def _plugins() -> dict[str, str]:
     return {ep.name: (ep.dist.name if ep.dist else "?") for ep in entry_points(group=PLUGIN_GROUP)}
 
 
+def _plugin_main(name: str) -> Any:
+    """The ``main`` a distribution registered for ``kgc NAME``; None when none loads (an
+    entry point left behind by an older install of a moved module is skipped)."""
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=PLUGIN_GROUP, name=name):
+        try:
+            return ep.load()
+        except ImportError:
+            continue
+    return None
+
+
 def cmd_plugin(name: str, extra: list[str]) -> int:
     """`kgc NAME ...` for a plug-in command: its ``main`` gets the rest of the line."""
-    from kgc.gate.cli import plugin
-
-    plug_main = plugin(PLUGIN_GROUP, name)
+    plug_main = _plugin_main(name)
     if plug_main is None:
         dist = PLUGIN_HINTS[name][1] if name in PLUGIN_HINTS else "the distribution that has it"
         print(f"kgc {name}: not installed: pip install {dist} (from a checkout: make bootstrap)",
@@ -331,6 +342,7 @@ def cmd_plugin(name: str, extra: list[str]) -> int:
     return int(plug_main(extra))
 
 
+# --------------------------------------------------------------------------- kgc cleanup
 def cmd_cleanup(a: argparse.Namespace) -> int:
     """Delete what cluster runs left (a SIGKILLed run cannot tear itself down): the run
     namespaces and cluster-scoped objects labelled with the profile's run label, and say
@@ -464,12 +476,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("guest", help="in-guest collector (args go to python -m kgc.guest)",
                    add_help=False)
+    # plug-in commands (never one that shadows a built-in), listed in --help; main() hands
+    # them the rest of the line
     installed = _plugins()
-    for name in sorted(set(PLUGIN_HINTS) | set(installed)):
+    names = sorted((set(PLUGIN_HINTS) | set(installed)) - set(sub.choices))
+    for name in names:
         what = PLUGIN_HINTS[name][0] if name in PLUGIN_HINTS else f"from {installed[name]}"
         if name not in installed:
             what += f" (not installed: pip install {PLUGIN_HINTS[name][1]})"
         sub.add_parser(name, help=what, add_help=False)
+    ap.set_defaults(plugin_commands=frozenset(names))
     return ap
 
 
@@ -478,14 +494,16 @@ def main(argv: list[str] | None = None) -> int:
     logfilter.install()  # the client's and credential plugins' logs, redacted
     # `certify`, `guest`, `node-run` and the plug-in commands hand the rest of the line to
     # another program
+    first = None
     for i, tok in enumerate(argv):
         if not tok.startswith("-"):
             if tok in PASSTHROUGH:
                 return PASSTHROUGH[tok](argparse.Namespace(), argv[i + 1:])
-            if tok in PLUGIN_HINTS or tok in _plugins():
-                return cmd_plugin(tok, argv[i + 1:])
+            first = i
             break
     ap = build_parser()
+    if first is not None and argv[first] in ap.get_default("plugin_commands"):
+        return cmd_plugin(argv[first], argv[first + 1:])
     a = ap.parse_args(argv)
     try:
         return int(a.func(a))

@@ -21,20 +21,32 @@ pytestmark = pytest.mark.lab
 PROFILE = REPO / "tests" / "image" / "data" / "lab-image.yaml"
 
 
+@pytest.fixture(autouse=True)
+def _boot_tools(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OVMF and mtools for the product's --boot: the host's, else the lab's unpacked copy
+    (``KGC_BOOT_TOOLS``)."""
+    import shutil
+
+    if not (shutil.which("mformat") and Path("/usr/share/OVMF/OVMF_CODE_4M.fd").is_file()):
+        from kgc_lab.images_boot import boot_tools
+
+        monkeypatch.setenv("KGC_BOOT_TOOLS", str(boot_tools()))
+
+
 def test_nocloud_seed_volume(tmp_path: Path) -> None:
     """The seed kgc injects: a FAT volume labelled CIDATA with user-data (the client key,
     the host key kgc pins) and meta-data."""
     import yaml
 
-    from kgc_lab.image_boot import _keygen, _mtool, nocloud_seed
+    from kgc.image.boot_qemu import _keygen, mtool, nocloud_seed
 
     _i, cpub = _keygen(tmp_path / "id", "c")
     hkey, hpub = _keygen(tmp_path / "hk", "h")
     seed = nocloud_seed(tmp_path / "seed.img", "debian", cpub, hkey, hpub, "kgc-1")
-    info = subprocess.run([*_mtool("minfo"), "-i", str(seed), "::"], capture_output=True,
+    info = subprocess.run([*mtool("minfo"), "-i", str(seed), "::"], capture_output=True,
                           text=True, check=True, env={"MTOOLS_SKIP_CHECK": "1"}).stdout
     assert "CIDATA" in info
-    ud = subprocess.run([*_mtool("mtype"), "-i", str(seed), "::/user-data"],
+    ud = subprocess.run([*mtool("mtype"), "-i", str(seed), "::/user-data"],
                         capture_output=True, text=True, check=True,
                         env={"MTOOLS_SKIP_CHECK": "1"}).stdout
     assert ud.startswith("#cloud-config\n")
@@ -43,7 +55,7 @@ def test_nocloud_seed_volume(tmp_path: Path) -> None:
     assert doc["users"][1] == {"name": "debian", "ssh_authorized_keys": [cpub]}
     assert doc["ssh_keys"]["ed25519_public"] == hpub
     assert doc["ssh_keys"]["ed25519_private"].startswith("-----BEGIN OPENSSH PRIVATE KEY")
-    md = subprocess.run([*_mtool("mtype"), "-i", str(seed), "::/meta-data"],
+    md = subprocess.run([*mtool("mtype"), "-i", str(seed), "::/meta-data"],
                         capture_output=True, text=True, check=True,
                         env={"MTOOLS_SKIP_CHECK": "1"}).stdout
     assert yaml.safe_load(md) == {"instance-id": "kgc-1", "local-hostname": "kgc-1"}

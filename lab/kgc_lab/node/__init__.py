@@ -3,19 +3,9 @@
 The lab is real: a root filesystem built with debootstrap from Debian's archive, its own
 kernel and initramfs (the initramfs is built in a chroot on the host, never inside the slow
 emulated guest), systemd, udev, sshd, driverctl. Stand-in devices take the place of GPUs:
-
-==============  ===========  =========  ==================================================
-guest address   device       ids        role (profiles/lab.yaml)
-==============  ===========  =========  ==================================================
-0000:00:02.0    virtio-net   1af4:1000  SSH NIC, host keeps it
-0000:00:03.0    virtio-blk   1af4:1001  root disk, host keeps it
-0000:00:04.0    edu          1234:11e8  target "accel0": driverless accelerator
-0000:00:05.0    pcie-pci-br  1b36:000e  bridge; its bus 01 is one IOMMU group
-0000:01:01.0    e1000        8086:100e  target "gpu0" (competing host driver e1000)
-0000:01:02.0    e1000        8086:100e  target "gpu0-fn1" (same group, like HDMI audio)
-0000:00:06.0    e1000e       8086:10d3  host keeps it ("host-nic")
-0000:00:08.0+   edu ...      1234:11e8  benchmark only: extra accelerators (multifunction)
-==============  ===========  =========  ==================================================
+the machine is the product's (:mod:`kgc.image.qemu`, the one `kgc image check --boot`
+boots an image on; its docstring has the table of guest addresses, roles and ids that
+profiles/lab.yaml names).
 
 Boot: the lab acts as the boot loader. It reads the image's own boot entry
 (``/boot/loader/entries/debian.conf``, BLS type 1) and boots that kernel, initramfs and

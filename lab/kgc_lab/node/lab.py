@@ -9,8 +9,6 @@ import json
 import os
 import shlex
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,31 +16,22 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
+from kgc.image.qemu import ADDR, Hardware, QemuVM, free_port
 from kgc_lab import procs
-from kgc_lab.common import LabError, free_port, lab_cache
+from kgc_lab.common import LabError, lab_cache
 from kgc_lab.ledger import LabRecord
 
 HERE = Path(__file__).resolve().parent
 BUILD_BASE = HERE / "build-base.sh"
 BOOT_ENTRY = "boot/loader/entries/debian.conf"
 
-# guest addresses of the stand-in devices (fixed by the QEMU command line below)
-ADDR = {
-    "ssh-nic": "0000:00:02.0",
-    "root-disk": "0000:00:03.0",
-    "accel0": "0000:00:04.0",
-    "bridge": "0000:00:05.0",
-    "gpu0": "0000:01:01.0",
-    "gpu0-fn1": "0000:01:02.0",
-    "host-nic": "0000:00:06.0",
-}
-
-
-__all__ = ["LabError", "free_port"]  # shared with every lab (kgc_lab.common)
+# shared with every lab (kgc_lab.common); the machine and its guest addresses are the
+# product's (`kgc image check --boot` boots on it)
+__all__ = ["ADDR", "Hardware", "LabError", "free_port"]
 
 
 def cache_root() -> Path:
@@ -292,46 +281,15 @@ def build_variant(v: Variant) -> BuiltImage:
 # --------------------------------------------------------------------------------------
 # VMs
 # --------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Hardware:
-    iommu: Literal["intel", "amd", "none"] = "intel"
-    extra_accels: int = 0  # extra edu devices (benchmarks), multifunction from 00:08.0
-    memory_mib: int = 768
-    vcpus: int = 1
-
-    def qemu_args(self) -> list[str]:
-        # the CPU vendor matches the IOMMU (the guest reads vmx/svm and vendor_id)
-        cpu = "max,vendor=AuthenticAMD" if self.iommu == "amd" else "max,vendor=GenuineIntel"
-        a = ["-machine", "q35,kernel-irqchip=split", "-accel", "tcg", "-cpu", cpu,
-             "-smp", str(self.vcpus), "-m", str(self.memory_mib), "-nodefaults", "-display", "none"]
-        if self.iommu == "intel":
-            a += ["-device", "intel-iommu,intremap=on"]
-        elif self.iommu == "amd":
-            a += ["-device", "amd-iommu,intremap=on"]
-        a += [
-            "-device", "edu,addr=0x4",
-            "-device", "pcie-pci-bridge,id=br1,bus=pcie.0,addr=0x5",
-            "-device", "e1000,bus=br1,addr=0x1,mac=52:54:00:00:01:01",
-            "-device", "e1000,bus=br1,addr=0x2,mac=52:54:00:00:01:02",
-            "-device", "e1000e,addr=0x6,mac=52:54:00:00:00:06",
-            # entropy: without it sshd waits for the CRNG for minutes under TCG
-            "-object", "rng-random,id=rng0,filename=/dev/urandom",
-            "-device", "virtio-rng-pci,rng=rng0,addr=0x7",
-        ]
-        for i in range(self.extra_accels):
-            slot, fn = 8 + i // 8, i % 8
-            mf = ",multifunction=on" if fn == 0 else ""
-            a += ["-device", f"edu,addr={slot:#x}.{fn}{mf}"]
-        return a
-
-
 def run_dir() -> Path:
     return cache_root() / "run"
 
 
 @dataclass
-class NodeVM:
+class NodeVM(QemuVM):
     """One lab node. ``start()`` boots it and waits for SSH; ``stop()`` really stops it."""
+
+    Error = LabError
 
     name: str
     image: BuiltImage
@@ -356,51 +314,30 @@ class NodeVM:
         return run_dir() / self.name
 
     @property
-    def console_log(self) -> Path:
-        return self.dir / "console.log"
-
-    @property
-    def ssh_config(self) -> Path:
-        return self.dir / "ssh_config"
-
-    @property
     def spec(self) -> str:
         return f"ssh://root@kgc-{self.name}"
 
-    def ssh_base(self) -> list[str]:
-        # the lab's own calls never ride on a (possibly stale) shared master connection
-        return ["ssh", "-F", str(self.ssh_config), "-o", "ControlPath=none", f"kgc-{self.name}"]
+    def _argv(self, port: int) -> list[str]:
+        """QEMU boots the image's own boot entry directly (the lab is the boot loader)."""
+        return [
+            "qemu-system-x86_64", "-name", f"kgc-{self.name}",
+            *self.hardware.qemu_args(),
+            "-kernel", str(self.image.kernel), "-initrd", str(self.image.initrd),
+            "-append", self.image.options,
+            "-drive", f"file={self.dir / 'disk.qcow2'},if=none,id=d0,format=qcow2,cache=unsafe",
+            "-device", "virtio-blk-pci,drive=d0,addr=0x3",
+            "-netdev", ",".join([
+                "user", "id=n0", *(["restrict=on"] if self.restrict else []),
+                f"hostfwd=tcp:127.0.0.1:{port}-:22", *self.forwards]),
+            "-device", "virtio-net-pci,netdev=n0,addr=0x2",
+            "-serial", f"file:{self.console_log}",
+            "-monitor", f"unix:{self.dir / 'monitor.sock'},server,nowait",
+            "-pidfile", str(self.dir / "qemu.pid"), "-daemonize",
+        ]
 
-    def pid(self) -> int | None:
-        try:
-            pid = int((self.dir / "qemu.pid").read_text().strip())
-        except (OSError, ValueError):
-            return None
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        return pid
-
-    def alive(self) -> bool:
-        return self.pid() is not None
-
-    def _write_ssh_files(self) -> None:
-        kd = ensure_keys()
-        hostkey = (kd / "ssh_host_ed25519_key.pub").read_text().split()
-        (self.dir / "known_hosts").write_text(
-            f"[127.0.0.1]:{self.port} {hostkey[0]} {hostkey[1]}\n")
-        self.ssh_config.write_text(
-            f"Host kgc-{self.name}\n"
-            f"  HostName 127.0.0.1\n  Port {self.port}\n  User root\n"
-            f"  IdentityFile {kd / 'id_ed25519'}\n  IdentitiesOnly yes\n"
-            f"  UserKnownHostsFile {self.dir / 'known_hosts'}\n"
-            "  StrictHostKeyChecking yes\n  GlobalKnownHostsFile /dev/null\n"
-            "  BatchMode yes\n  LogLevel ERROR\n"
-            "  ServerAliveInterval 5\n  ServerAliveCountMax 3\n"
-            # short: a unix socket path must stay under 108 bytes (%C: hash of host/port/user)
-            "  ControlPath /tmp/kgc-ssh-%C\n"
-        )
+    def _port_chosen(self, port: int) -> None:
+        assert self.record is not None
+        self.record.add_ssh_port(port)
 
     def start(self) -> float:
         """Boot; return seconds from QEMU start to SSH answering."""
@@ -414,38 +351,14 @@ class NodeVM:
         self.record.add_owned(self.dir, ["qemu-system-x86_64"])
         _run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b",
               str(self.image.disk), str(self.dir / "disk.qcow2")])
-        for _attempt in range(3):
-            self.port = free_port()
-            self.record.add_ssh_port(self.port)
-            cmd = [
-                "qemu-system-x86_64", "-name", f"kgc-{self.name}",
-                *self.hardware.qemu_args(),
-                "-kernel", str(self.image.kernel), "-initrd", str(self.image.initrd),
-                "-append", self.image.options,
-                "-drive", f"file={self.dir / 'disk.qcow2'},if=none,id=d0,format=qcow2,cache=unsafe",
-                "-device", "virtio-blk-pci,drive=d0,addr=0x3",
-                "-netdev", ",".join([
-                    "user", "id=n0", *(["restrict=on"] if self.restrict else []),
-                    f"hostfwd=tcp:127.0.0.1:{self.port}-:22", *self.forwards]),
-                "-device", "virtio-net-pci,netdev=n0,addr=0x2",
-                "-serial", f"file:{self.console_log}",
-                "-monitor", f"unix:{self.dir / 'monitor.sock'},server,nowait",
-                "-pidfile", str(self.dir / "qemu.pid"), "-daemonize",
-            ]
-            (self.dir / "qemu.cmd").write_text(shlex.join(cmd) + "\n")
-            t0 = time.monotonic()
-            res = subprocess.run(cmd, text=True, capture_output=True)
-            if res.returncode == 0:
-                break
-            if "hostfwd" not in res.stderr and "Could not set up host forwarding" not in res.stderr:
-                raise LabError(f"QEMU failed to start node {self.name}: {res.stderr.strip()}")
-        else:
-            raise LabError(f"QEMU could not bind a loopback port for {self.name}")
+        t0 = self._launch(self._argv)
         qemu = self.pid()
         if qemu is not None:
             self.record.add_process("qemu", qemu, exe="qemu-system-x86_64")
             self.record.update(port=self.port)
-        self._write_ssh_files()
+        kd = ensure_keys()
+        host_pub = " ".join((kd / "ssh_host_ed25519_key.pub").read_text().split()[:2])
+        self._write_ssh_files("root", kd / "id_ed25519", host_pub)
         (self.dir / "meta.json").write_text(json.dumps({
             "name": self.name, "port": self.port, "image": {k: str(x) for k, x in
                                                             asdict(self.image).items()},
@@ -454,41 +367,8 @@ class NodeVM:
         self.boot_s = time.monotonic() - t0
         return self.boot_s
 
-    def ssh(self, script: str, timeout: float = 120, check: bool = True
-            ) -> subprocess.CompletedProcess[str]:
-        res = subprocess.run([*self.ssh_base(), script], text=True, capture_output=True,
-                             timeout=timeout)
-        if check and res.returncode != 0:
-            raise LabError(f"{self.name}: remote command failed (exit {res.returncode}): "
-                           f"{script[:200]}\n{(res.stdout + res.stderr).strip()[-2000:]}")
-        return res
-
-    def _ssh_ok(self) -> bool:
-        if not self.alive():
-            raise LabError(f"node {self.name}: QEMU exited during boot; console:\n"
-                           + self.console_tail())
-        if self.panicked():
-            raise LabError(f"node {self.name}: the guest kernel panicked; console:\n"
-                           + self.console_tail())
-        if self.probe_after_console_report and not self.console_reported():
-            return False
-        try:
-            r = subprocess.run([*self.ssh_base()[:-1], "-o", "ConnectTimeout=5",
-                                self.ssh_base()[-1], "true"], capture_output=True,
-                               timeout=self.ssh_probe_timeout_s)
-        except subprocess.TimeoutExpired:
-            return False
-        return r.returncode == 0
-
-    def wait_ssh(self, timeout_s: float) -> None:
-        try:
-            Retrying(stop=stop_after_delay(timeout_s), wait=wait_fixed(1),
-                     retry=retry_if_result(lambda ok: not ok))(self._ssh_ok)
-        except RetryError:
-            raise LabError(
-                f"node {self.name}: SSH on 127.0.0.1:{self.port} did not answer within "
-                f"{timeout_s:.0f} s; console log {self.console_log}:\n{self.console_tail()}"
-            ) from None
+    def _may_probe(self) -> bool:
+        return not self.probe_after_console_report or self.console_reported()
 
     def console_reported(self) -> bool:
         """The guest printed its boot report (kgc-console-report.service) on the console."""
@@ -497,20 +377,6 @@ class NodeVM:
                 return b"== kgc-node ready" in fh.read()
         except OSError:
             return False
-
-    def panicked(self) -> bool:
-        try:
-            with open(self.console_log, "rb") as fh:
-                return b"Kernel panic - not syncing" in fh.read()
-        except OSError:
-            return False
-
-    def console_tail(self, n: int = 60) -> str:
-        try:
-            lines = self.console_log.read_text(errors="replace").splitlines()
-        except OSError:
-            return "(no console log)"
-        return "\n".join(lines[-n:])
 
     def reboot(self, timeout_s: float = 240) -> float:
         """Reboot from inside the guest (detached) and wait for a new boot_id."""
@@ -531,36 +397,6 @@ class NodeVM:
             raise LabError(f"node {self.name} did not come back with a new boot_id within "
                            f"{timeout_s:.0f} s; console:\n{self.console_tail()}") from None
         return time.monotonic() - t0
-
-    def monitor(self, command: str) -> None:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(5)
-            s.connect(str(self.dir / "monitor.sock"))
-            s.sendall(command.encode() + b"\n")
-            with contextlib.suppress(OSError):
-                s.recv(4096)
-
-    def stop(self, timeout_s: float = 30) -> None:
-        """Power off: QEMU monitor ``quit``; SIGTERM to the QEMU we started if it lingers."""
-        pid = self.pid()
-        if pid is None:
-            self._forget()
-            return
-        with contextlib.suppress(OSError):
-            self.monitor("quit")
-        # a daemonized QEMU is not our child: no handle to wait on, so poll its liveness
-        with contextlib.suppress(RetryError):
-            Retrying(
-                retry=retry_if_result(bool),
-                wait=wait_fixed(0.2),
-                stop=stop_after_delay(timeout_s),
-            )(self.alive)
-        if self.alive():
-            os.kill(pid, signal.SIGTERM)
-        subprocess.run(["ssh", "-F", str(self.ssh_config), "-O", "exit", f"kgc-{self.name}"],
-                       capture_output=True, check=False)
-        if procs.wait_gone(pid, None, 10.0):
-            self._forget()
 
     def _forget(self) -> None:
         """The VM is down: drop its lab record (the one this object made, or the one found

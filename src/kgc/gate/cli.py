@@ -89,31 +89,16 @@ def cmd_diff(a: argparse.Namespace) -> int:
     return 1 if d.regressed else 0
 
 
-def plugin(group: str, name: str) -> Any:
-    """A function another distribution part registered (the labs register theirs through
-    entry points, so no product module imports a lab); None when it is not installed."""
-    from importlib.metadata import entry_points
-
-    for ep in entry_points(group=group, name=name):
-        try:
-            return ep.load()
-        except ImportError:
-            return None
-    return None
-
-
 def cmd_image(a: argparse.Namespace) -> int:
     from kgc.image.check import ImageError, main_check
 
     if a.image_cmd != "check":
         raise _BadInput("usage: kgc image check IMAGE --profile P")
     if a.boot:
-        boot_check = plugin("kgc.image_boot", "boot")
-        if boot_check is None:
-            raise _BadInput("--boot boots the image on the lab's QEMU machine: install the "
-                            "lab distribution (pip install kata-gpu-conformance-lab)")
+        from kgc.image.boot_qemu import boot_check
+
         try:
-            return int(boot_check(a))
+            return boot_check(a)
         except ImageError as exc:
             raise _BadInput(str(exc)) from None
     prof = load_profile(a.profile)
@@ -162,9 +147,9 @@ def register(sub: Any) -> None:
                    help="the bound on the whole check (default 600 s): past it, one line and "
                    "exit 2, nothing written")
     c.add_argument("--boot", action="store_true",
-                   help="boot the image in QEMU (q35, emulated IOMMU, the lab's stand-in "
+                   help="boot the image in QEMU (q35, emulated IOMMU, stand-in "
                    "devices) through its own boot loader, run the host layers and the real "
-                   "reboot test over SSH, power off (needs the lab distribution)")
+                   "reboot test over SSH, power off (QEMU, OVMF for UEFI images, mtools)")
     c.add_argument("--ssh-identity-file", dest="ssh_key", default=None, metavar="FILE",
                    help="--boot: a private key the image already trusts (default: inject an "
                    "ephemeral one with a cloud-init NoCloud seed)")

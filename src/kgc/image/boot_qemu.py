@@ -2,29 +2,32 @@
 certify the running node: the host layers over SSH, then the real reboot test (the reboot
 goes through the firmware and the image's boot loader again), then power off.
 
-- Machine: q35 with an emulated IOMMU (Intel, interrupt remapping) and the node lab's
-  stand-in devices (kgc_lab.node: edu accelerator, e1000 pair in one IOMMU group, the
-  host's own NICs) — so the lab profile's targets exist. UEFI (OVMF) when the disk has an
+- Machine: :mod:`kgc.image.qemu` (q35 with an emulated IOMMU, Intel, interrupt remapping,
+  and stand-in devices: edu accelerator, e1000 pair in one IOMMU group, the host's own
+  NICs — so the built-in ``lab`` profile's targets exist). UEFI (OVMF) when the disk has an
   EFI system partition, else BIOS (SeaBIOS) from the disk's MBR boot code. TCG: no KVM
   needed.
 - The image file is never written: QEMU runs on a private qcow2 overlay.
 - Access: an ephemeral SSH key injected with a cloud-init NoCloud seed (a FAT volume
   labelled CIDATA; the host key is injected too and pinned, so nothing is trusted on first
   use) — or the image's documented way: a key baked in by the pipeline
-  (``--ssh-key`` + ``--boot-host-key``), as the lab's images are built.
+  (``--ssh-key`` + ``--boot-host-key``).
 
-Needs the `lab` extra (the lab's machine definition), qemu-system-x86_64, OVMF for UEFI
-images and mtools for the NoCloud seed (the lab fetches both into its cache).
+Needs qemu-system-x86_64 and qemu-img, ssh and ssh-keygen, OVMF for UEFI images and mtools
+for the NoCloud seed: the host's (apt install qemu-system-x86 ovmf mtools), or unpacked
+under ``$KGC_BOOT_TOOLS`` (a root with ``usr/share/OVMF`` and ``usr/bin/mtools``), or the
+firmware pair named by ``KGC_OVMF_CODE`` and ``KGC_OVMF_VARS``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
-import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -33,14 +36,13 @@ from typing import Any
 
 from kgc import __version__
 from kgc.core import report
-from kgc.core.engine import Context
+from kgc.core.engine import Context, error_verdict
 from kgc.core.layer import Scope
 from kgc.core.profile import Profile, load_profile
-from kgc.core.registry import load_layers
+from kgc.core.registry import catalogue, load_layers
 from kgc.core.target import NodeTarget
 from kgc.image.disk import HEAD_BYTES, ImageError, ImageFile, layout
-from kgc_lab.images_boot import boot_tools, mtool
-from kgc_lab.node import lab as node_lab
+from kgc.image.qemu import Hardware, QemuVM, VMError
 
 OVMF_PAIRS = (
     ("/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd"),
@@ -53,11 +55,10 @@ def find_ovmf() -> tuple[Path, Path]:
     env = os.environ.get("KGC_OVMF_CODE"), os.environ.get("KGC_OVMF_VARS")
     cands = [env] if all(env) else []
     cands += list(OVMF_PAIRS)
-    try:
-        t = boot_tools() / "usr/share/OVMF"
+    tools = os.environ.get("KGC_BOOT_TOOLS")
+    if tools:
+        t = Path(tools) / "usr/share/OVMF"
         cands.append((str(t / "OVMF_CODE_4M.fd"), str(t / "OVMF_VARS_4M.fd")))
-    except Exception as exc:  # noqa: BLE001 - reported below if nothing else is found
-        cands.append(("", f"(lab boot tools unavailable: {exc})"))
     for code, vars_ in cands:
         if code and vars_ and Path(code).is_file() and Path(vars_).is_file():
             return Path(code), Path(vars_)
@@ -65,11 +66,19 @@ def find_ovmf() -> tuple[Path, Path]:
                      "installed: apt install ovmf, or set KGC_OVMF_CODE and KGC_OVMF_VARS")
 
 
-def _mtool(name: str) -> list[str]:
+def mtool(name: str, tools: Path | None = None) -> list[str]:
+    """An mtools command: the host's, else the multi-call ``mtools`` under ``tools`` (default
+    ``$KGC_BOOT_TOOLS``)."""
     found = shutil.which(name)
     if found:
         return [found]
-    return mtool(name)
+    root = tools or (Path(os.environ["KGC_BOOT_TOOLS"]) if os.environ.get("KGC_BOOT_TOOLS")
+                     else None)
+    multi = root / "usr" / "bin" / "mtools" if root else None
+    if multi is None or not multi.is_file():
+        raise ImageError(f"{name} (mtools) is not installed: apt install mtools, or set "
+                         "KGC_BOOT_TOOLS to a root with usr/bin/mtools")
+    return [str(multi), "-c", name]
 
 
 def _keygen(path: Path, comment: str) -> tuple[Path, str]:
@@ -82,8 +91,6 @@ def nocloud_seed(out: Path, user: str, client_pub: str, host_key: Path, host_pub
                  instance: str) -> Path:
     """A NoCloud seed volume (FAT, label CIDATA): the client key for ``user`` (root is
     allowed to log in with it) and the host key the VM must present (pinned by kgc)."""
-    import json
-
     key = "\n".join("      " + ln for ln in host_key.read_text().strip().splitlines())
     user_data = (
         "#cloud-config\n"
@@ -103,17 +110,13 @@ def nocloud_seed(out: Path, user: str, client_pub: str, host_key: Path, host_pub
     with open(out, "wb") as fh:
         fh.truncate(4 * 1024 * 1024)
     env = dict(os.environ, MTOOLS_SKIP_CHECK="1")
-    for cmd in ([*_mtool("mformat"), "-i", str(out), "-v", "CIDATA", "::"],
-                [*_mtool("mcopy"), "-i", str(out), str(d / "user-data"), "::/user-data"],
-                [*_mtool("mcopy"), "-i", str(out), str(d / "meta-data"), "::/meta-data"]):
+    for cmd in ([*mtool("mformat"), "-i", str(out), "-v", "CIDATA", "::"],
+                [*mtool("mcopy"), "-i", str(out), str(d / "user-data"), "::/user-data"],
+                [*mtool("mcopy"), "-i", str(out), str(d / "meta-data"), "::/meta-data"]):
         res = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
         if res.returncode != 0:
             raise ImageError(f"could not write the NoCloud seed: {res.stderr.strip()[:200]}")
     return out
-
-
-def _lab() -> Any:
-    return node_lab
 
 
 @dataclass
@@ -125,87 +128,68 @@ class Access:
     seed: Path | None = None
 
 
-def _boot_vm_class() -> type:
-    lab = _lab()
+@dataclass
+class BootVM(QemuVM):
+    """A VM that boots a whole disk through its firmware and boot loader."""
 
-    @dataclass
-    class BootVM(lab.NodeVM):  # type: ignore[misc,name-defined]
-        """A lab node that boots a whole disk through its firmware and boot loader."""
+    name: str
+    workdir: Path
+    disk: Path
+    access: Access
+    hardware: Hardware = Hardware(memory_mib=1024)
+    disk_format: str = "raw"
+    firmware: tuple[Path, Path] | None = None
+    boot_timeout_s: float = 900.0
+    ssh_probe_timeout_s: float = 20.0
+    port: int = 0
+    boot_s: float | None = None
+    qemu_cmd: list[str] = field(default_factory=list)
 
-        workdir: Path = Path()
-        disk: Path = Path()
-        disk_format: str = "raw"
-        firmware: tuple[Path, Path] | None = None
-        access: Access | None = None
-        qemu_cmd: list[str] = field(default_factory=list)
+    @property
+    def dir(self) -> Path:
+        return self.workdir
 
-        @property
-        def dir(self) -> Path:  # type: ignore[override]
-            return self.workdir
+    @property
+    def spec(self) -> str:
+        return f"ssh://{self.access.user}@kgc-{self.name}"
 
-        @property
-        def spec(self) -> str:  # type: ignore[override]
-            assert self.access is not None
-            return f"ssh://{self.access.user}@kgc-{self.name}"
+    def _argv(self, overlay: Path, port: int) -> list[str]:
+        fw: list[str] = []
+        if self.firmware is not None:
+            fw = ["-drive", f"if=pflash,format=raw,unit=0,readonly=on,file={self.firmware[0]}",
+                  "-drive", f"if=pflash,format=raw,unit=1,file={self.dir / 'OVMF_VARS.fd'}"]
+        seed: list[str] = []
+        if self.access.seed is not None:
+            seed = ["-drive", f"file={self.access.seed},if=none,id=seed,format=raw,"
+                    "readonly=on", "-device", "virtio-blk-pci,drive=seed,addr=0x9"]
+        self.qemu_cmd = [
+            "qemu-system-x86_64", "-name", f"kgc-{self.name}",
+            *self.hardware.qemu_args(), *fw,
+            "-drive", f"file={overlay},if=none,id=d0,format=qcow2,cache=unsafe",
+            "-device", "virtio-blk-pci,drive=d0,addr=0x3,bootindex=1", *seed,
+            "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{port}-:22",
+            "-device", "virtio-net-pci,netdev=n0,addr=0x2",
+            "-serial", f"file:{self.console_log}",
+            "-monitor", f"unix:{self.dir / 'monitor.sock'},server,nowait",
+            "-pidfile", str(self.dir / "qemu.pid"), "-daemonize",
+        ]
+        return self.qemu_cmd
 
-        def _write_ssh_files(self) -> None:
-            assert self.access is not None
-            (self.dir / "known_hosts").write_text(
-                f"[127.0.0.1]:{self.port} {self.access.host_pub}\n")
-            self.ssh_config.write_text(
-                f"Host kgc-{self.name}\n  HostName 127.0.0.1\n  Port {self.port}\n"
-                f"  User {self.access.user}\n  IdentityFile {self.access.identity}\n"
-                "  IdentitiesOnly yes\n"
-                f"  UserKnownHostsFile {self.dir / 'known_hosts'}\n"
-                "  StrictHostKeyChecking yes\n  GlobalKnownHostsFile /dev/null\n"
-                "  BatchMode yes\n  LogLevel ERROR\n  ServerAliveInterval 5\n"
-                "  ServerAliveCountMax 3\n  ControlPath /tmp/kgc-ssh-%C\n")
-
-        def start(self) -> float:
-            overlay = self.dir / "overlay.qcow2"
-            subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", self.disk_format,
-                            "-b", str(self.disk.resolve()), str(overlay)], check=True,
-                           capture_output=True)
-            fw: list[str] = []
-            if self.firmware is not None:
-                vars_ = self.dir / "OVMF_VARS.fd"
-                shutil.copyfile(self.firmware[1], vars_)
-                fw = ["-drive", f"if=pflash,format=raw,unit=0,readonly=on,"
-                      f"file={self.firmware[0]}",
-                      "-drive", f"if=pflash,format=raw,unit=1,file={vars_}"]
-            seed: list[str] = []
-            if self.access is not None and self.access.seed is not None:
-                seed = ["-drive", f"file={self.access.seed},if=none,id=seed,format=raw,"
-                        "readonly=on", "-device", "virtio-blk-pci,drive=seed,addr=0x9"]
-            for _attempt in range(3):
-                self.port = lab.free_port()
-                cmd = [
-                    "qemu-system-x86_64", "-name", f"kgc-{self.name}",
-                    *self.hardware.qemu_args(), *fw,
-                    "-drive", f"file={overlay},if=none,id=d0,format=qcow2,cache=unsafe",
-                    "-device", "virtio-blk-pci,drive=d0,addr=0x3,bootindex=1", *seed,
-                    "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{self.port}-:22",
-                    "-device", "virtio-net-pci,netdev=n0,addr=0x2",
-                    "-serial", f"file:{self.console_log}",
-                    "-monitor", f"unix:{self.dir / 'monitor.sock'},server,nowait",
-                    "-pidfile", str(self.dir / "qemu.pid"), "-daemonize",
-                ]
-                self.qemu_cmd = cmd
-                (self.dir / "qemu.cmd").write_text(shlex.join(cmd) + "\n")
-                t0 = time.monotonic()
-                res = subprocess.run(cmd, text=True, capture_output=True, check=False)
-                if res.returncode == 0:
-                    break
-                if "hostfwd" not in res.stderr and "host forwarding" not in res.stderr:
-                    raise ImageError(f"QEMU did not start: {' '.join(res.stderr.split())[:300]}")
-            else:
-                raise ImageError("QEMU could not bind a loopback port")
-            self._write_ssh_files()
-            self.wait_ssh(self.boot_timeout_s)
-            self.boot_s = time.monotonic() - t0
-            return self.boot_s
-
-    return BootVM
+    def start(self) -> float:
+        """Boot on a private overlay; return seconds from QEMU start to SSH answering. A
+        QEMU that refuses to start is bad input (ImageError); a guest that does not answer
+        SSH in time is a VMError (a finding about the image)."""
+        overlay = self.dir / "overlay.qcow2"
+        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", self.disk_format,
+                        "-b", str(self.disk.resolve()), str(overlay)], check=True,
+                       capture_output=True)
+        if self.firmware is not None:
+            shutil.copyfile(self.firmware[1], self.dir / "OVMF_VARS.fd")
+        t0 = self._launch(lambda port: self._argv(overlay, port), start_error=ImageError)
+        self._write_ssh_files(self.access.user, self.access.identity, self.access.host_pub)
+        self.wait_ssh(self.boot_timeout_s)
+        self.boot_s = time.monotonic() - t0
+        return self.boot_s
 
 
 class BootTarget(NodeTarget):
@@ -233,7 +217,6 @@ def boot_image(image: str | Path, profile: Profile, *, report_dir: Path,
                boot_timeout_s: float = 900, reboot_timeout_s: float = 900,
                keep: bool = False, command: list[str] | None = None) -> BootRun:
     started = time.time()
-    lab = _lab()
     image = Path(image)
     work = Path(tempfile.mkdtemp(prefix="kgc-boot-"))
     os.chmod(work, 0o700)
@@ -265,21 +248,16 @@ def boot_image(image: str | Path, profile: Profile, *, report_dir: Path,
             access = Access("cloud-init NoCloud seed (ephemeral client and host keys)", ident,
                             " ".join(hpub.split()[:2]), user, seed)
         name = f"boot-{os.getpid()}"
-        vm = _boot_vm_class()(name=name, image=lab.BuiltImage(image, Path(), Path(), ""),
-                              hardware=lab.Hardware(memory_mib=1024),
-                              boot_timeout_s=boot_timeout_s, workdir=work, disk=image,
-                              disk_format=img.format, firmware=firmware, access=access)
+        vm = BootVM(name=name, workdir=work, disk=image, access=access,
+                    boot_timeout_s=boot_timeout_s, disk_format=img.format, firmware=firmware)
         layers = load_layers()
         node = [n for n, lay_ in layers.items() if lay_.scope is Scope.NODE]
         tname = f"image:{image.name} (booted)"
         try:
             boot_s = vm.start()
-        except lab.LabError as exc:
+        except VMError as exc:
             # the image did not boot (or not to SSH): a finding about the image, every node
             # check gets it as an error, and the console tells why
-            from kgc.core.engine import error_verdict
-            from kgc.core.registry import catalogue
-
             why = (f"the image did not boot to SSH through its own boot loader "
                    f"({'UEFI' if firmware else 'BIOS'}, {access.how}): "
                    + " ".join(str(exc).split())[:1500])
@@ -340,8 +318,8 @@ def _image_meta(image: Path, fmt: str, scheme: str, firmware: tuple[Path, Path] 
         "path": str(image), "format": fmt, "mode": "boot", "scheme": scheme,
         "firmware": f"UEFI ({firmware[0]})" if firmware else "BIOS (SeaBIOS)",
         "access": access.how,
-        "machine": "q35, intel-iommu (intremap), the node lab's stand-in devices "
-                   "(kgc_lab.node), TCG",
+        "machine": "q35, intel-iommu (intremap), stand-in devices at fixed addresses "
+                   "(kgc.image.qemu), TCG",
         "cmdline": cmdline, "seconds": seconds, "kept": str(kept or ""),
     }
 
@@ -364,16 +342,14 @@ def _run_meta(started: float, profile: Profile, tname: str, node: list[str],
 
 def boot_check(a: argparse.Namespace) -> int:
     """The CLI: `kgc image check IMAGE --boot` (ImageError -> exit 2 by the caller)."""
-    import sys
-
     prof = load_profile(a.profile)
     try:
         res = boot_image(a.image, prof, report_dir=Path(a.report_dir), ssh_key=a.ssh_key,
                          host_key=a.boot_host_key, user=a.ssh_user,
                          boot_timeout_s=a.boot_timeout, reboot_timeout_s=a.reboot_timeout,
                          keep=a.keep_tree, command=["kgc", *sys.argv[1:]])
-    except _lab().LabError as exc:
-        # the lab machinery failed after the boot (a reboot that never came back is judged
+    except VMError as exc:
+        # the VM machinery failed after the boot (a reboot that never came back is judged
         # by the reboot layer; this is QEMU or SSH plumbing)
         print(f"kgc image --boot: {' '.join(str(exc).split())[:2000]}", file=sys.stderr)
         return 3
@@ -397,4 +373,4 @@ def boot_check(a: argparse.Namespace) -> int:
     return 0 if status == "pass" else 1
 
 
-__all__ = ["boot_check", "boot_image", "find_ovmf", "nocloud_seed"]
+__all__ = ["BootVM", "boot_check", "boot_image", "find_ovmf", "mtool", "nocloud_seed"]
