@@ -11,7 +11,7 @@ goes through the firmware and the image's boot loader again), then power off.
 - Access: an ephemeral SSH key injected with a cloud-init NoCloud seed (a FAT volume
   labelled CIDATA; the host key is injected too and pinned, so nothing is trusted on first
   use) — or the image's documented way: a key baked in by the pipeline
-  (``--ssh-key`` + ``--boot-host-key``).
+  (``--ssh-identity-file`` + ``--boot-host-key``).
 
 Needs qemu-system-x86_64 and qemu-img, ssh and ssh-keygen, OVMF for UEFI images and mtools
 for the NoCloud seed: the host's (apt install qemu-system-x86 ovmf mtools), or unpacked
@@ -231,14 +231,14 @@ def boot_image(image: str | Path, profile: Profile, *, report_dir: Path,
         firmware = find_ovmf() if uefi else None
         if ssh_key:
             if not host_key:
-                raise ImageError("--ssh-key needs --boot-host-key (the image's SSH host "
+                raise ImageError("--ssh-identity-file needs --boot-host-key (the image's SSH host "
                                  "public key, pinned: nothing is trusted on first use)")
             try:
                 pub = Path(host_key).read_text().split()
                 ident = Path(ssh_key).resolve(strict=True)
             except OSError as exc:
-                raise ImageError(f"--ssh-key/--boot-host-key: {exc.strerror or exc}") from None
-            access = Access("a key baked into the image (--ssh-key)", ident,
+                raise ImageError(f"--ssh-identity-file/--boot-host-key: {exc.strerror or exc}") from None
+            access = Access("a key baked into the image (--ssh-identity-file)", ident,
                             " ".join(pub[:2]), user)
         else:
             ident, cpub = _keygen(work / "id_ed25519", "kgc-image-boot")
