@@ -81,7 +81,7 @@ def _boot(name: str, tmp_path: Path) -> dict:
     rdir = tmp_path / "r"
     out = subprocess.run([sys.executable, "-m", "kgc.cli", "image", "check", str(img),
                           "--boot", "--profile", str(PROFILE),
-                          "--ssh-key", str(keys / "id_ed25519"),
+                          "--ssh-identity-file", str(keys / "id_ed25519"),
                           "--boot-host-key", str(keys / "ssh_host_ed25519_key.pub"),
                           "--report-dir", str(rdir)],
                          capture_output=True, text=True, timeout=1800, check=False)
