@@ -1,11 +1,14 @@
 """The live driver's pure parts and its local I/O, without a cluster: manifests (round-trip
 through the official client's models: a misspelt field would be dropped), the trigger
 endpoint (a real HTTP server), the watch state machine fed with recorded-shape events,
-stall classification, the lab readers and the error paths of ``gather``."""
+stall classification, the profile's endpoint and HPA sync period, and the error paths of
+``gather``."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 import threading
@@ -15,7 +18,7 @@ import urllib.request
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
@@ -120,7 +123,8 @@ def test_the_deployed_endpoint_is_a_configmap_script_a_deployment_and_a_service(
 
 @pytest.mark.parametrize("raw,msg", [
     ({"mode": "url"}, "needs endpoint.url"),
-    ({"mode": "lab", "url": "http://x"}, "only read with mode url"),
+    ({"mode": "deploy", "url": "http://x"}, "only read with mode url"),
+    ({"mode": "lab"}, "'deploy' or 'url'"),  # the profile names the URL (mode url)
     ({"image": ""}, "python3"),
     ({"mode": "elsewhere"}, "deploy"),
 ])
@@ -344,38 +348,60 @@ def test_a_complete_scale_up_has_no_stall() -> None:
     assert ready_stalls(ready, [], 2, timeout_s=1, waited_s=1, at=AT) == []
 
 
-# --------------------------------------------------------------------------- lab readers
+# ------------------------------------------------------ what the profile says, not a lab
 
 
-def test_lab_endpoint_and_hpa_period_are_read_from_the_lab_state(tmp_path: Path) -> None:
-    kc = tmp_path / "kubeconfig"
-    kc.write_text("{}")
-    with pytest.raises(TriggerError, match="no cluster lab run directory"):
-        collect.lab_metric_url(str(kc))
-    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
-                          "--horizontal-pod-autoscaler-sync-period=7s"])
-    try:
-        cmdline = Path(f"/proc/{p.pid}/cmdline")
-        kube.wait_for("the child to exec", lambda: b"sync-period" in cmdline.read_bytes(), 10)
-        exe = cmdline.read_bytes().split(b"\0")[0].decode()
-        state = {"phase": "up", "metric_url": "http://127.0.0.1:1/metric", "processes": [
-            {"name": "kube-controller-manager", "pid": p.pid, "exe": exe}]}
-        (tmp_path / "state.json").write_text(json.dumps(state))
-        assert collect.lab_metric_url(str(kc)) == "http://127.0.0.1:1/metric"
-        assert collect.lab_hpa_sync_period(str(kc)) == (
-            7.0, "lab kube-controller-manager command line")
-        state["processes"][0]["exe"] = "/somewhere/else"  # pid reused by another program
-        (tmp_path / "state.json").write_text(json.dumps(state))
-        assert collect.lab_hpa_sync_period(str(kc)) == (None, "")
-        (tmp_path / "state.json").write_text(json.dumps({**state, "phase": "down"}))
-        with pytest.raises(TriggerError, match="is it up"):
-            collect.lab_metric_url(str(kc))
-        (tmp_path / "state.json").write_text("[1, 2")
-        with pytest.raises(TriggerError, match="unreadable"):
-            collect.lab_metric_url(str(kc))
-    finally:
-        p.kill()
-        p.wait()
+class _NoControllerManagerPod:
+    """A managed control plane: kube-system shows no kube-controller-manager pod."""
+
+    def __init__(self) -> None:
+        self.core = types.SimpleNamespace(list_namespaced_pod=None)
+
+    def call(self, verb: str, resource: str, fn: Any, *a: Any, **kw: Any) -> Any:
+        assert (verb, resource, a) == ("list", "pods", ("kube-system",))
+        return types.SimpleNamespace(items=[])
+
+
+def test_the_trigger_endpoint_and_hpa_period_come_from_the_profile_never_a_lab_state(
+        endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cluster whose pods never run (or a shared endpoint): the profile names the
+    endpoint's URL and the HPA sync period the API does not show. A lab state file next
+    to the kubeconfig (and the variable the lab once exported) is never read: its URL
+    answers nothing, its pid is this process."""
+    (tmp_path / "kubeconfig").write_text("{}")
+    (tmp_path / "state.json").write_text(json.dumps({
+        "phase": "up", "metric_url": "http://127.0.0.1:9/metric",
+        "processes": [{"name": "kube-controller-manager", "pid": os.getpid(),
+                       "exe": sys.executable}]}))
+    monkeypatch.setenv("KGC_CLUSTER_RUN_DIR", str(tmp_path))
+    kp = KedaProfile.model_validate({"endpoint": {"mode": "url", "url": endpoint + "/metric"},
+                                     "hpa_sync_period_s": 7})
+    k = _NoControllerManagerPod()
+    su = collect.setup(cast(kube.Kube, k), cast(kube.Run, None), kp, [])
+    assert su.url == endpoint + "/metric"
+    set_value(su.trigger, 3, 5)
+    assert _req(endpoint + "/metric")[1]["value"] == 3  # the profile's endpoint took it
+    assert collect.hpa_sync_period(cast(kube.Kube, k), kp) == (
+        7.0, "profile cluster.keda.hpa_sync_period_s: not visible in the API")
+    # not in the profile either: unknown (the checks assume 15 s and say so), never a guess
+    assert collect.hpa_sync_period(cast(kube.Kube, k), KedaProfile()) == (None, "")
+
+
+@pytest.mark.parametrize("v", [0, -1])
+def test_the_profiles_hpa_sync_period_is_positive(v: float) -> None:
+    with pytest.raises(ValueError, match="greater than 0"):
+        KedaProfile.model_validate({"hpa_sync_period_s": v})
+
+
+def test_the_layer_names_no_lab_state_file_and_no_lab_process() -> None:
+    """The keda layer reads the cluster through the API and the profile only: no lab run
+    directory, no ``state.json``, no process table of a lab's control plane."""
+    src = Path(collect.__file__).parent
+    banned = re.compile(r"state\.json|/proc\b|KGC_CLUSTER_RUN_DIR|cmdline|metric_url|"
+                        r"run_dir|\bpid\b|[\"']lab[\"']")
+    hits = [f"{f.name}:{n}: {line.strip()}" for f in sorted(src.glob("*.py"))
+            for n, line in enumerate(f.read_text().splitlines(), 1) if banned.search(line)]
+    assert not hits, hits
 
 
 # --------------------------------------------------------------------------- gather

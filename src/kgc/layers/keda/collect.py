@@ -8,7 +8,7 @@ exit, failure, Ctrl-C and SIGTERM)::
                   APIService Available, the RuntimeClasses; the operator's Deployment when
                   the cluster shows one
     endpoint      mode deploy: ConfigMap + Deployment + Service in the run namespace
-                  (``endpoint_server.py`` on the profile's image); lab/url: an existing one
+                  (``endpoint_server.py`` on the profile's image); url: the profile's
     workloads     two identical Deployments (replicas 0), the Kata class and the baseline
                   class, each under a ScaledObject (minReplicaCount 0, metrics-api trigger,
                   AverageValue target 1: value K -> K replicas); wait until both are Ready
@@ -33,13 +33,11 @@ from __future__ import annotations
 import importlib.resources
 import json
 import logging
-import os
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import urllib3
@@ -82,6 +80,7 @@ KEDA_GROUP, KEDA_VERSION, SO_PLURAL = "keda.sh", "v1alpha1", "scaledobjects"
 SO_CRD = "scaledobjects.keda.sh"
 METRICS_APISERVICE = "v1beta1.external.metrics.k8s.io"
 HPA_SYNC_DEFAULT_S = 15.0
+PROFILE_HPA_SYNC_SOURCE = "profile cluster.keda.hpa_sync_period_s: not visible in the API"
 WORKLOAD_CONTAINER = "app"
 
 
@@ -437,7 +436,7 @@ class TriggerError(Exception):
 
 @dataclass
 class HttpTrigger:
-    """An endpoint kgc reaches directly (``lab``/``url`` mode): ``PUT url {"value": N}``."""
+    """An endpoint kgc reaches directly (``url`` mode): ``PUT url {"value": N}``."""
 
     url: str
     timeout_s: float = 5.0
@@ -447,7 +446,7 @@ class HttpTrigger:
         return self.url
 
     def put(self, value: float) -> Any:
-        req = urllib.request.Request(  # noqa: S310 - the profile's (or the lab's) URL
+        req = urllib.request.Request(  # noqa: S310 - the profile's URL
             self.url, data=json.dumps({"value": value}).encode(), method="PUT",
             headers={"Content-Type": "application/json"})
         try:
@@ -576,79 +575,12 @@ def set_value(trigger: Trigger, value: float, timeout_s: float) -> Stamp:
 # preflight and configuration readers
 
 
-def lab_run_dir(kubeconfig: str | None) -> Path | None:
-    """The cluster lab's run directory of this kubeconfig: the lab writes its kubeconfig
-    into the run directory next to ``state.json``; else ``$KGC_CLUSTER_RUN_DIR``."""
-    cands = []
-    if kubeconfig:
-        cands.append(Path(kubeconfig).expanduser().resolve().parent)
-    if os.environ.get("KGC_CLUSTER_RUN_DIR"):
-        cands.append(Path(os.environ["KGC_CLUSTER_RUN_DIR"]))
-    for c in cands:
-        if (c / "state.json").is_file():
-            return c
-    return None
-
-
-def _lab_state(kubeconfig: str | None) -> tuple[Path, dict[str, Any]]:
-    """The cluster lab's ``state.json`` (read as data: the product never imports the labs)."""
-    run_dir = lab_run_dir(kubeconfig)
-    if run_dir is None:
-        raise TriggerError(
-            "endpoint mode lab: no cluster lab run directory next to the kubeconfig "
-            f"({kubeconfig}) and $KGC_CLUSTER_RUN_DIR unset; use mode deploy on a real "
-            "cluster")
-    try:
-        state = json.loads((run_dir / "state.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise TriggerError(f"endpoint mode lab: {run_dir}/state.json unreadable ({exc})"
-                           ) from None
-    if not isinstance(state, dict):
-        raise TriggerError(f"endpoint mode lab: {run_dir}/state.json is not a lab state")
-    return run_dir, state
-
-
-def lab_metric_url(kubeconfig: str | None) -> str:
-    run_dir, state = _lab_state(kubeconfig)
-    url = state.get("metric_url")
-    if state.get("phase") != "up" or not isinstance(url, str) or not url:
-        raise TriggerError(f"endpoint mode lab: the lab at {run_dir} has no metric endpoint "
-                           f"(phase {state.get('phase')!r}; is it up? `kgc lab cluster "
-                           "status`)")
-    return url
-
-
-def lab_hpa_sync_period(kubeconfig: str | None) -> tuple[float | None, str]:
-    """The lab's kube-controller-manager runs as a process, not a pod: read its command
-    line from /proc (only while the recorded pid still runs the recorded binary)."""
-    try:
-        _, state = _lab_state(kubeconfig)
-    except TriggerError:
-        return None, ""
-    for p in state.get("processes") or []:
-        if not isinstance(p, dict) or p.get("name") != "kube-controller-manager":
-            continue
-        pid = p.get("pid")
-        if not isinstance(pid, int) or isinstance(pid, bool):
-            continue
-        try:
-            args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        argv = args.split("\0")
-        if not argv or argv[0] != p.get("exe"):
-            continue  # the pid was reused by another program
-        v = controller_manager_sync_period(argv)
-        return (v if v is not None else HPA_SYNC_DEFAULT_S,
-                "lab kube-controller-manager command line"
-                + ("" if v is not None else " (flag not set: Kubernetes default)"))
-    return None, ""
-
-
-def hpa_sync_period(k: kube.Kube, kubeconfig: str | None) -> tuple[float | None, str]:
-    """``--horizontal-pod-autoscaler-sync-period`` of kube-controller-manager when visible:
-    its static pod in kube-system (kubeadm and most self-managed clusters), else the lab's
-    process; managed control planes do not show it (None)."""
+def hpa_sync_period(k: kube.Kube, kp: KedaProfile) -> tuple[float | None, str]:
+    """``--horizontal-pod-autoscaler-sync-period`` of kube-controller-manager and where it
+    came from: its static pod in kube-system when the API shows one (kubeadm and most
+    self-managed clusters), else the profile's ``hpa_sync_period_s`` (managed control
+    planes do not show it); neither: (None, "") and the checks assume the Kubernetes
+    default."""
     try:
         pods: Any = k.call("list", "pods", k.core.list_namespaced_pod, "kube-system",
                            label_selector="component=kube-controller-manager",
@@ -664,7 +596,9 @@ def hpa_sync_period(k: kube.Kube, kubeconfig: str | None) -> tuple[float | None,
             return (v if v is not None else HPA_SYNC_DEFAULT_S,
                     f"kube-controller-manager pod {p.metadata.name}"
                     + ("" if v is not None else " (flag not set: Kubernetes default)"))
-    return lab_hpa_sync_period(kubeconfig)
+    if kp.hpa_sync_period_s is not None:
+        return kp.hpa_sync_period_s, PROFILE_HPA_SYNC_SOURCE
+    return None, ""
 
 
 def preflight(k: kube.Kube, kp: KedaProfile) -> Preflight:
@@ -810,16 +744,12 @@ def _wait_scaled_objects_ready(k: kube.Kube, ns: str, roles: Sequence[str],
                      ready, timeout_s, KEDA_GROUP, KEDA_VERSION, ns, SO_PLURAL)
 
 
-def setup(k: kube.Kube, run: kube.Run, kp: KedaProfile, kubeconfig: str | None,
+def setup(k: kube.Kube, run: kube.Run, kp: KedaProfile,
           clock: list[tuple[float, float, float]]) -> Setup:
-    """The trigger endpoint (deploy mode: made and waited for; lab/url: located)."""
+    """The trigger endpoint (deploy mode: made and waited for; url: the profile's)."""
     if kp.trigger == "kubernetes-workload":
         return Setup("", WorkloadTrigger(k, run, kp), clock)
-    mode = kp.endpoint.mode
-    if mode == "lab":
-        url = lab_metric_url(kubeconfig)
-        return Setup(url, HttpTrigger(url), clock)
-    if mode == "url":
+    if kp.endpoint.mode == "url":
         assert kp.endpoint.url is not None
         return Setup(kp.endpoint.url, HttpTrigger(kp.endpoint.url), clock)
     for m in endpoint_manifests(kp):
@@ -974,7 +904,7 @@ def _pod_nodes(reps: Mapping[str, Sequence[Repetition]]) -> set[str]:
     return {p.node for rs in reps.values() for rep in rs for p in rep.pods if p.node}
 
 
-def measure(k: kube.Kube, profile: Any, kubeconfig: str | None = None) -> KedaEvidence:
+def measure(k: kube.Kube, profile: Any) -> KedaEvidence:
     """Preflight, then the whole run. Raises only what ``gather`` turns into an error."""
     from kgc.layers.keda.checks import keda_profile
 
@@ -989,7 +919,7 @@ def measure(k: kube.Kube, profile: Any, kubeconfig: str | None = None) -> KedaEv
     reps: dict[str, list[Repetition]] = {r: [] for r in roles}
     configs: dict[str, ScalingConfig] = {}
     with run:
-        su = setup(k, run, kp, kubeconfig, clock)
+        su = setup(k, run, kp, clock)
         for role in roles:
             _create(run, workload_manifest(role, kp), clock)
             _create(run, scaled_object_manifest(role, kp, su.url), clock)
@@ -1009,7 +939,7 @@ def measure(k: kube.Kube, profile: Any, kubeconfig: str | None = None) -> KedaEv
             pf = Preflight(pf.keda_installed, pf.keda_version, pf.missing, False,
                            "; ".join(x for x in (pf.message, str(exc)) if x))
             return KedaEvidence("preflight-failed", preflight=pf)
-        sync, source = hpa_sync_period(k, kubeconfig)
+        sync, source = hpa_sync_period(k, kp)
         try:
             for i in range(1, kp.repetitions + 1):
                 by_role, go_on = repetition(k, run, kp, su, i, roles)
@@ -1020,7 +950,7 @@ def measure(k: kube.Kube, profile: Any, kubeconfig: str | None = None) -> KedaEv
                     break
         finally:
             if isinstance(su.trigger, HttpTrigger):
-                try:  # a shared (lab/url) endpoint is left at 0 for whoever comes next
+                try:  # a shared (url) endpoint is left at 0 for whoever comes next
                     su.trigger.put(0)
                 except TriggerError as exc:
                     log.warning("keda: could not reset the trigger endpoint: %s", exc)
@@ -1058,7 +988,7 @@ def gather(ctx: Any) -> KedaEvidence:
     message (they are the cluster's answer, not a kgc defect)."""
     k = ctx.target.connect()
     try:
-        return measure(k, ctx.profile, getattr(ctx.target, "kubeconfig", None))
+        return measure(k, ctx.profile)
     except kube.KubeError as exc:
         return KedaEvidence("error", f"{exc}" + (f" -- {exc.remediation}"
                                                  if exc.remediation else ""))
