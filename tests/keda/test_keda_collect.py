@@ -30,21 +30,19 @@ from kgc import kube
 from kgc.core.layer import Scope
 from kgc.core.profile import load_profile
 from kgc.kube.watch import Stamp as KubeStamp
-from kgc.layers.keda import collect, endpoint_server
-from kgc.layers.keda.collect import (
+from kgc.layers.keda import collect, endpoint_server, preflight, trigger, workloads
+from kgc.layers.keda.evidence import PodRecord, ScaleMark, Stamp
+from kgc.layers.keda.profile import KedaEndpoint, KedaProfile
+from kgc.layers.keda.stalls import ready_stalls, stuck_phase
+from kgc.layers.keda.trigger import (
     HttpTrigger,
-    ScaleWatcher,
     TriggerError,
     endpoint_manifests,
     endpoint_url,
-    ready_stalls,
-    scaled_object_manifest,
     set_value,
-    stuck_phase,
-    workload_manifest,
 )
-from kgc.layers.keda.evidence import PodRecord, ScaleMark, Stamp
-from kgc.layers.keda.profile import KedaEndpoint, KedaProfile
+from kgc.layers.keda.watches import ScaleWatcher
+from kgc.layers.keda.workloads import scaled_object_manifest, workload_manifest
 
 API = client.ApiClient()
 
@@ -98,7 +96,7 @@ def test_scaled_object_is_scale_to_zero_with_a_metrics_api_value_equal_to_replic
     assert trig["type"] == "metrics-api" and trig["metricType"] == "AverageValue"
     assert trig["metadata"] == {"url": "http://x/metric", "valueLocation": "value",
                                 "targetValue": "1", "activationTargetValue": "0.5"}
-    assert so["metadata"]["labels"][collect.ROLE_LABEL] == "kata"
+    assert so["metadata"]["labels"][workloads.ROLE_LABEL] == "kata"
 
 
 def test_the_deployed_endpoint_is_a_configmap_script_a_deployment_and_a_service() -> None:
@@ -115,7 +113,7 @@ def test_the_deployed_endpoint_is_a_configmap_script_a_deployment_and_a_service(
     assert c["command"] == ["python3", "/kgc/endpoint_server.py"] and c["args"] == ["--port",
                                                                                     "9090"]
     assert c["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": 9090}
-    assert svc["spec"]["selector"] == {"app": collect.ENDPOINT}
+    assert svc["spec"]["selector"] == {"app": trigger.ENDPOINT}
     assert svc["spec"]["ports"][0]["port"] == 9090
     assert endpoint_url(kp, "kgc-abc") == \
         "http://kgc-keda-endpoint.kgc-abc.svc.cluster.local:9090/metric"
@@ -178,7 +176,7 @@ def test_endpoint_script_runs_as_the_pod_runs_it(tmp_path: Path) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     script = tmp_path / "endpoint_server.py"
-    script.write_text(collect.endpoint_script())
+    script.write_text(trigger.endpoint_script())
     p = subprocess.Popen([sys.executable, "-I", str(script), "--port", str(port),
                           "--bind", "127.0.0.1"], stdout=subprocess.PIPE, text=True)
     try:
@@ -232,7 +230,7 @@ def _ks(t: float) -> KubeStamp:
 def _pod(name: str, role: str = "kata", *, node: str | None = None,
          conds: dict[str, str] | None = None, running: bool = False) -> dict[str, Any]:
     return {
-        "metadata": {"name": name, "uid": f"uid-{name}", "labels": {collect.ROLE_LABEL: role},
+        "metadata": {"name": name, "uid": f"uid-{name}", "labels": {workloads.ROLE_LABEL: role},
                      "creationTimestamp": "2026-05-28T20:43:21Z"},
         "spec": {"nodeName": node, "containers": [{"name": "app"}]},
         "status": {"conditions": [{"type": t, "status": s} for t, s in (conds or {}).items()],
@@ -377,14 +375,14 @@ def test_the_trigger_endpoint_and_hpa_period_come_from_the_profile_never_a_lab_s
     kp = KedaProfile.model_validate({"endpoint": {"mode": "url", "url": endpoint + "/metric"},
                                      "hpa_sync_period_s": 7})
     k = _NoControllerManagerPod()
-    su = collect.setup(cast(kube.Kube, k), cast(kube.Run, None), kp, [])
+    su = trigger.setup(cast(kube.Kube, k), cast(kube.Run, None), kp, [])
     assert su.url == endpoint + "/metric"
     set_value(su.trigger, 3, 5)
     assert _req(endpoint + "/metric")[1]["value"] == 3  # the profile's endpoint took it
-    assert collect.hpa_sync_period(cast(kube.Kube, k), kp) == (
+    assert preflight.hpa_sync_period(cast(kube.Kube, k), kp) == (
         7.0, "profile cluster.keda.hpa_sync_period_s: not visible in the API")
     # not in the profile either: unknown (the checks assume 15 s and say so), never a guess
-    assert collect.hpa_sync_period(cast(kube.Kube, k), KedaProfile()) == (None, "")
+    assert preflight.hpa_sync_period(cast(kube.Kube, k), KedaProfile()) == (None, "")
 
 
 @pytest.mark.parametrize("v", [0, -1])
@@ -463,7 +461,7 @@ def test_the_workload_trigger_counts_the_runs_marker_pods() -> None:
     assert trig == {"type": "kubernetes-workload", "metricType": "AverageValue",
                     "metadata": {"podSelector": "kgc.io/keda-marker=true", "value": "1",
                                  "activationValue": "0.5"}}
-    m = collect.marker_manifest(2, kp)
+    m = trigger.marker_manifest(2, kp)
     assert roundtrip(m, client.V1Pod) == m
     assert m["metadata"]["name"] == "kgc-keda-marker-2"
     assert m["metadata"]["labels"] == {"kgc.io/keda-marker": "true"}  # never a measured pod
