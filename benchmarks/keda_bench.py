@@ -37,7 +37,7 @@ import yaml
 
 from kgc.core.bundle import write_bundle
 from kgc.core.engine import Context
-from kgc.core.profile import Profile, load_profile, profiles_dir
+from kgc.core.profile import Profile, load_profile
 from kgc.core.target import ClusterTarget
 from kgc.layers.keda.checks import analyse
 from kgc.layers.keda.phases import receipt_lags
@@ -130,11 +130,11 @@ def main() -> int:
               file=sys.stderr)
         return 2
     _count_requests()
-    prof = load_profile("lab")
     results: dict[str, Any] = {"profile": "lab", "runs": []}
     with tempfile.TemporaryDirectory(prefix="kgc-keda-bench-") as tmp:
         lab = labc.Lab(Path(tmp) / "lab", die_with_parent=True)
         state = lab.up()
+        prof = load_profile(state["profile"])  # profiles/lab.yaml + the lab's endpoint
         try:
             for i in range(args.runs):
                 r, ctx = one_run(state["kubeconfig"], prof)
@@ -144,7 +144,7 @@ def main() -> int:
                     args.record.mkdir(parents=True, exist_ok=True)
                     record(ctx, args.record / "lab-good.json")
             if args.record:
-                raw = yaml.safe_load((profiles_dir() / "lab.yaml").read_text())
+                raw = yaml.safe_load(Path(state["profile"]).read_text())
                 raw["cluster"]["keda"].update(
                     repetitions=1, gpu={"per_pod": 8, "resource": "nvidia.com/gpu"},
                     timeouts={**raw["cluster"]["keda"]["timeouts"], "activation_s": 15,

@@ -367,8 +367,9 @@ def test_what_a_run_does_stays_allowed(certify: Certify) -> None:
     (made by the ReplicaSet controller under baseline Pod Security) are created."""
     from kgc.layers.gpu.plan import PodPlan, gpu_pod_manifest
     from kgc.layers.gpu.profile import GpuProfile
-    from kgc.layers.keda.collect import endpoint_manifests, workload_manifest
     from kgc.layers.keda.profile import KedaProfile
+    from kgc.layers.keda.trigger import endpoint_manifests
+    from kgc.layers.keda.workloads import workload_manifest
 
     sa, ns = certify.sa, certify.namespace
     gp = GpuProfile()

@@ -172,8 +172,9 @@ def test_the_layers_pods_use_only_what_the_policy_allows() -> None:
     from kgc.core.profile import ClusterProfile
     from kgc.layers.gpu.plan import PodPlan, gpu_pod_manifest
     from kgc.layers.gpu.profile import GpuProfile
-    from kgc.layers.keda.collect import endpoint_manifests, marker_manifest, workload_manifest
     from kgc.layers.keda.profile import KedaProfile
+    from kgc.layers.keda.trigger import endpoint_manifests, marker_manifest
+    from kgc.layers.keda.workloads import workload_manifest
     from kgc.layers.sizing import collect as sizing
 
     gp, kp = GpuProfile(), KedaProfile()

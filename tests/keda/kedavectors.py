@@ -388,7 +388,8 @@ VECTORS: list[Vector] = [
            prof(decision_dominance=0.75), {"keda.scaling-config": "pass"},
            words={"keda.scaling-config": (
                "; pollingInterval not visible (KEDA default 30 s), cooldownPeriod not visible "
-               "(KEDA default 300 s), HPA sync period not visible (Kubernetes default 15 s)",)},
+               "(KEDA default 300 s), HPA sync period not visible (Kubernetes default 15 s "
+               "assumed; cluster.keda.hpa_sync_period_s states it)",)},
            exact={}),
     Vector("config visible", _config(_exact_e2e(), ScalingConfig(
         polling_interval_s=10, cooldown_period_s=20, min_replica_count=0, hpa_sync_period_s=15,
@@ -402,7 +403,8 @@ VECTORS: list[Vector] = [
     Vector("config without window", _config(_exact_e2e(), ScalingConfig(
         polling_interval_s=10, hpa_behavior={"scaleUp": {"policies": []}})),
         prof(decision_dominance=0.75), {"keda.scaling-config": "pass"},
-        words={"keda.scaling-config": ("HPA sync period not visible (Kubernetes default 15 s)",)},
+        words={"keda.scaling-config": ("HPA sync period not visible (Kubernetes default 15 s "
+                                       "assumed",)},
         exact={}),
     Vector("no replica signal", _no_replica_signal(), D, {"keda.scaling-config": "skip"},
            words={"keda.scaling-config": ("the decision phase was not measured",)}),

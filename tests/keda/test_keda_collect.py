@@ -1,11 +1,14 @@
 """The live driver's pure parts and its local I/O, without a cluster: manifests (round-trip
 through the official client's models: a misspelt field would be dropped), the trigger
 endpoint (a real HTTP server), the watch state machine fed with recorded-shape events,
-stall classification, the lab readers and the error paths of ``gather``."""
+stall classification, the profile's endpoint and HPA sync period, and the error paths of
+``gather``."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 import threading
@@ -15,7 +18,7 @@ import urllib.request
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
@@ -27,21 +30,19 @@ from kgc import kube
 from kgc.core.layer import Scope
 from kgc.core.profile import load_profile
 from kgc.kube.watch import Stamp as KubeStamp
-from kgc.layers.keda import collect, endpoint_server
-from kgc.layers.keda.collect import (
+from kgc.layers.keda import collect, endpoint_server, preflight, trigger, workloads
+from kgc.layers.keda.evidence import PodRecord, ScaleMark, Stamp
+from kgc.layers.keda.profile import KedaEndpoint, KedaProfile
+from kgc.layers.keda.stalls import ready_stalls, stuck_phase
+from kgc.layers.keda.trigger import (
     HttpTrigger,
-    ScaleWatcher,
     TriggerError,
     endpoint_manifests,
     endpoint_url,
-    ready_stalls,
-    scaled_object_manifest,
     set_value,
-    stuck_phase,
-    workload_manifest,
 )
-from kgc.layers.keda.evidence import PodRecord, ScaleMark, Stamp
-from kgc.layers.keda.profile import KedaEndpoint, KedaProfile
+from kgc.layers.keda.watches import ScaleWatcher
+from kgc.layers.keda.workloads import scaled_object_manifest, workload_manifest
 
 API = client.ApiClient()
 
@@ -95,7 +96,7 @@ def test_scaled_object_is_scale_to_zero_with_a_metrics_api_value_equal_to_replic
     assert trig["type"] == "metrics-api" and trig["metricType"] == "AverageValue"
     assert trig["metadata"] == {"url": "http://x/metric", "valueLocation": "value",
                                 "targetValue": "1", "activationTargetValue": "0.5"}
-    assert so["metadata"]["labels"][collect.ROLE_LABEL] == "kata"
+    assert so["metadata"]["labels"][workloads.ROLE_LABEL] == "kata"
 
 
 def test_the_deployed_endpoint_is_a_configmap_script_a_deployment_and_a_service() -> None:
@@ -112,7 +113,7 @@ def test_the_deployed_endpoint_is_a_configmap_script_a_deployment_and_a_service(
     assert c["command"] == ["python3", "/kgc/endpoint_server.py"] and c["args"] == ["--port",
                                                                                     "9090"]
     assert c["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": 9090}
-    assert svc["spec"]["selector"] == {"app": collect.ENDPOINT}
+    assert svc["spec"]["selector"] == {"app": trigger.ENDPOINT}
     assert svc["spec"]["ports"][0]["port"] == 9090
     assert endpoint_url(kp, "kgc-abc") == \
         "http://kgc-keda-endpoint.kgc-abc.svc.cluster.local:9090/metric"
@@ -120,7 +121,8 @@ def test_the_deployed_endpoint_is_a_configmap_script_a_deployment_and_a_service(
 
 @pytest.mark.parametrize("raw,msg", [
     ({"mode": "url"}, "needs endpoint.url"),
-    ({"mode": "lab", "url": "http://x"}, "only read with mode url"),
+    ({"mode": "deploy", "url": "http://x"}, "only read with mode url"),
+    ({"mode": "lab"}, "'deploy' or 'url'"),  # the profile names the URL (mode url)
     ({"image": ""}, "python3"),
     ({"mode": "elsewhere"}, "deploy"),
 ])
@@ -174,7 +176,7 @@ def test_endpoint_script_runs_as_the_pod_runs_it(tmp_path: Path) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     script = tmp_path / "endpoint_server.py"
-    script.write_text(collect.endpoint_script())
+    script.write_text(trigger.endpoint_script())
     p = subprocess.Popen([sys.executable, "-I", str(script), "--port", str(port),
                           "--bind", "127.0.0.1"], stdout=subprocess.PIPE, text=True)
     try:
@@ -228,7 +230,7 @@ def _ks(t: float) -> KubeStamp:
 def _pod(name: str, role: str = "kata", *, node: str | None = None,
          conds: dict[str, str] | None = None, running: bool = False) -> dict[str, Any]:
     return {
-        "metadata": {"name": name, "uid": f"uid-{name}", "labels": {collect.ROLE_LABEL: role},
+        "metadata": {"name": name, "uid": f"uid-{name}", "labels": {workloads.ROLE_LABEL: role},
                      "creationTimestamp": "2026-05-28T20:43:21Z"},
         "spec": {"nodeName": node, "containers": [{"name": "app"}]},
         "status": {"conditions": [{"type": t, "status": s} for t, s in (conds or {}).items()],
@@ -344,38 +346,60 @@ def test_a_complete_scale_up_has_no_stall() -> None:
     assert ready_stalls(ready, [], 2, timeout_s=1, waited_s=1, at=AT) == []
 
 
-# --------------------------------------------------------------------------- lab readers
+# ------------------------------------------------------ what the profile says, not a lab
 
 
-def test_lab_endpoint_and_hpa_period_are_read_from_the_lab_state(tmp_path: Path) -> None:
-    kc = tmp_path / "kubeconfig"
-    kc.write_text("{}")
-    with pytest.raises(TriggerError, match="no cluster lab run directory"):
-        collect.lab_metric_url(str(kc))
-    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
-                          "--horizontal-pod-autoscaler-sync-period=7s"])
-    try:
-        cmdline = Path(f"/proc/{p.pid}/cmdline")
-        kube.wait_for("the child to exec", lambda: b"sync-period" in cmdline.read_bytes(), 10)
-        exe = cmdline.read_bytes().split(b"\0")[0].decode()
-        state = {"phase": "up", "metric_url": "http://127.0.0.1:1/metric", "processes": [
-            {"name": "kube-controller-manager", "pid": p.pid, "exe": exe}]}
-        (tmp_path / "state.json").write_text(json.dumps(state))
-        assert collect.lab_metric_url(str(kc)) == "http://127.0.0.1:1/metric"
-        assert collect.lab_hpa_sync_period(str(kc)) == (
-            7.0, "lab kube-controller-manager command line")
-        state["processes"][0]["exe"] = "/somewhere/else"  # pid reused by another program
-        (tmp_path / "state.json").write_text(json.dumps(state))
-        assert collect.lab_hpa_sync_period(str(kc)) == (None, "")
-        (tmp_path / "state.json").write_text(json.dumps({**state, "phase": "down"}))
-        with pytest.raises(TriggerError, match="is it up"):
-            collect.lab_metric_url(str(kc))
-        (tmp_path / "state.json").write_text("[1, 2")
-        with pytest.raises(TriggerError, match="unreadable"):
-            collect.lab_metric_url(str(kc))
-    finally:
-        p.kill()
-        p.wait()
+class _NoControllerManagerPod:
+    """A managed control plane: kube-system shows no kube-controller-manager pod."""
+
+    def __init__(self) -> None:
+        self.core = types.SimpleNamespace(list_namespaced_pod=None)
+
+    def call(self, verb: str, resource: str, fn: Any, *a: Any, **kw: Any) -> Any:
+        assert (verb, resource, a) == ("list", "pods", ("kube-system",))
+        return types.SimpleNamespace(items=[])
+
+
+def test_the_trigger_endpoint_and_hpa_period_come_from_the_profile_never_a_lab_state(
+        endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cluster whose pods never run (or a shared endpoint): the profile names the
+    endpoint's URL and the HPA sync period the API does not show. A lab state file next
+    to the kubeconfig (and the variable the lab once exported) is never read: its URL
+    answers nothing, its pid is this process."""
+    (tmp_path / "kubeconfig").write_text("{}")
+    (tmp_path / "state.json").write_text(json.dumps({
+        "phase": "up", "metric_url": "http://127.0.0.1:9/metric",
+        "processes": [{"name": "kube-controller-manager", "pid": os.getpid(),
+                       "exe": sys.executable}]}))
+    monkeypatch.setenv("KGC_CLUSTER_RUN_DIR", str(tmp_path))
+    kp = KedaProfile.model_validate({"endpoint": {"mode": "url", "url": endpoint + "/metric"},
+                                     "hpa_sync_period_s": 7})
+    k = _NoControllerManagerPod()
+    su = trigger.setup(cast(kube.Kube, k), cast(kube.Run, None), kp, [])
+    assert su.url == endpoint + "/metric"
+    set_value(su.trigger, 3, 5)
+    assert _req(endpoint + "/metric")[1]["value"] == 3  # the profile's endpoint took it
+    assert preflight.hpa_sync_period(cast(kube.Kube, k), kp) == (
+        7.0, "profile cluster.keda.hpa_sync_period_s: not visible in the API")
+    # not in the profile either: unknown (the checks assume 15 s and say so), never a guess
+    assert preflight.hpa_sync_period(cast(kube.Kube, k), KedaProfile()) == (None, "")
+
+
+@pytest.mark.parametrize("v", [0, -1])
+def test_the_profiles_hpa_sync_period_is_positive(v: float) -> None:
+    with pytest.raises(ValueError, match="greater than 0"):
+        KedaProfile.model_validate({"hpa_sync_period_s": v})
+
+
+def test_the_layer_names_no_lab_state_file_and_no_lab_process() -> None:
+    """The keda layer reads the cluster through the API and the profile only: no lab run
+    directory, no ``state.json``, no process table of a lab's control plane."""
+    src = Path(collect.__file__).parent
+    banned = re.compile(r"state\.json|/proc\b|KGC_CLUSTER_RUN_DIR|cmdline|metric_url|"
+                        r"run_dir|\bpid\b|[\"']lab[\"']")
+    hits = [f"{f.name}:{n}: {line.strip()}" for f in sorted(src.glob("*.py"))
+            for n, line in enumerate(f.read_text().splitlines(), 1) if banned.search(line)]
+    assert not hits, hits
 
 
 # --------------------------------------------------------------------------- gather
@@ -437,7 +461,7 @@ def test_the_workload_trigger_counts_the_runs_marker_pods() -> None:
     assert trig == {"type": "kubernetes-workload", "metricType": "AverageValue",
                     "metadata": {"podSelector": "kgc.io/keda-marker=true", "value": "1",
                                  "activationValue": "0.5"}}
-    m = collect.marker_manifest(2, kp)
+    m = trigger.marker_manifest(2, kp)
     assert roundtrip(m, client.V1Pod) == m
     assert m["metadata"]["name"] == "kgc-keda-marker-2"
     assert m["metadata"]["labels"] == {"kgc.io/keda-marker": "true"}  # never a measured pod

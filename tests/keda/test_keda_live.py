@@ -31,7 +31,7 @@ import yaml
 from kgc import kube
 from kgc.core.bundle import load_bundle, write_bundle
 from kgc.core.engine import Context
-from kgc.core.profile import Profile, load_profile, profiles_dir
+from kgc.core.profile import Profile, load_profile
 from kgc.core.registry import load_layers
 from kgc.core.target import ClusterTarget
 from kgc_lab import cluster as labc
@@ -62,8 +62,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         assert not rep["left"] and not rep["listening"], rep
 
 
-def profile_with(tmp: Path, keda: dict[str, Any]) -> tuple[Profile, Path]:
-    raw = _merge(yaml.safe_load((profiles_dir() / "lab.yaml").read_text()),
+def profile_with(lab: dict[str, Any], tmp: Path, keda: dict[str, Any]) -> tuple[Profile, Path]:
+    """The profile the lab wrote (profiles/lab.yaml with its endpoint and HPA sync period)
+    with ``keda`` merged into its keda section."""
+    raw = _merge(yaml.safe_load(Path(lab["profile"]).read_text()),
                  {"cluster": {"keda": keda}})
     path = tmp / "profile.yaml"
     path.write_text(yaml.safe_dump(raw))
@@ -98,7 +100,7 @@ def test_the_readme_commands_certify_the_lab_and_write_the_artefacts(
     lines = [ln.strip() for ln in m.group(1).splitlines() if ln.strip()]
     assert [ln.split()[:2] for ln in lines] == [["pytest", "-m"], ["kgc", "snapshot"],
                                                ["kgc", "evaluate"], ["pytest", "-m"]]
-    prof = str(profiles_dir() / "lab.yaml")
+    prof = lab["profile"]  # what the lab wrote: profiles/lab.yaml + its endpoint, sync period
     outs = []
     for line in lines:
         cmd = (line.replace("~/.kube/config", lab["kubeconfig"])
@@ -137,7 +139,7 @@ def test_the_readme_commands_certify_the_lab_and_write_the_artefacts(
 
 def test_a_recorded_run_replays_to_identical_verdicts(lab: dict[str, Any],
                                                       tmp_path: Path) -> None:
-    prof = load_profile("lab")
+    prof = load_profile(lab["profile"])
     ctx = Context(ClusterTarget(lab["kubeconfig"]), prof)
     live = [v.to_dict() for v in ctx.judge_all(["keda"])]
     bundle = tmp_path / "cluster.json"
@@ -149,7 +151,7 @@ def test_a_recorded_run_replays_to_identical_verdicts(lab: dict[str, Any],
     assert [{k: v for k, v in d.items() if k != "origin"} for d in again] == strip
     assert {d["origin"] for d in again} == {"bundle"}
     # and kgc evaluate judges the bundle the same way
-    out = subprocess.run([*KGC, "evaluate", str(bundle), "--profile", "lab", "--json",
+    out = subprocess.run([*KGC, "evaluate", str(bundle), "--profile", lab["profile"], "--json",
                           "--layers", "keda"], capture_output=True, text=True, timeout=120,
                          check=False)
     ev_results = json.loads(out.stdout)["results"]
@@ -168,8 +170,8 @@ def test_the_kubernetes_workload_trigger_needs_no_endpoint(lab: dict[str, Any],
                                                            tmp_path: Path) -> None:
     """``trigger: kubernetes-workload``: the value is the number of marker pods the run
     creates in its namespace (KEDA counts them); the measured pods never include them."""
-    prof, _ = profile_with(tmp_path, {"trigger": "kubernetes-workload", "repetitions": 2,
-                                      "replicas": 2})
+    prof, _ = profile_with(lab, tmp_path, {"trigger": "kubernetes-workload", "repetitions": 2,
+                                           "replicas": 2})
     v, ev = judge(prof, lab["kubeconfig"])
     bad = {c: (str(x.status), x.reason) for c, x in v.items()
            if str(x.status) not in ("pass", "warn")}
@@ -242,7 +244,7 @@ def endpoint() -> Iterator[Callable[[str], _Endpoint]]:
 def test_a_trigger_that_never_fires_is_a_bounded_decision_stall(
         lab: dict[str, Any], tmp_path: Path, endpoint: Callable[[str], _Endpoint]) -> None:
     ep = endpoint("dead")
-    prof, _ = profile_with(tmp_path, {
+    prof, _ = profile_with(lab, tmp_path, {
         "repetitions": 3, "endpoint": {"mode": "url", "url": ep.url},
         "timeouts": {"activation_s": 8, "ready_s": 10, "scale_down_s": 20}})
     t0 = time.monotonic()
@@ -267,7 +269,7 @@ def test_a_trigger_that_never_fires_is_a_bounded_decision_stall(
 def test_a_deployment_that_never_scales_to_k_is_a_decision_stall_naming_the_replicas(
         lab: dict[str, Any], tmp_path: Path, endpoint: Callable[[str], _Endpoint]) -> None:
     ep = endpoint("one")
-    prof, _ = profile_with(tmp_path, {
+    prof, _ = profile_with(lab, tmp_path, {
         "repetitions": 2, "endpoint": {"mode": "url", "url": ep.url},
         "timeouts": {"activation_s": 10, "ready_s": 15, "scale_down_s": 30}})
     v, ev = judge(prof, lab["kubeconfig"])
@@ -286,7 +288,7 @@ def test_a_deployment_that_never_scales_to_k_is_a_decision_stall_naming_the_repl
 def test_a_scale_down_that_never_completes_is_a_bounded_scale_down_stall(
         lab: dict[str, Any], tmp_path: Path, endpoint: Callable[[str], _Endpoint]) -> None:
     ep = endpoint("sticky")
-    prof, _ = profile_with(tmp_path, {
+    prof, _ = profile_with(lab, tmp_path, {
         "repetitions": 2, "replicas": 2, "endpoint": {"mode": "url", "url": ep.url},
         "timeouts": {"scale_down_s": 12}})
     v, ev = judge(prof, lab["kubeconfig"])
@@ -305,8 +307,8 @@ def test_a_deployed_endpoint_that_cannot_answer_is_a_trigger_error(
     """Deploy mode on the lab: the endpoint Deployment, Service and ConfigMap are made and
     its (kwok) pod turns Ready, but nothing listens behind it: the run cannot raise its
     trigger, within the endpoint wait, and says so."""
-    prof, _ = profile_with(tmp_path, {"endpoint": {"mode": "deploy"},
-                                      "timeouts": {"endpoint_s": 8}})
+    prof, _ = profile_with(lab, tmp_path, {"endpoint": {"mode": "deploy", "url": None},
+                                           "timeouts": {"endpoint_s": 8}})
     t0 = time.monotonic()
     v, ev = judge(prof, lab["kubeconfig"])
     assert time.monotonic() - t0 < 90
@@ -321,7 +323,7 @@ def test_a_deployed_endpoint_that_cannot_answer_is_a_trigger_error(
 def test_a_missing_runtime_class_fails_the_preflight_and_creates_nothing(
         lab: dict[str, Any], tmp_path: Path) -> None:
     # a RuntimeClass the lab does not install (it has kata and kata-qemu-nvidia-gpu)
-    prof, _ = profile_with(tmp_path, {"runtime_class": "kata-qemu-nvidia-gpu-snp"})
+    prof, _ = profile_with(lab, tmp_path, {"runtime_class": "kata-qemu-nvidia-gpu-snp"})
     k = lab["kube"]
     before = {n.metadata.name for n in k.core.list_namespace().items}
     v, ev = judge(prof, lab["kubeconfig"])
@@ -336,7 +338,7 @@ def test_a_missing_runtime_class_fails_the_preflight_and_creates_nothing(
 
 def test_sigterm_in_the_middle_of_a_run_tears_everything_down(
         lab: dict[str, Any], tmp_path: Path) -> None:
-    _, path = profile_with(tmp_path, {"repetitions": 20})
+    _, path = profile_with(lab, tmp_path, {"repetitions": 20})
     k = lab["kube"]
     p = subprocess.Popen([*KGC, "snapshot", "--kubeconfig", lab["kubeconfig"], "--profile",
                           str(path), "-o", str(tmp_path / "b.json")],

@@ -96,7 +96,7 @@ def test_frozen():
 
 
 def test_placement_per_class_validates_and_lands_in_the_manifests():
-    from kgc.layers.keda.collect import workload_manifest
+    from kgc.layers.keda.workloads import workload_manifest
 
     kp = KedaProfile.model_validate(yaml.safe_load("""
 placement:

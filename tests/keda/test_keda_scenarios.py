@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from kgc.core.profile import load_profile
 from kgc_lab import cluster as labc
-from kgc_lab.cluster.scenarios_keda import SCENARIOS, run_scenario
+from kgc_lab.cluster.lab import write_lab_profile
+from kgc_lab.cluster.scenarios_keda import SCENARIOS, run_scenario, scenario_profile
 from kgc_lab.scenarios import scenarios
 
 pytestmark = [pytest.mark.lab, pytest.mark.cluster, pytest.mark.slow]
@@ -21,6 +23,26 @@ def test_the_keda_scenarios_are_registered_with_the_lab() -> None:
     known = scenarios()
     for name in ("keda-good", "slow-boot", "keda-missing", "keda-unschedulable"):
         assert known[name].lab == "cluster", name
+
+
+def test_the_lab_writes_its_endpoint_and_hpa_sync_period_into_the_profile_it_hands_on(
+        tmp_path: Path) -> None:
+    """What only the running lab knows reaches the keda layer as profile fields (the layer
+    reads no lab state): the written profile is profiles/lab.yaml plus those two, and a
+    scenario's profile gets them on top of its overrides."""
+    state = {"metric_url": "http://127.0.0.1:4242/metric", "hpa_sync_period_s": 5}
+    written = load_profile(write_lab_profile(tmp_path / "profile.yaml", state))
+    base = load_profile("lab")
+    for prof in (written, scenario_profile(SCENARIOS["keda-good"], state)):
+        kp = prof.cluster.keda
+        assert (kp.endpoint.mode, kp.endpoint.url) == ("url", "http://127.0.0.1:4242/metric")
+        assert kp.hpa_sync_period_s == 5
+        assert kp.model_copy(update={"endpoint": base.cluster.keda.endpoint,
+                                     "hpa_sync_period_s": None}) == base.cluster.keda
+        assert prof.host == base.host
+    unsched = scenario_profile(SCENARIOS["keda-unschedulable"], state).cluster.keda
+    assert unsched.gpu.per_pod == 8 and unsched.endpoint.url == state["metric_url"]
+    assert base.cluster.keda.endpoint.mode == "deploy"  # the file alone names no lab URL
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))

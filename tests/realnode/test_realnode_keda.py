@@ -29,6 +29,7 @@ from kgc.layers.keda.checks import CHECKS, analyse
 from kgc.layers.keda.evidence import KedaEvidence
 from kgc.layers.keda.stats import fmt_num, fmt_s
 from kgc_lab.cluster import realnode
+from kgc_lab.cluster.lab import keda_profile_fields
 from kgc_lab.cluster.scenarios_keda import _merge
 from realnode.conftest import RealLab
 
@@ -40,10 +41,12 @@ REPETITIONS, REPLICAS = 2, 2
 READY_S = 420  # trigger -> K Ready pods, runc on a TCG node of a loaded 2-core host
 
 
-def _profile(path: Path, **budgets: Any) -> Path:
-    """The lab profile with the baseline placed on the real node (its label, its taint)."""
+def _profile(path: Path, state: dict[str, Any] | None = None, **budgets: Any) -> Path:
+    """The lab profile with the baseline placed on the real node (its label, its taint);
+    with the lab's ``state``, also its trigger endpoint and HPA sync period (live runs)."""
+    lab_fields = keda_profile_fields(state) if state is not None else {}
     doc = _merge(yaml.safe_load((profiles_dir() / "lab.yaml").read_text()), {"cluster": {
-        "keda": {
+        "keda": {**lab_fields,
             "repetitions": REPETITIONS, "replicas": REPLICAS,
             "placement": {"baseline": {
                 "node_selector": {realnode.REAL_NODE_LABEL: "true"},
@@ -61,7 +64,7 @@ def measured(real_lab: RealLab, tmp_path_factory: pytest.TempPathFactory) -> dic
     """One live keda run against the lab with its real node; the record written as a
     bundle (what ``kgc snapshot`` writes)."""
     tmp = tmp_path_factory.mktemp("keda-real")
-    prof = load_profile(_profile(tmp / "profile.yaml"))
+    prof = load_profile(_profile(tmp / "profile.yaml", real_lab.state))
     ctx = Context(ClusterTarget(str(real_lab.kubeconfig)), prof)
     verdicts = {v.check: v for v in ctx.judge_all(["keda"])}
     ev = ctx.evidence("keda")

@@ -26,6 +26,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
     print(f"kubeconfig: {st['kubeconfig']}")
     print(f"server: {st['server']}")
     print(f"metric: {st.get('metric_url')}")
+    print(f"profile: {st.get('profile')}")
     for node in st.get("nodes", []):
         print(f"node: {node['name']} (real kubelet; ssh -F {node.get('ssh_config')} "
               f"kgc-{node['vm']})")

@@ -3,8 +3,10 @@
 Binaries come from ``scripts/bootstrap.d/30-cluster.sh`` (built from the Go modules under
 ``lab/cluster/go/``) and live in ``${KGC_CACHE:-~/.cache/kgc}/cluster/bin``. A run directory
 (default ``${KGC_CACHE}/cluster/run``) holds the generated PKI, kubeconfigs, logs, etcd data
-and ``state.json`` listing every process started (pid, start time, binary, ports) so that
-``down`` can stop them all — also after a failed ``up``. Every start is also written to the
+``state.json`` listing every process started (pid, start time, binary, ports) so that
+``down`` can stop them all, and ``profile.yaml``: the lab profile with what only the running
+lab knows, in the keda layer's profile fields (:func:`keda_profile_fields`), the profile the
+lab hands the suites — also after a failed ``up``. Every start is also written to the
 lab's ``LabRecord`` (``kgc_lab.ledger``), which ``kgc lab cleanup`` reads when nobody is
 left to run ``down``.
 
@@ -135,6 +137,10 @@ class RunPaths:
         return self.root / "kubeconfig"
 
     @property
+    def profile(self) -> Path:
+        return self.root / "profile.yaml"
+
+    @property
     def pki(self) -> Path:
         return self.root / "pki"
 
@@ -179,6 +185,29 @@ def write_state(paths: RunPaths, state: Mapping[str, Any]) -> None:
 def _state_processes(state: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [p for p in state.get("processes") or [] if isinstance(p, dict)
             and isinstance(p.get("pid"), int)]
+
+
+def keda_profile_fields(state: Mapping[str, Any]) -> dict[str, Any]:
+    """What the keda layer needs of the running lab, in its documented profile fields
+    (``cluster.keda``): the lab's loopback metric endpoint as the trigger endpoint (kwok
+    pods never run, so the endpoint a real run deploys could not answer) and the HPA sync
+    period its kube-controller-manager runs with (a process, not a pod the API shows)."""
+    return {"endpoint": {"mode": "url", "url": state["metric_url"]},
+            "hpa_sync_period_s": state["hpa_sync_period_s"]}
+
+
+def write_lab_profile(path: Path, state: Mapping[str, Any]) -> Path:
+    """``profiles/lab.yaml`` with the running lab's :func:`keda_profile_fields`: what
+    ``--profile`` gets wherever the suites run against this lab."""
+    doc = yaml.safe_load((profiles_dir() / f"{LAB_PROFILE}.yaml").read_text())
+    keda = doc.setdefault("cluster", {}).setdefault("keda", {})
+    fields = keda_profile_fields(state)
+    keda["endpoint"] = {**(keda.get("endpoint") or {}), **fields.pop("endpoint")}
+    keda.update(fields)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(yaml.safe_dump(doc, sort_keys=False))
+    tmp.replace(path)
+    return path
 
 
 # --------------------------------------------------------------------------- the lab
@@ -439,6 +468,8 @@ class Lab:
         self._wait("metric endpoint", metric_port_file.exists, [metric], timeout=30)
         ports["metric"] = int(metric_port_file.read_text())
         self.state["metric_url"] = f"http://127.0.0.1:{ports['metric']}/metric"
+        self.state["hpa_sync_period_s"] = lab.hpa_sync_period_s
+        self.state["profile"] = str(write_lab_profile(paths.profile, self.state))
         self._save()
 
         kc = [kcm, sched]
@@ -654,6 +685,7 @@ def status(run_dir: Path | str | None = None) -> dict[str, Any]:
         "kubeconfig": state.get("kubeconfig", str(paths.kubeconfig)),
         "server": state.get("server"),
         "metric_url": state.get("metric_url"),
+        "profile": state.get("profile"),
         "ports": state.get("ports", {}),
         "processes": entries,
         "api_ready_s": state.get("api_ready_s"),
@@ -676,11 +708,10 @@ def running(run_dir: Path | None = None, **kw: Any) -> Iterator[Lab]:
 @contextlib.contextmanager
 def certify_stage(work: Path) -> Iterator[list[str]]:
     """Stage for ``kgc lab certify``: bring the lab up under ``work``, yield the pytest
-    arguments that point the cluster suites at it (lab profile, and the kubeconfig of the
-    least-privilege ServiceAccount of ``deploy/rbac/kgc-certify.yaml``, applied to the lab
-    first: the suites run as a user's certification run would), take it down afterwards.
-    The suites find the run directory (metric endpoint, recorded logs) through
-    ``KGC_CLUSTER_RUN_DIR``."""
+    arguments that point the cluster suites at it (the lab's ``profile.yaml``, and the
+    kubeconfig of the least-privilege ServiceAccount of ``deploy/rbac/kgc-certify.yaml``,
+    applied to the lab first: the suites run as a user's certification run would), take it
+    down afterwards. ``KGC_CLUSTER_RUN_DIR`` is exported for the lab's own tools."""
     from kgc_lab.cluster import rbac
 
     run_dir = Path(work) / "cluster-lab"
@@ -702,7 +733,7 @@ def certify_stage(work: Path) -> Iterator[list[str]]:
             yield [
                 "-m", "cluster",
                 *(sorted(suites) or [str(profiles_dir().parent / "conformance")]),
-                "--profile", str(profiles_dir() / f"{LAB_PROFILE}.yaml"),
+                "--profile", state["profile"],
                 "--kubeconfig", str(sa_kubeconfig),
             ]
         finally:

@@ -44,7 +44,7 @@ import yaml
 from kgc.core.engine import Context, Unavailable
 from kgc.core.profile import Profile, profiles_dir
 from kgc.core.target import ClusterTarget
-from kgc_lab.cluster.lab import LAB_PROFILE, Lab, down
+from kgc_lab.cluster.lab import LAB_PROFILE, Lab, down, keda_profile_fields
 from kgc_lab.common import LabError
 from kgc_lab.scenarios import (
     LabScenario,
@@ -133,10 +133,14 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def scenario_profile(sc: KedaScenario) -> Profile:
-    """profiles/lab.yaml with the scenario's overrides (validated like any profile)."""
+def scenario_profile(sc: KedaScenario, state: Mapping[str, Any] | None = None) -> Profile:
+    """profiles/lab.yaml with the scenario's overrides (validated like any profile); with
+    the running lab's ``state``, also its keda profile fields (trigger endpoint URL, HPA
+    sync period: :func:`keda_profile_fields`)."""
     path = profiles_dir() / f"{LAB_PROFILE}.yaml"
     raw = _merge(yaml.safe_load(path.read_text()), sc.overrides)
+    if state is not None:
+        raw = _merge(raw, {"cluster": {"keda": keda_profile_fields(state)}})
     return Profile.model_validate(raw).model_copy(
         update={"source": f"{path} + scenario {sc.name}"})
 
@@ -215,6 +219,7 @@ def run_scenario(sc: KedaScenario, report_dir: Path, keep: bool = False,
     lab = Lab(rd, cluster=profile.cluster, keda=sc.keda, die_with_parent=True)
     try:
         state = lab.up()
+        profile = scenario_profile(sc, state)
         ctx = Context(ClusterTarget(state["kubeconfig"]), profile)
         verdicts = ctx.judge_all(["keda"])
         try:

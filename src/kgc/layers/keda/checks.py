@@ -615,7 +615,8 @@ def _config_words(run: ClassRun) -> tuple[str, dict[str, Any]]:
         (f"HPA sync period {fmt_num(c.hpa_sync_period_s)} s"
          + (f" ({c.hpa_sync_source})" if c.hpa_sync_source else ""))
         if c.hpa_sync_period_s is not None
-        else "HPA sync period not visible (Kubernetes default 15 s)",
+        else "HPA sync period not visible (Kubernetes default 15 s assumed; "
+        "cluster.keda.hpa_sync_period_s states it)",
     ]
     if c.min_replica_count is not None:
         parts.append(f"minReplicaCount {c.min_replica_count}")
@@ -672,7 +673,7 @@ def scaling_config(ev: KedaEvidence, profile: Any) -> Outcome:
         fix = []
         if hpa_dom:
             per = (f"{fmt_num(c.hpa_sync_period_s)} s" if c.hpa_sync_period_s is not None
-                   else "not visible, 15 s by default")
+                   else "not visible, 15 s by default assumed")
             fix.append(f"Most of the decision is the HPA's 1->N step: lower the "
                        f"controller-manager's --horizontal-pod-autoscaler-sync-period (now "
                        f"{per}) and allow a larger scaleUp step in the ScaledObject's "

@@ -89,13 +89,12 @@ class KedaEndpoint(Strict):
     ``http://<service>.<namespace>.svc.<cluster_domain>:<port>/metric`` and the run sets
     the value through the API server's service proxy (so kgc needs no network path to pod
     IPs). Mirror the image into your registry on air-gapped clusters.
-    ``lab``: the cluster lab's own loopback metric endpoint stands in (its pods are
-    simulated by kwok and never run, so nothing deployed could answer); the URL is read
-    from the lab's state next to the kubeconfig (or ``$KGC_CLUSTER_RUN_DIR``).
-    ``url``: an endpoint the run does not deploy; ``GET url`` answers ``{"value": N}``
-    and ``PUT url`` with ``{"value": N}`` sets it, reachable from kgc and from KEDA."""
+    ``url``: an endpoint the run does not deploy, at ``url``; ``GET url`` answers
+    ``{"value": N}`` and ``PUT url`` with ``{"value": N}`` sets it, reachable from kgc and
+    from KEDA (e.g. a shared endpoint outside the cluster, or a test cluster whose pods
+    never run: whoever runs that cluster writes its endpoint's URL here)."""
 
-    mode: Literal["deploy", "lab", "url"] = "deploy"
+    mode: Literal["deploy", "url"] = "deploy"
     image: str = "python:3.13-alpine"
     port: int = Field(default=8080, ge=1, le=65535)
     cluster_domain: str = "cluster.local"
@@ -210,6 +209,11 @@ class KedaProfile(Strict):
     # repetitions (KEDA's default is 300 s), so a short one keeps the run short
     polling_interval_s: int = Field(default=30, ge=1)
     cooldown_period_s: int = Field(default=30, ge=0)
+    # kube-controller-manager's --horizontal-pod-autoscaler-sync-period (it paces the HPA's
+    # 1 -> K step), for control planes whose API does not show it (managed clusters: no
+    # controller-manager pod in kube-system). Read from the pod when visible (that wins);
+    # unset and not visible: the Kubernetes default 15 s is assumed and the verdict says so.
+    hpa_sync_period_s: float | None = Field(default=None, gt=0)
     image: str = "registry.k8s.io/pause:3.10"
     # where each class's pods run (nodeSelector + tolerations); default: anywhere
     placement: KedaPlacements = KedaPlacements()
