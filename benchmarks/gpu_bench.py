@@ -39,7 +39,7 @@ from kgc.core.registry import load_layers
 from kgc.core.target import ClusterTarget
 from kgc.lab.cluster import lab as labmod
 from kgc.lab.cluster import scenarios_gpu
-from kgc.layers.gpu import live
+from kgc.layers.gpu import collect as live
 
 CALLS: collections.Counter[str] = collections.Counter()
 PHASES: dict[str, float] = {}

@@ -52,6 +52,7 @@ Recording contract (what the live driver must fill in)
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -311,14 +312,8 @@ def stand_ins_of(ev: KedaEvidence, roles: Sequence[str]) -> list[str] | None:
     if ev.nodes is None:
         return None
     origins = {n.node: n for n in ev.nodes}
-    groups: dict[tuple[str, str | None], int] = {}
-    for run in ev.runs():
-        if run.role not in roles:
-            continue
-        for rep in run.repetitions:
-            for pod in rep.pods:
-                group = (run.label, pod.node)
-                groups[group] = groups.get(group, 0) + 1
+    groups = Counter((run.label, pod.node) for run in ev.runs() if run.role in roles
+                     for rep in run.repetitions for pod in rep.pods)  # first seen, first named
     if not groups:
         return None
     out = []
