@@ -12,10 +12,11 @@ verdicts. Two clocks are kept for every observation:
 
 ``ClockOffset`` relates the two (API server clock − client wall clock).
 
-``from_dict`` is strict: a missing key, a null where a value is required, a wrong type, a
-non-finite number or an unknown milestone name raises :class:`EvidenceError` naming the
-field path (``kata.repetitions[0].pods[2].observed.ready.mono: expected a number, got
-'x'``). Optional fields may be absent or null.
+``to_dict``/``from_dict`` are :mod:`kgc.evidence.record`'s. ``from_dict`` is strict: a
+missing key, a null where a value is required, a wrong type, a non-finite number or an
+unknown milestone name raises :class:`EvidenceError` naming the field path
+(``keda.kata.repetitions[0].pods[2].observed.ready.mono: expected a number, got 'x'``). A
+field with a default may be absent; a list or object recorded as null reads as empty.
 
 Recording contract (what the live driver must fill in)
 ------------------------------------------------------
