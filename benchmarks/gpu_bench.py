@@ -37,7 +37,7 @@ from kgc.core.engine import Context
 from kgc.core.profile import load_profile, profiles_dir
 from kgc.core.registry import load_layers
 from kgc.core.target import ClusterTarget
-from kgc.layers.gpu import live
+from kgc.layers.gpu import collect as live
 from kgc_lab.cluster import lab as labmod
 from kgc_lab.cluster import scenarios_gpu
 

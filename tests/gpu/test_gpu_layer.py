@@ -25,7 +25,7 @@ from kgc.core.registry import load_layers
 from kgc.kube import KubeError
 from kgc.layers import gpu as gpu_layer
 from kgc.layers.gpu import LAYER, SCOPE, GpuRunEvidence, judge_run
-from kgc.layers.gpu import live as gather_mod
+from kgc.layers.gpu import collect as gather_mod
 from kgc.layers.gpu.checks import CHECKS
 from kgc.layers.gpu.plan import PodPlan
 

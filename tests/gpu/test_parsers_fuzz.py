@@ -264,13 +264,14 @@ def test_malformed_recorded_evidence_raises_only_evidence_error(path: tuple[Any,
 
 
 @pytest.mark.parametrize("path,value,field", [
-    (("pods", 0, "count"), "1", "gpu.pods[0].count: expected int, got str"),
+    (("pods", 0, "count"), "1", "gpu.pods[0].count: expected an integer, got '1'"),
     (("pods", 0, "guest", "vcpus"), None, None),  # optional: accepted
     (("pods", 0, "guest", "smi", "gpus"), None, "gpu.pods[0].guest.smi.gpus: expected list"),
     (("pods", 0, "guest", "pci", 0, "bdf"), 5, "gpu.pods[0].guest.pci[0].bdf: expected string"),
     (("cluster", "nodes", 0, "capacity", "nvidia.com/pgpu"), 2,
-     "gpu.cluster.nodes[0].capacity.nvidia.com/pgpu: expected string, got int"),
-    (("pods", 0, "containers", 0, "state"), "exploded", "unknown state"),
+     "gpu.cluster.nodes[0].capacity.nvidia.com/pgpu: expected a string, got int"),
+    (("pods", 0, "containers", 0, "state"), "exploded",
+     "gpu.pods[0].containers[0].state: 'exploded' is not one of waiting, running"),
     (("pods", 0, "count"), 0, "must be >= 1"),
     (("format",), "kgc-gpu/0", "expected 'kgc-gpu/1'"),
 ])

@@ -299,9 +299,10 @@ def test_node_overcommit_pass_skip_error() -> None:
 # -- evidence (de)serialisation ----------------------------------------------------------------
 @pytest.mark.parametrize(("doc", "msg"), [
     ([], "sizing: expected an object"),
-    ({"configs": {"k": {"kind": "node"}}}, "missing field 'runtime_class'"),
+    ({"configs": {"k": {"kind": "node"}}}, "sizing.configs.k.runtime_class: missing"),
     ({"configs": {"k": {"runtime_class": "k", "kind": "psychic", "detail": "", "sizing": None,
-                        "error": "", "tried": []}}}, "unknown source 'psychic'"),
+                        "error": "", "tried": []}}},
+     "sizing.configs.k.kind: 'psychic' is not one of node"),
     ({"shapes": {}}, "sizing.shapes: expected a list"),
     ({"shapes": [{"shape": "s", "pod": {}, "runtime_class": "k",
                   "guest": {"nproc_all": "3"}}]}, "guest.nproc_all: expected an integer"),
@@ -309,7 +310,8 @@ def test_node_overcommit_pass_skip_error() -> None:
                   "simulated": "yes"}]}, "simulated: expected true/false"),
     ({"cluster": {"pods": [1]}}, "cluster.pods[0]: expected an object"),
     ({"configs": {"k": {"runtime_class": "k", "kind": "node", "detail": "", "error": "",
-                        "tried": [], "sizing": {"runtime": "go"}}}}, "missing field 'static'"),
+                        "tried": [], "sizing": {"runtime": "go"}}}},
+     "sizing.configs.k.sizing.static: missing"),
 ])
 def test_malformed_evidence_raises_evidence_error_naming_the_field(doc: Any, msg: str) -> None:
     with pytest.raises(EvidenceError, match=msg.replace("[", r"\[").replace("]", r"\]")):

@@ -1,7 +1,7 @@
 """Layer ``gpu`` — GPU pods get their GPU inside a real microVM (Kata RuntimeClass, VFIO).
 
 Judged once per cluster. The evidence is one :class:`GpuRunEvidence` (gathered live by
-:mod:`kgc.layers.gpu.live`, or replayed from a bundle): the preflight facts
+:mod:`kgc.layers.gpu.collect`, or replayed from a bundle): the preflight facts
 (RuntimeClasses, nodes, device-plugin pods) and every GPU pod of the run with its status,
 events and in-guest collector output.
 
@@ -23,6 +23,7 @@ from kgc.core.layer import Layer, Scope
 from kgc.core.model import Check, Outcome, Registry, aggregate
 from kgc.layers.gpu.checks import CHECKS, SCOPE, CheckInput, PodSubject, inputs, settings
 from kgc.layers.gpu.classify import Cause, classify, pod_ran
+from kgc.layers.gpu.collect import gather, preflight
 from kgc.layers.gpu.evidence import (
     ClusterGpuEvidence,
     GpuPodEvidence,
@@ -36,7 +37,6 @@ from kgc.layers.gpu.evidence import (
     pod_from_api,
     runtime_class_from_api,
 )
-from kgc.layers.gpu.live import gather, preflight
 from kgc.layers.gpu.profile import GpuProfile
 
 NO_POD = "no-pod"

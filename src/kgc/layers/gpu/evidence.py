@@ -13,8 +13,9 @@ Two levels:
 The ``*_from_api`` functions turn Kubernetes objects (the JSON shape the API serves —
 ``ApiClient().sanitize_for_serialization(obj)`` of the official client's models) into these
 records. They are total: a missing or mistyped field becomes ``None``/empty, never an
-exception, and text is bounded. ``from_dict`` is the strict side: recorded evidence of the
-wrong shape raises :class:`kgc.core.model.EvidenceError` naming the field.
+exception, and text is bounded. ``to_dict``/``from_dict`` are :mod:`kgc.evidence.record`'s:
+``from_dict`` is the strict side, recorded evidence of the wrong shape raises
+:class:`kgc.core.model.EvidenceError` naming the field path.
 """
 
 from __future__ import annotations
@@ -24,14 +25,19 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from kgc.core.model import EvidenceError
-from kgc.evidence.guest import Fields, GuestEvidence, clip
+from kgc.evidence.guest import GuestEvidence, clip
 from kgc.evidence.present import BlankIsMissing, without_blanks
+from kgc.evidence.record import OPTIONAL, Record, Rules, key
 from kgc.kube.origin import NodeOrigin, stand_in_reason, stand_ins
 
 MAX_EVENTS = 100  # per pod, the most recent kept
 MAX_MESSAGE = 2048
 FORMAT = "kgc-gpu/1"
+CONTAINER_STATES = ("waiting", "running", "terminated", "unknown")
+
+# Recorded by kgc.evidence.record: every key is written; on replay a key may be left out only
+# where its field is optional (``X | None``), so a truncated record is refused, not defaulted.
+RULES = Rules(keys=OPTIONAL)
 
 # node labels worth keeping as evidence (GPU identity, placement); the rest is noise
 _KEEP_LABEL = re.compile(
@@ -89,21 +95,13 @@ def quantity_count(q: str | None) -> int | None:
 
 # --------------------------------------------------------------------------- cluster
 @dataclass(frozen=True)
-class RuntimeClassInfo(BlankIsMissing):
+class RuntimeClassInfo(BlankIsMissing, Record):
+    recorded_as = RULES
+
     name: str
     handler: str | None
     overhead: Mapping[str, str] = field(default_factory=dict)  # overhead.podFixed
     node_selector: Mapping[str, str] = field(default_factory=dict)  # scheduling.nodeSelector
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "handler": self.handler, "overhead": dict(self.overhead),
-                "node_selector": dict(self.node_selector)}
-
-    @classmethod
-    def from_dict(cls, d: Any, where: str = "runtime_class") -> RuntimeClassInfo:
-        f = Fields(d, where)
-        return cls(f.text("name"), f.opt_str("handler"), f.str_map("overhead"),
-                   f.str_map("node_selector"))
 
 
 def runtime_class_from_api(obj: Any) -> RuntimeClassInfo:
@@ -117,7 +115,9 @@ def runtime_class_from_api(obj: Any) -> RuntimeClassInfo:
 
 
 @dataclass(frozen=True)
-class NodeInfo(BlankIsMissing):
+class NodeInfo(BlankIsMissing, Record):
+    recorded_as = RULES
+
     name: str
     kernel_version: str | None  # status.nodeInfo.kernelVersion
     labels: Mapping[str, str] = field(default_factory=dict)  # GPU-relevant labels only
@@ -127,8 +127,8 @@ class NodeInfo(BlankIsMissing):
     unschedulable: bool = False
     # whether a real kubelet runs the node (kgc.kube.origin): None when not recorded (older
     # bundles); True with the reason for a stand-in (a kwok node)
-    stand_in: bool | None = None
-    stand_in_why: str = ""
+    stand_in: bool | None = field(default=None, metadata=key(omit_if_none="stand_in"))
+    stand_in_why: str = field(default="", metadata=key(optional=True, omit_if_none="stand_in"))
 
     def count(self, resource: str, which: str = "allocatable") -> int | None:
         src = self.allocatable if which == "allocatable" else self.capacity
@@ -137,23 +137,6 @@ class NodeInfo(BlankIsMissing):
     def gpu_resources(self) -> dict[str, str]:
         """Every nvidia.com/* capacity the node advertises (names differ between stacks)."""
         return {k: v for k, v in self.capacity.items() if k.startswith("nvidia.com/")}
-
-    def to_dict(self) -> dict[str, Any]:
-        d = {"name": self.name, "kernel_version": self.kernel_version,
-             "labels": dict(self.labels), "capacity": dict(self.capacity),
-             "allocatable": dict(self.allocatable), "ready": self.ready,
-             "unschedulable": self.unschedulable}
-        if self.stand_in is not None:  # recorded: older bundles stay byte-identical
-            d |= {"stand_in": self.stand_in, "stand_in_why": self.stand_in_why}
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Any, where: str = "node") -> NodeInfo:
-        f = Fields(d, where)
-        return cls(f.text("name"), f.opt_str("kernel_version"), f.str_map("labels"),
-                   f.str_map("capacity"), f.str_map("allocatable"), f.opt_flag("ready"),
-                   f.flag("unschedulable"), f.opt_flag("stand_in"),
-                   f.opt_str("stand_in_why") or "")
 
 
 def node_from_api(obj: Any) -> NodeInfo:
@@ -177,8 +160,10 @@ def node_from_api(obj: Any) -> NodeInfo:
 
 
 @dataclass(frozen=True)
-class PluginPod(BlankIsMissing):
+class PluginPod(BlankIsMissing, Record):
     """A device-plugin pod (matched by the profile's selector)."""
+
+    recorded_as = RULES
 
     name: str
     namespace: str
@@ -186,16 +171,6 @@ class PluginPod(BlankIsMissing):
     phase: str | None
     ready: bool
     waiting: str | None = None  # a container's waiting reason (CrashLoopBackOff, ...)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "namespace": self.namespace, "node": self.node,
-                "phase": self.phase, "ready": self.ready, "waiting": self.waiting}
-
-    @classmethod
-    def from_dict(cls, d: Any, where: str = "plugin_pod") -> PluginPod:
-        f = Fields(d, where)
-        return cls(f.text("name"), f.text("namespace"), f.opt_str("node"), f.opt_str("phase"),
-                   f.flag("ready"), f.opt_str("waiting"))
 
 
 def plugin_pod_from_api(obj: Any) -> PluginPod:
@@ -219,9 +194,11 @@ def plugin_pod_from_api(obj: Any) -> PluginPod:
 
 
 @dataclass(frozen=True)
-class ClusterGpuEvidence:
+class ClusterGpuEvidence(Record):
     """Cluster-wide preflight evidence. A ``None`` list means it could not be read; the
     reason is in ``errors`` under the same name."""
+
+    recorded_as = RULES
 
     runtime_classes: tuple[RuntimeClassInfo, ...] | None
     nodes: tuple[NodeInfo, ...] | None
@@ -236,49 +213,24 @@ class ClusterGpuEvidence:
     def node(self, name: str | None) -> NodeInfo | None:
         return next((n for n in self.nodes or () if n.name == name), None)
 
-    def to_dict(self) -> dict[str, Any]:
-        def lst(xs: Iterable[Any] | None) -> list[Any] | None:
-            return None if xs is None else [x.to_dict() for x in xs]
-
-        return {"runtime_classes": lst(self.runtime_classes), "nodes": lst(self.nodes),
-                "plugin_pods": lst(self.plugin_pods), "plugin_selector": self.plugin_selector,
-                "plugin_namespace": self.plugin_namespace, "errors": dict(self.errors)}
-
-    @classmethod
-    def from_dict(cls, d: Any, where: str = "cluster") -> ClusterGpuEvidence:
-        f = Fields(d, where)
-        return cls(
-            runtime_classes=f.opt_objs("runtime_classes", RuntimeClassInfo.from_dict),
-            nodes=f.opt_objs("nodes", NodeInfo.from_dict),
-            plugin_pods=f.opt_objs("plugin_pods", PluginPod.from_dict),
-            plugin_selector=f.opt_str("plugin_selector"),
-            plugin_namespace=f.opt_str("plugin_namespace"),
-            errors=f.str_map("errors"),
-        )
-
 
 # --------------------------------------------------------------------------- one pod
 @dataclass(frozen=True)
-class PodCondition(BlankIsMissing):
+class PodCondition(BlankIsMissing, Record):
+    recorded_as = RULES
+
     type: str
     status: str
     reason: str | None = None
     message: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"type": self.type, "status": self.status, "reason": self.reason,
-                "message": self.message}
-
-    @classmethod
-    def from_dict(cls, d: Any, where: str = "condition") -> PodCondition:
-        f = Fields(d, where)
-        return cls(f.text("type"), f.text("status"), f.opt_str("reason"), f.opt_str("message"))
-
 
 @dataclass(frozen=True)
-class ContainerState(BlankIsMissing):
+class ContainerState(BlankIsMissing, Record):
+    recorded_as = RULES
+
     name: str
-    state: str  # waiting | running | terminated | unknown
+    state: str = field(metadata=key(one_of=CONTAINER_STATES))
     reason: str | None = None
     message: str | None = None
     exit_code: int | None = None
@@ -286,22 +238,6 @@ class ContainerState(BlankIsMissing):
     # the previous run's end (lastState.terminated), when the container restarted
     last_reason: str | None = None
     last_exit_code: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "state": self.state, "reason": self.reason,
-                "message": self.message, "exit_code": self.exit_code,
-                "restart_count": self.restart_count, "last_reason": self.last_reason,
-                "last_exit_code": self.last_exit_code}
-
-    @classmethod
-    def from_dict(cls, d: Any, where: str = "container") -> ContainerState:
-        f = Fields(d, where)
-        state = f.text("state")
-        if state not in ("waiting", "running", "terminated", "unknown"):
-            raise EvidenceError(f"{where}.state: unknown state {state!r}")
-        return cls(f.text("name"), state, f.opt_str("reason"), f.opt_str("message"),
-                   f.opt_int("exit_code"), f.integer("restart_count"), f.opt_str("last_reason"),
-                   f.opt_int("last_exit_code"))
 
     def describe(self) -> str:
         bits = [f"{self.name}: {self.state}"]
@@ -337,23 +273,15 @@ def container_from_api(obj: Any) -> ContainerState:
 
 
 @dataclass(frozen=True)
-class PodEvent(BlankIsMissing):
+class PodEvent(BlankIsMissing, Record):
+    recorded_as = RULES
+
     type: str | None  # Normal | Warning
     reason: str | None  # FailedScheduling, FailedCreatePodSandBox, Failed, BackOff, ...
     message: str | None
     count: int = 1
     source: str | None = None  # default-scheduler, kubelet, ...
     last_seen: str | None = None  # RFC 3339, as the API printed it
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"type": self.type, "reason": self.reason, "message": self.message,
-                "count": self.count, "source": self.source, "last_seen": self.last_seen}
-
-    @classmethod
-    def from_dict(cls, d: Any, where: str = "event") -> PodEvent:
-        f = Fields(d, where)
-        return cls(f.opt_str("type"), f.opt_str("reason"), f.opt_str("message"),
-                   f.integer("count"), f.opt_str("source"), f.opt_str("last_seen"))
 
     def describe(self) -> str:
         n = f" (x{self.count})" if self.count > 1 else ""
@@ -380,8 +308,11 @@ def event_from_api(obj: Any) -> PodEvent:
 
 
 @dataclass(frozen=True)
-class GpuPodEvidence(BlankIsMissing):
+class GpuPodEvidence(BlankIsMissing, Record):
     """One GPU pod of the run, from creation to its final state and its collector output."""
+
+    recorded_as = RULES
+    record_name = "pod"
 
     name: str
     namespace: str
@@ -392,7 +323,7 @@ class GpuPodEvidence(BlankIsMissing):
     runtime_class: str
     image: str
     resource: str
-    count: int
+    count: int = field(metadata=key(minimum=1))
     create_error: str | None = None  # the API refused to create the pod (admission)
     phase: str | None = None
     reason: str | None = None  # status.reason (UnexpectedAdmissionError, OutOf..., ...)
@@ -404,7 +335,8 @@ class GpuPodEvidence(BlankIsMissing):
     budget_s: float | None = None  # the budget it waited within
     timed_out: bool = False  # the wait ended by the budget, not by the pod finishing
     log_error: str | None = None  # the log (collector output) could not be read: why
-    guest: GuestEvidence | None = None
+    guest: GuestEvidence | None = field(
+        default=None, metadata=key(load=GuestEvidence.from_dict, dump=GuestEvidence.to_dict))
 
     # an API refusal or an unreadable log is evidence even when its text is blank
     keep_blank: ClassVar[tuple[str, ...]] = ("create_error", "log_error")
@@ -425,63 +357,6 @@ class GpuPodEvidence(BlankIsMissing):
     def scheduled(self) -> bool:
         c = self.condition("PodScheduled")
         return bool(self.node) or (c is not None and c.status == "True")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "namespace": self.namespace,
-            "target_node": self.target_node,
-            "node": self.node,
-            "node_kernel": self.node_kernel,
-            "node_labels": dict(self.node_labels),
-            "runtime_class": self.runtime_class,
-            "image": self.image,
-            "resource": self.resource,
-            "count": self.count,
-            "create_error": self.create_error,
-            "phase": self.phase,
-            "reason": self.reason,
-            "message": self.message,
-            "conditions": [c.to_dict() for c in self.conditions],
-            "containers": [c.to_dict() for c in self.containers],
-            "events": [e.to_dict() for e in self.events],
-            "waited_s": self.waited_s,
-            "budget_s": self.budget_s,
-            "timed_out": self.timed_out,
-            "log_error": self.log_error,
-            "guest": None if self.guest is None else self.guest.to_dict(),
-        }
-
-    @classmethod
-    def from_dict(cls, d: Any, where: str = "pod") -> GpuPodEvidence:
-        f = Fields(d, where)
-        count = f.integer("count")
-        if count < 1:
-            raise EvidenceError(f"{where}.count: must be >= 1, got {count}")
-        return cls(
-            name=f.text("name"),
-            namespace=f.text("namespace"),
-            target_node=f.opt_str("target_node"),
-            node=f.opt_str("node"),
-            node_kernel=f.opt_str("node_kernel"),
-            node_labels=f.str_map("node_labels"),
-            runtime_class=f.text("runtime_class"),
-            image=f.text("image"),
-            resource=f.text("resource"),
-            count=count,
-            create_error=f.opt_str("create_error"),
-            phase=f.opt_str("phase"),
-            reason=f.opt_str("reason"),
-            message=f.opt_str("message"),
-            conditions=f.objs("conditions", PodCondition.from_dict),
-            containers=f.objs("containers", ContainerState.from_dict),
-            events=f.objs("events", PodEvent.from_dict),
-            waited_s=f.opt_float("waited_s"),
-            budget_s=f.opt_float("budget_s"),
-            timed_out=f.flag("timed_out"),
-            log_error=f.opt_str("log_error"),
-            guest=f.opt_obj("guest", GuestEvidence.from_dict),
-        )
 
 
 def pod_from_api(
@@ -542,8 +417,11 @@ def pod_from_api(
 
 # --------------------------------------------------------------------------- one run
 @dataclass(frozen=True)
-class GpuRunEvidence:
+class GpuRunEvidence(Record):
     """Everything one run of the gpu layer observed: what a bundle records under ``gpu``."""
+
+    recorded_as = Rules(keys=OPTIONAL, tag=("format", FORMAT))
+    record_name = "gpu"
 
     cluster: ClusterGpuEvidence
     pods: tuple[GpuPodEvidence, ...] = ()
@@ -563,19 +441,3 @@ class GpuRunEvidence:
             subjects.append((p.ref, None if n is None else NodeOrigin(
                 n.name, bool(n.stand_in), n.stand_in_why)))
         return stand_ins(subjects)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"format": FORMAT, "cluster": self.cluster.to_dict(),
-                "pods": [p.to_dict() for p in self.pods], "plan_notes": list(self.plan_notes)}
-
-    @classmethod
-    def from_dict(cls, d: Any, where: str = "gpu") -> GpuRunEvidence:
-        f = Fields(d, where)
-        fmt = f.text("format")
-        if fmt != FORMAT:
-            raise EvidenceError(f"{f._path('format')}: expected {FORMAT!r}, got {fmt!r}")
-        return cls(
-            cluster=f.obj("cluster", ClusterGpuEvidence.from_dict),
-            pods=f.objs("pods", GpuPodEvidence.from_dict),
-            plan_notes=f.strs("plan_notes"),
-        )

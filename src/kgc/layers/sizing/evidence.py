@@ -9,8 +9,9 @@
 * :class:`KataConfigSource` — which Kata configuration the verdicts use and where it came from
   (the node's runtime evidence, the profile, or measured from a limit-less probe pod).
 * :class:`ShapeObservation`, :class:`ClusterObjects`, :class:`SizingEvidence` — the layer's
-  recorded evidence; ``to_dict``/``from_dict`` round-trip it and ``from_dict`` raises
-  :class:`~kgc.core.model.EvidenceError` naming the field on malformed input.
+  recorded evidence; ``to_dict``/``from_dict`` (:mod:`kgc.evidence.record`) round-trip it and
+  ``from_dict`` raises :class:`~kgc.core.model.EvidenceError` naming the field path on
+  malformed input.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kgc.core.hostfs import HostQuery, HostSnapshot
-from kgc.core.model import EvidenceError
 from kgc.evidence.present import BlankIsMissing
+from kgc.evidence.record import OPTIONAL, Record, Rules, key
 from kgc.layers.sizing.model import MIB, KataSizing, SizingInputError
 
 SYS_MEMORY = "/sys/devices/system/memory"
@@ -142,8 +143,11 @@ def page_kib(memtotal_kib: int | None, managed_pages: int | None) -> int | None:
 
 
 @dataclass(frozen=True)
-class GuestSize(BlankIsMissing):
+class GuestSize(BlankIsMissing, Record):
     """The VM size one guest reports about itself."""
+
+    recorded_as = Rules(closed=True)  # a key this version does not know is refused
+    record_name = "guest"
 
     nproc_all: int | None = None  # configured CPUs (present), `nproc --all`
     nproc: int | None = None  # CPUs available to the collector
@@ -233,121 +237,17 @@ class GuestSize(BlankIsMissing):
             problems=tuple(problems),
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(self).items()}
-
-    @classmethod
-    def from_dict(cls, d: Any) -> GuestSize:
-        m = _require_mapping(d, "guest")
-        kw: dict[str, Any] = {}
-        for name in ("nproc_all", "nproc", "cpuinfo_processors", "cpus_online", "cpus_present",
-                     "memtotal_kib", "present_kib", "managed_kib", "block_size_bytes",
-                     "memory_blocks"):
-            kw[name] = _opt_int(m.get(name), f"guest.{name}")
-        kw["kernel"] = _opt_str(m.get("kernel"), "guest.kernel")
-        kw["problems"] = _str_tuple(m.get("problems", []), "guest.problems")
-        extra = set(m) - set(kw)
-        if extra:
-            raise EvidenceError(f"guest: unknown field {sorted(extra)[0]!r}")
-        return cls(**kw)
-
-
-# -- from_dict helpers -------------------------------------------------------------------------
-def _require_mapping(v: Any, where: str) -> Mapping[str, Any]:
-    if not isinstance(v, Mapping):
-        raise EvidenceError(f"{where}: expected an object, got {type(v).__name__}")
-    return v
-
-
-def _opt_int(v: Any, where: str) -> int | None:
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise EvidenceError(f"{where}: expected an integer, got {type(v).__name__}")
-    return v
-
-
-def _opt_str(v: Any, where: str) -> str | None:
-    if v is None:
-        return None
-    if not isinstance(v, str):
-        raise EvidenceError(f"{where}: expected a string, got {type(v).__name__}")
-    return v
-
-
-def _str(v: Any, where: str) -> str:
-    if not isinstance(v, str):
-        raise EvidenceError(f"{where}: expected a string, got {type(v).__name__}")
-    return v
-
-
-def _bool(v: Any, where: str) -> bool:
-    if not isinstance(v, bool):
-        raise EvidenceError(f"{where}: expected true/false, got {type(v).__name__}")
-    return v
-
-
-def _num(v: Any, where: str) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise EvidenceError(f"{where}: expected a number, got {v!r}")
-    return float(v)
-
-
-def _str_tuple(v: Any, where: str) -> tuple[str, ...]:
-    if not isinstance(v, (list, tuple)):
-        raise EvidenceError(f"{where}: expected a list, got {type(v).__name__}")
-    return tuple(_str(x, f"{where}[{i}]") for i, x in enumerate(v))
-
-
-def _list_of_mappings(v: Any, where: str) -> list[Mapping[str, Any]]:
-    if not isinstance(v, list):
-        raise EvidenceError(f"{where}: expected a list, got {type(v).__name__}")
-    return [_require_mapping(x, f"{where}[{i}]") for i, x in enumerate(v)]
-
-
-def kata_sizing_from_dict(d: Any, where: str = "kata") -> KataSizing:
-    m = _require_mapping(d, where)
-    try:
-        runtime = _str(m["runtime"], f"{where}.runtime")
-        if runtime not in ("go", "runtime-rs"):
-            raise EvidenceError(f"{where}.runtime: {runtime!r} is not 'go' or 'runtime-rs'")
-        block = m.get("memory_block_mib")
-        return KataSizing(
-            runtime=runtime,  # type: ignore[arg-type]
-            static=_bool(m["static"], f"{where}.static"),
-            hypervisor=_str(m["hypervisor"], f"{where}.hypervisor"),
-            default_vcpus=_num(m["default_vcpus"], f"{where}.default_vcpus"),
-            default_memory=_int_req(m["default_memory"], f"{where}.default_memory"),
-            default_maxvcpus=_int_req(m["default_maxvcpus"], f"{where}.default_maxvcpus"),
-            default_maxmemory=_int_req(m["default_maxmemory"], f"{where}.default_maxmemory"),
-            overhead_vcpus=_num(m["overhead_vcpus"], f"{where}.overhead_vcpus"),
-            overhead_memory=_int_req(m["overhead_memory"], f"{where}.overhead_memory"),
-            memory_slots=_int_req(m["memory_slots"], f"{where}.memory_slots"),
-            virtio_mem=_bool(m["virtio_mem"], f"{where}.virtio_mem"),
-            enable_annotations=_str_tuple(m["enable_annotations"], f"{where}.enable_annotations"),
-            memory_block_mib=_opt_int(block, f"{where}.memory_block_mib"),
-            source=_str(m["source"], f"{where}.source"),
-        )
-    except KeyError as exc:
-        raise EvidenceError(f"{where}: missing field {exc.args[0]!r}") from None
-
-
-def _int_req(v: Any, where: str) -> int:
-    r = _opt_int(v, where)
-    if r is None:
-        raise EvidenceError(f"{where}: expected an integer, got null")
-    return r
-
 
 # -- where the Kata configuration comes from ---------------------------------------------------
 SOURCE_NODE = "node"
 SOURCE_PROFILE = "profile"
 SOURCE_MEASURED = "measured"
 SOURCE_NONE = "none"
+SOURCES = (SOURCE_NODE, SOURCE_PROFILE, SOURCE_MEASURED, SOURCE_NONE)
 
 
 @dataclass(frozen=True)
-class KataConfigSource:
+class KataConfigSource(Record):
     """The Kata sizing configuration for one RuntimeClass and where it came from.
 
     ``kind`` is ``node`` (the runtime layer's parsed TOML), ``profile`` (the profile's
@@ -355,10 +255,12 @@ class KataConfigSource:
     ``none``; ``detail`` names the file, profile key or probe; ``tried`` lists the sources
     that were looked at first and why they were not used."""
 
+    recorded_as = Rules(keys=OPTIONAL)  # every key is required but ``sizing``'s null
+
     runtime_class: str
-    kind: str
+    kind: str = field(metadata=key(one_of=SOURCES))
     detail: str
-    sizing: KataSizing | None = None
+    sizing: KataSizing | None = field(default=None, metadata=key(required=True))
     error: str = ""
     tried: tuple[str, ...] = ()
 
@@ -369,40 +271,10 @@ class KataConfigSource:
     def describe(self) -> str:
         return f"{self.kind}: {self.detail}"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "runtime_class": self.runtime_class,
-            "kind": self.kind,
-            "detail": self.detail,
-            "sizing": self.sizing.to_dict() if self.sizing else None,
-            "error": self.error,
-            "tried": list(self.tried),
-        }
-
-    @classmethod
-    def from_dict(cls, d: Any, where: str = "config") -> KataConfigSource:
-        m = _require_mapping(d, where)
-        try:
-            rc = _str(m["runtime_class"], f"{where}.runtime_class")
-            kind = _str(m["kind"], f"{where}.kind")
-            if kind not in (SOURCE_NODE, SOURCE_PROFILE, SOURCE_MEASURED, SOURCE_NONE):
-                raise EvidenceError(f"{where}.kind: unknown source {kind!r}")
-            s = m["sizing"]
-            return cls(
-                runtime_class=rc,
-                kind=kind,
-                detail=_str(m["detail"], f"{where}.detail"),
-                sizing=None if s is None else kata_sizing_from_dict(s, f"{where}.sizing"),
-                error=_str(m["error"], f"{where}.error"),
-                tried=_str_tuple(m["tried"], f"{where}.tried"),
-            )
-        except KeyError as exc:
-            raise EvidenceError(f"{where}: missing field {exc.args[0]!r}") from None
-
 
 # -- live shapes -------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class ShapeObservation:
+class ShapeObservation(Record):
     """One pod shape run live: the pod as created (API JSON), where it ran, and what its
     guest reported. ``error`` says why there is no guest evidence (pod failed, timed out)."""
 
@@ -410,46 +282,15 @@ class ShapeObservation:
     pod: Mapping[str, Any]
     runtime_class: str
     node: str = ""
-    guest: GuestSize | None = None
+    guest: GuestSize | None = field(default=None, metadata=key(required=True))
     error: str = ""
     simulated: bool = False
     waited_s: float | None = None  # from the pod's creation to the end of waiting for it
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "shape": self.shape,
-            "pod": dict(self.pod),
-            "runtime_class": self.runtime_class,
-            "node": self.node,
-            "guest": self.guest.to_dict() if self.guest else None,
-            "error": self.error,
-            "simulated": self.simulated,
-            "waited_s": self.waited_s,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Any, where: str = "shape") -> ShapeObservation:
-        m = _require_mapping(d, where)
-        try:
-            g = m["guest"]
-            return cls(
-                shape=_str(m["shape"], f"{where}.shape"),
-                pod=dict(_require_mapping(m["pod"], f"{where}.pod")),
-                runtime_class=_str(m["runtime_class"], f"{where}.runtime_class"),
-                node=_str(m.get("node", ""), f"{where}.node"),
-                guest=None if g is None else GuestSize.from_dict(g),
-                error=_str(m.get("error", ""), f"{where}.error"),
-                simulated=_bool(m.get("simulated", False), f"{where}.simulated"),
-                waited_s=None if m.get("waited_s") is None else _num(m["waited_s"],
-                                                                     f"{where}.waited_s"),
-            )
-        except KeyError as exc:
-            raise EvidenceError(f"{where}: missing field {exc.args[0]!r}") from None
-
 
 # -- cluster objects ---------------------------------------------------------------------------
 @dataclass(frozen=True)
-class ClusterObjects:
+class ClusterObjects(Record):
     """The cluster objects the static checks read, as the API returns them (JSON):
     Pods (all namespaces), Nodes, RuntimeClasses."""
 
@@ -457,28 +298,13 @@ class ClusterObjects:
     nodes: tuple[Mapping[str, Any], ...] = ()
     runtime_classes: tuple[Mapping[str, Any], ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "pods": [dict(p) for p in self.pods],
-            "nodes": [dict(n) for n in self.nodes],
-            "runtime_classes": [dict(r) for r in self.runtime_classes],
-        }
-
-    @classmethod
-    def from_dict(cls, d: Any, where: str = "cluster") -> ClusterObjects:
-        m = _require_mapping(d, where)
-        return cls(
-            pods=tuple(_list_of_mappings(m.get("pods", []), f"{where}.pods")),
-            nodes=tuple(_list_of_mappings(m.get("nodes", []), f"{where}.nodes")),
-            runtime_classes=tuple(
-                _list_of_mappings(m.get("runtime_classes", []), f"{where}.runtime_classes")),
-        )
-
 
 @dataclass(frozen=True)
-class SizingEvidence:
+class SizingEvidence(Record):
     """Everything the sizing layer judges. A part that was not collected is ``None`` (its
     checks skip with that reason); ``configs`` maps RuntimeClass name -> its Kata config."""
+
+    record_name = "sizing"
 
     configs: Mapping[str, KataConfigSource] = field(default_factory=dict)
     shapes: tuple[ShapeObservation, ...] | None = None
@@ -486,36 +312,6 @@ class SizingEvidence:
     notes: tuple[str, ...] = ()
     # why a part could not be collected ("cluster": the objects, "pods": the live pods)
     errors: Mapping[str, str] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "configs": {k: v.to_dict() for k, v in self.configs.items()},
-            "shapes": None if self.shapes is None else [s.to_dict() for s in self.shapes],
-            "cluster": None if self.cluster is None else self.cluster.to_dict(),
-            "notes": list(self.notes),
-            "errors": dict(self.errors),
-        }
-
-    @classmethod
-    def from_dict(cls, d: Any) -> SizingEvidence:
-        m = _require_mapping(d, "sizing")
-        cfgs = _require_mapping(m.get("configs", {}), "sizing.configs")
-        shapes = m.get("shapes")
-        cluster = m.get("cluster")
-        if shapes is not None and not isinstance(shapes, list):
-            raise EvidenceError(f"sizing.shapes: expected a list, got {type(shapes).__name__}")
-        return cls(
-            configs={_str(k, "sizing.configs key"): KataConfigSource.from_dict(
-                v, f"sizing.configs[{k!r}]") for k, v in cfgs.items()},
-            shapes=None if shapes is None else tuple(
-                ShapeObservation.from_dict(s, f"sizing.shapes[{i}]") for i, s in enumerate(shapes)),
-            cluster=None if cluster is None else ClusterObjects.from_dict(cluster),
-            notes=_str_tuple(m.get("notes", []), "sizing.notes"),
-            errors={_str(k, "sizing.errors key"): _str(v, f"sizing.errors[{k!r}]")
-                    for k, v in _require_mapping(m.get("errors", {}), "sizing.errors").items()},
-        )
-
-
 
 
 # -- Kata configuration: from the node's TOML, the profile, or a probe -------------------------

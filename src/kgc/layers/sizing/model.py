@@ -36,6 +36,7 @@ from typing import Any, Literal
 from kubernetes.utils.quantity import parse_quantity as _k8s_parse_quantity
 
 from kgc.evidence.present import present
+from kgc.evidence.record import OPTIONAL, Record, Rules
 
 MIB = 1 << 20
 # kubelet: quotaPeriod (pkg/kubelet/cm/helpers_linux.go) and minQuotaPeriod
@@ -534,9 +535,14 @@ class PodShape:
 
 # -- the Kata configuration --------------------------------------------------------------------
 @dataclass(frozen=True)
-class KataSizing:
+class KataSizing(Record):
     """The sizing keys of one Kata configuration (as written in its TOML; the model applies
-    Kata's own load-time adjustments). ``source`` says where the values came from."""
+    Kata's own load-time adjustments). ``source`` says where the values came from.
+
+    Recorded with the sizing evidence: every key but ``memory_block_mib`` must be there
+    (a recorded configuration is never completed from these defaults)."""
+
+    recorded_as = Rules(keys=OPTIONAL)
 
     runtime: Runtime = "go"
     static: bool = False  # [runtime] static_sandbox_resource_mgmt
@@ -565,24 +571,6 @@ class KataSizing:
         if self.runtime == "runtime-rs":
             s += f", overhead_vcpus={self.overhead_vcpus:g}, overhead_memory={self.overhead_memory}"
         return s
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "runtime": self.runtime,
-            "static": self.static,
-            "hypervisor": self.hypervisor,
-            "default_vcpus": self.default_vcpus,
-            "default_memory": self.default_memory,
-            "default_maxvcpus": self.default_maxvcpus,
-            "default_maxmemory": self.default_maxmemory,
-            "overhead_vcpus": self.overhead_vcpus,
-            "overhead_memory": self.overhead_memory,
-            "memory_slots": self.memory_slots,
-            "virtio_mem": self.virtio_mem,
-            "enable_annotations": list(self.enable_annotations),
-            "memory_block_mib": self.memory_block_mib,
-            "source": self.source,
-        }
 
 
 # Shipped configurations (src/runtime/Makefile, src/runtime-rs/Makefile, x86_64).
