@@ -48,7 +48,7 @@ from kubernetes.client.rest import ApiException
 from kgc import kube
 from kgc.kube import builders
 from kgc.kube.origin import NodeOrigin
-from kgc.kube.watch import EventWatcher, ObservedEvent, _Follower, _Watcher
+from kgc.kube.watch import EventWatcher, ObservedEvent, Watcher
 from kgc.kube.watch import Stamp as KubeStamp
 from kgc.layers.keda.evidence import (
     ClassRun,
@@ -311,7 +311,7 @@ class RoleState:
                 or bool(self.new_pods()))
 
 
-class ScaleWatcher(_Watcher):
+class ScaleWatcher(Watcher):
     """Follows, from one list taken before the trigger, the run namespace's measured pods
     (by role label), Deployments, HPAs and ScaledObjects, and keeps a ``RoleState`` per
     role (receipt stamps taken by ``kgc.kube.watch`` as each event is decoded)."""
@@ -331,8 +331,7 @@ class ScaleWatcher(_Watcher):
             ("scaledobjects", k.custom.list_namespaced_custom_object,
              (KEDA_GROUP, KEDA_VERSION, namespace, SO_PLURAL), {}, self._so),
         ):
-            self._followers.append(_Follower(f"kgc-keda-{name}-{namespace}", fn, args, kw,
-                                             handle, self._changed))
+            self.follow(f"kgc-keda-{name}-{namespace}", fn, args, kw, handle)
 
     def start(self) -> ScaleWatcher:
         super().start()
@@ -347,10 +346,10 @@ class ScaleWatcher(_Watcher):
     def wait(self, what: str, predicate: Callable[[dict[str, RoleState]], Any],
              timeout_s: float) -> Any:
         """Sleep until ``predicate(states)`` holds (woken by each event); ``WaitTimeout``."""
-        return self._wait(what, self.snapshot, predicate, max(timeout_s, 0.0))
+        return self.wait_until(what, self.snapshot, predicate, max(timeout_s, 0.0))
 
     def lower(self, at: Stamp) -> None:
-        with self._lock:
+        with self.lock:
             self.lowered = at
             for st in self.states.values():
                 self._settle(st, at)
@@ -364,7 +363,7 @@ class ScaleWatcher(_Watcher):
         at = _stamp(s)
         obs = pod_observation(pod)
         uid = obs.uid or obs.name or "?"
-        with self._lock:
+        with self.lock:
             if kind == "LISTED":
                 st.listed.add(uid)
             st.pods[uid] = merge_observation(st.pods.get(uid), obs, at)
@@ -380,7 +379,7 @@ class ScaleWatcher(_Watcher):
             return
         at = _stamp(s)
         n = deployment_replicas(dep)
-        with self._lock:
+        with self.lock:
             st.dep = dep
             if n is not None and n != st.replicas:
                 if kind != "LISTED":
@@ -395,7 +394,7 @@ class ScaleWatcher(_Watcher):
             return
         at = _stamp(s)
         n = hpa_desired(hpa)
-        with self._lock:
+        with self.lock:
             st.hpa = hpa
             if n is not None and n != st.desired:
                 if kind != "LISTED":
@@ -408,7 +407,7 @@ class ScaleWatcher(_Watcher):
             return
         at = _stamp(s)
         active = scaled_object_active(so)
-        with self._lock:
+        with self.lock:
             st.so = so
             if active and not st.active_now and kind != "LISTED" and st.active is None:
                 st.active = at
@@ -940,7 +939,7 @@ def _assemble(w: ScaleWatcher, index: int, k: int, trig: Stamp | None, lowered: 
     if w.error is not None:
         raise w.error
     out = {}
-    with w._lock:
+    with w.lock:
         for role, st in w.states.items():
             out[role] = Repetition(
                 index=index, target_replicas=k, trigger=trig, active=st.active,
