@@ -39,7 +39,7 @@ from kgc.core.logfilter import pytest_plugin as install_log_filter
 from kgc.core.model import Check, Outcome, Status, Verdict
 from kgc.core.profile import DEFAULT_PROFILE, Profile, ProfileError, load_profile
 from kgc.core.registry import catalogue, load_layers, markers
-from kgc.core.target import ClusterTarget, NodeTarget, TargetError, default_kubeconfig
+from kgc.core.target import ClusterTarget, NodeTarget, TargetError, default_kubeconfig, redact_url
 
 USER_PROP = "kgc_verdict"
 NO_TARGET = "none"
@@ -562,8 +562,6 @@ def _run_meta(state: KgcState, session: pytest.Session, exitstatus: int) -> dict
 
 
 def _redact_args(args: Any) -> list[str]:
-    from kgc.core.target import redact_url
-
     return [redact_url(str(a)) for a in args]
 
 

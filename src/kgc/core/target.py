@@ -481,6 +481,7 @@ class ClusterTarget:
         if not self.kubeconfig:
             raise TargetError("no kubeconfig: none given, $KUBECONFIG unset and ~/.kube/config "
                               "absent", self.remediation)
+        # startup: kgc.kube loads the Kubernetes client (~1 s), which only cluster work needs
         from kgc.kube import connect
 
         try:

@@ -20,6 +20,7 @@ from kgc.core.profile import DEFAULT_PROFILE, Profile, ProfileError, builtin_pro
 from kgc.core.report import profile_digest
 from kgc.gate import diff as gdiff
 from kgc.gate.gate import VerdictDoc, VerdictError, evaluate, layer_catalogue, load_verdict, render
+from kgc.image.check import ImageError, main_check
 
 
 class _BadInput(Exception):
@@ -102,8 +103,6 @@ def plugin(group: str, name: str) -> Any:
 
 
 def cmd_image(a: argparse.Namespace) -> int:
-    from kgc.image.check import ImageError, main_check
-
     if a.image_cmd != "check":
         raise _BadInput("usage: kgc image check IMAGE --profile P")
     if a.boot:

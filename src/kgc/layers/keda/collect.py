@@ -50,6 +50,7 @@ from kgc.kube import builders
 from kgc.kube.origin import NodeOrigin
 from kgc.kube.watch import EventWatcher, ObservedEvent, Watcher
 from kgc.kube.watch import Stamp as KubeStamp
+from kgc.layers.keda.checks import keda_profile
 from kgc.layers.keda.evidence import (
     ClassRun,
     KedaEvidence,
@@ -66,6 +67,7 @@ from kgc.layers.keda.observe import (
     deployment_replicas,
     hpa_desired,
     merge_observation,
+    parse_time,
     pod_observation,
     scaled_object_active,
     scaling_config,
@@ -764,8 +766,6 @@ class Setup:
 def _create(run: kube.Run, manifest: Mapping[str, Any],
             clock: list[tuple[float, float, float]]) -> dict[str, Any]:
     """``run.create`` with a clock sample: (wall before, creationTimestamp, wall after)."""
-    from kgc.layers.keda.observe import parse_time
-
     before = time.time()
     obj = run.create(manifest)
     after = time.time()
@@ -975,8 +975,6 @@ def _pod_nodes(reps: Mapping[str, Sequence[Repetition]]) -> set[str]:
 
 def measure(k: kube.Kube, profile: Any, kubeconfig: str | None = None) -> KedaEvidence:
     """Preflight, then the whole run. Raises only what ``gather`` turns into an error."""
-    from kgc.layers.keda.checks import keda_profile
-
     kp = keda_profile(profile)
     pf = preflight(k, kp)
     if pf.missing or pf.keda_installed is False or pf.operator_ready is False:
