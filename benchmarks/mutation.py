@@ -129,7 +129,7 @@ MODULES: dict[str, Module] = {m.name: m for m in (
     Module("gate.evaluate", (_GATE,),
            _funcs(_GATE, "evaluate", "_accept", "_check_finding", "_target_scopes",
                   "_skip_summary"), GATE_TESTS, "kgc gate: evaluate and its helpers"),
-    _file_module("gate.policy", "src/kgc/gate/policy.py", GATE_TESTS, "gate policy"),
+    _file_module("core.policy", "src/kgc/core/policy.py", GATE_TESTS, "gate policy"),
     Module("gate.diff", (_DIFF,),
            _funcs(_DIFF, "diff", "pair_targets", "figures", "_numbers", "_leaves",
                   "_env_figures", "DiffResult.regressed", "Figure.delta"), GATE_TESTS,

@@ -17,8 +17,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent / "gate"))
 from vdoc import DIGEST, NODE_LAYERS, full_node, result, verdict  # noqa: E402
 
+from kgc.core.policy import Policy  # noqa: E402
 from kgc.gate.gate import evaluate, parse_verdict  # noqa: E402
-from kgc.gate.policy import Policy  # noqa: E402
 
 LAYERS = {**NODE_LAYERS, "gpu": "cluster"}
 

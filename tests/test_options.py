@@ -4,7 +4,7 @@ The pytest plugin's options (with testinfra's, which the plugin's node targets r
 every ``kgc`` subcommand's are listed from their parsers and held against the table below:
 an option that means the same thing on two surfaces has one spelling on both. Every option
 of every surface is either a shared one (``SHARED``), a deprecated spelling
-(``kgc.options.DEPRECATED``) or that surface's own (``OWN``, with what it means), so a new
+(``kgc.core.options.DEPRECATED``) or that surface's own (``OWN``, with what it means), so a new
 option has to be classified here — and one that repeats a shared meaning under another
 name fails. A second, mechanical check catches what the table might miss: two options whose
 destinations name the same thing (``kgc_root`` in pytest, ``root`` in kgc) must be spelled
@@ -24,8 +24,8 @@ from _pytest.config.argparsing import Parser
 
 from kgc import plugin
 from kgc.cli import build_parser
+from kgc.core.options import DEPRECATED, deprecation
 from kgc.fleet import noderun
-from kgc.options import DEPRECATED, deprecation
 from systree import intel_good
 
 # meaning -> (the one spelling, the surfaces that have it)

@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kgc import __version__
+from kgc import __version__, guest
 from kgc.core import logfilter, report
 from kgc.core.bundle import BundleError, load_bundle, write_bundle
 from kgc.core.engine import Context, Unavailable
@@ -41,7 +41,12 @@ from kgc.core.layer import Scope
 from kgc.core.profile import DEFAULT_PROFILE, ProfileError, load_profile
 from kgc.core.registry import catalogue, load_layers
 from kgc.core.target import ClusterTarget, NodeTarget, TargetError
+from kgc.fleet import noderun
 from kgc.fleet.cli import FleetUsage
+from kgc.fleet.cli import register as register_fleet
+from kgc.gate.allure import quality_gate_config
+from kgc.gate.cli import register as register_gating
+from kgc.plugin import suites_dir
 
 
 class UsageError(Exception):
@@ -99,8 +104,6 @@ def cmd_certify(a: argparse.Namespace, extra: list[str]) -> int:
     """pytest over the installed suites, from the current directory. kgc's own options:
     ``--html`` builds the HTML report afterwards, ``--history FILE`` (implies --html) keeps
     the Allure history there (trends across nightly runs)."""
-    from kgc.plugin import suites_dir
-
     extra = list(extra)
     history = _take(extra, "--history")
     html = bool(_take(extra, "--html", takes_value=False)) or bool(history)
@@ -114,7 +117,7 @@ def cmd_certify(a: argparse.Namespace, extra: list[str]) -> int:
             index = report.generate_html(
                 rdir / "allure-results", rdir / "html",
                 history=Path(str(history)) if history else None,
-                policy=_report_policy(None, rdir / "allure-results", None))
+                quality_gate=_report_gate(None, rdir / "allure-results", None))
         except report.ReportError as exc:
             print(f"kgc certify: {exc}", file=sys.stderr)
             return 2
@@ -252,9 +255,9 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
     return 0 if status == "pass" else 1
 
 
-def _report_policy(profile: str | None, results: Path, verdict: Path | None) -> Any:
-    """The verdict policy the report's quality gate uses: --profile, else the profile the
-    run was judged with (verdict.json's run.profile_source / run.profile)."""
+def _report_gate(profile: str | None, results: Path, verdict: Path | None) -> Any:
+    """The report's quality gate: the verdict policy's rules, from --profile, else from the
+    profile the run was judged with (verdict.json's run.profile_source / run.profile)."""
     names = [profile] if profile else []
     vpath = verdict or results.parent / "verdict.json"
     try:
@@ -264,7 +267,7 @@ def _report_policy(profile: str | None, results: Path, verdict: Path | None) -> 
         pass
     for n in [x for x in names if x]:
         try:
-            return load_profile(n).policy
+            return quality_gate_config(load_profile(n).policy)
         except ProfileError:
             if n == profile:
                 raise
@@ -277,7 +280,7 @@ def cmd_report(a: argparse.Namespace) -> int:
     try:
         index = report.generate_html(results, Path(a.out), verdict,
                                      history=Path(a.history) if a.history else None,
-                                     policy=_report_policy(a.profile, results, verdict))
+                                     quality_gate=_report_gate(a.profile, results, verdict))
     except report.ReportError as exc:
         print(f"kgc report: {exc}", file=sys.stderr)
         return 2
@@ -292,14 +295,10 @@ def cmd_profile(a: argparse.Namespace) -> int:
 
 
 def cmd_guest(a: argparse.Namespace, extra: list[str]) -> int:
-    from kgc import guest
-
     return int(guest.main(extra))
 
 
 def cmd_node_run(a: argparse.Namespace, extra: list[str]) -> int:
-    from kgc.fleet import noderun
-
     return int(noderun.main(extra))
 
 
@@ -347,6 +346,7 @@ def cmd_cleanup(a: argparse.Namespace) -> int:
     """Delete what cluster runs left (a SIGKILLed run cannot tear itself down): the run
     namespaces and cluster-scoped objects labelled with the profile's run label, and say
     what was removed."""
+    # startup: kgc.kube loads the Kubernetes client (~1 s), which only cluster work needs
     from kgc.kube import KubeError, WaitTimeout, cleanup, connect
 
     if not (a.run or a.all):
@@ -464,11 +464,9 @@ def build_parser() -> argparse.ArgumentParser:
     _cleanup_parser(sub)
 
     # -- release gating (kgc.gate / kgc.image): kgc gate, kgc diff, kgc image ---------
-    from kgc.gate.cli import register as register_gating
 
     register_gating(sub)
     # -- end release gating -----------------------------------------------------------
-    from kgc.fleet.cli import register as register_fleet
 
     register_fleet(sub)
     sub.add_parser("node-run", help="the fleet image's entry point: the node layers against "

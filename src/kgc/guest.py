@@ -39,7 +39,8 @@ import sys
 import time
 from pathlib import Path
 
-from kgc.core.hostfs import newline_name_fns
+from kgc.core.hostfs import newline_name_fns, parse_output
+from kgc.evidence.guest import parse_guest
 
 COLLECTOR = "kgc-guest/3"  # 3: T/U/X file records, FE (bounded, never silently cut)
 PCI = "/sys/bus/pci/devices"
@@ -236,8 +237,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.out is None:
         ap.error("--out or --script is required")
-    from kgc.core.hostfs import parse_output
-    from kgc.evidence.guest import parse_guest
 
     t0 = time.monotonic()
     proc = subprocess.run(

@@ -38,10 +38,10 @@ from kgc.core.engine import Context, Unavailable
 from kgc.core.layer import Layer, Scope
 from kgc.core.logfilter import pytest_plugin as install_log_filter
 from kgc.core.model import Check, Outcome, Status, Verdict
+from kgc.core.options import DEPRECATED, deprecation
 from kgc.core.profile import DEFAULT_PROFILE, Profile, ProfileError, load_profile
 from kgc.core.registry import catalogue, load_layers, markers
-from kgc.core.target import ClusterTarget, NodeTarget, TargetError
-from kgc.options import DEPRECATED, deprecation
+from kgc.core.target import ClusterTarget, NodeTarget, TargetError, redact_url
 
 USER_PROP = "kgc_verdict"
 NO_TARGET = "none"
@@ -285,7 +285,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _deprecated_spellings(config: pytest.Config) -> None:
-    """An old option spelling (kgc.options.DEPRECATED) works as the new one and says so in
+    """An old option spelling (kgc.core.options.DEPRECATED) works as the new one and says so in
     one line on stderr (once: on the controller, not again in each xdist worker)."""
     opt = config.option
     for old, new in DEPRECATED["pytest"].items():
@@ -585,8 +585,6 @@ def _run_meta(state: KgcState, session: pytest.Session, exitstatus: int) -> dict
 
 
 def _redact_args(args: Any) -> list[str]:
-    from kgc.core.target import redact_url
-
     return [redact_url(str(a)) for a in args]
 
 

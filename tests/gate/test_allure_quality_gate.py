@@ -16,9 +16,10 @@ import pytest
 import yaml
 
 from conftest import REPO
+from kgc.core.policy import Policy
 from kgc.core.profile import load_profile
-from kgc.gate.allure import allurerc_text, glob_regex, quality_gate_config, to_js
-from kgc.gate.policy import Policy
+from kgc.core.report import to_js
+from kgc.gate.allure import allurerc_text, glob_regex, quality_gate_config
 
 ALLURE = REPO / "node_modules" / ".bin" / "allure"
 BASE = {k: v for k, v in yaml.safe_load((REPO / "profiles" / "lab.yaml").read_text()).items()}
@@ -122,7 +123,7 @@ def test_quality_gate_in_the_reports_own_allurerc(runs: dict[str, Path], tmp_pat
     import json
 
     from kgc.core import report
-    from kgc.gate.allure import config_module
+    from kgc.core.report import config_module
 
     assert ALLURE.exists(), "Allure 3 is not installed here: npm ci (package-lock.json)"
     prof = _profile(tmp_path, "node-files", POLICIES["node-files"])

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from vdoc import DIGEST, NODE_LAYERS, complete, full_node, result, verdict, write
 
+from kgc.core.policy import Policy
 from kgc.core.profile import load_profile
 from kgc.core.report import profile_digest
 from kgc.gate import diff as gdiff
 from kgc.gate.gate import parse_verdict
-from kgc.gate.policy import Policy
 
 NODE = tuple(NODE_LAYERS)
 POL = Policy(require_layers=NODE)

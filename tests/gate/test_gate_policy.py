@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 from vdoc import ALL_LAYERS, DIGEST, NODE_LAYERS, full_node, result, verdict
 
+from kgc.core.policy import Policy
 from kgc.core.profile import Profile, ProfileError, load_profile
 from kgc.gate.gate import VerdictError, evaluate, parse_verdict, render
-from kgc.gate.policy import Policy
 
 NODE = tuple(NODE_LAYERS)
 

@@ -109,7 +109,8 @@ def fake_cluster(monkeypatch: pytest.MonkeyPatch, fk: FakeKube,
         yield r
 
     monkeypatch.setattr(kkube.Run, "for_profile", staticmethod(for_profile))
-    monkeypatch.setattr("kgc.kube.pods.run_pods", run_pods)
+    # sizing.collect imports run_pods at the top (no function-level import): patch its name
+    monkeypatch.setattr("kgc.layers.sizing.collect.run_pods", run_pods)
     yield runs
 
 

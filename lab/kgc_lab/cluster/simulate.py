@@ -48,7 +48,7 @@ from kubernetes.client.rest import ApiException
 
 from kgc import kube
 from kgc.kube.origin import stand_in_reason
-from kgc.kube.watch import Stamp, _Follower, _Watcher
+from kgc.kube.watch import Stamp, Watcher
 from kgc_lab.cluster.evidence import cri_log
 
 COLLECTOR_LABEL = "kgc.io/collector"
@@ -123,7 +123,7 @@ def lab_pods(namespace: str, kind: str, node: str | None = None) -> list[dict[st
     return r.pods(namespace, kind, node)
 
 
-class Responder(_Watcher):
+class Responder(Watcher):
     """Watches collector pods on all namespaces and answers each Running one once."""
 
     def __init__(self, k: kube.Kube, run_dir: Path,
@@ -134,9 +134,8 @@ class Responder(_Watcher):
         self.out_dir = Path(run_dir) / "evidence"
         self.say = say
         self.answered: dict[str, str] = {}  # pod uid -> what was done
-        self._followers.append(_Follower(
-            "kgc-sim-pods", k.core.list_pod_for_all_namespaces, (),
-            {"label_selector": COLLECTOR_LABEL}, self._observe, self._changed))
+        self.follow("kgc-sim-pods", k.core.list_pod_for_all_namespaces, (),
+                    {"label_selector": COLLECTOR_LABEL}, self._observe)
 
     def start(self) -> Responder:
         global _ACTIVE

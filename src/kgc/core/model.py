@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kgc.errors import EvidenceError as EvidenceError  # defined below kgc.kube, shared here
+
 
 class Status(enum.StrEnum):
     PASS = "pass"
@@ -25,12 +27,6 @@ class Status(enum.StrEnum):
     def blocks(self) -> bool:
         """A status that makes the overall certification fail."""
         return self in (Status.FAIL, Status.ERROR)
-
-
-class EvidenceError(ValueError):
-    """Recorded or collected evidence is malformed (a bundle part of the wrong shape, a
-    field of the wrong type). The engine turns it into an ``error`` verdict for every check
-    of the layer, naming what was wrong; it is never a pass and never a crash."""
 
 
 class Severity(enum.StrEnum):

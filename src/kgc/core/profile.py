@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from kgc.gate.policy import Policy
+from kgc.core.policy import Policy
 
 DEFAULT_PROFILE = "generic-nvidia-passthrough"
 
@@ -402,7 +402,7 @@ class Profile(Strict):
     # checks whose evidence comes from a stand-in on this platform (a lab's stub shim, a
     # simulated cluster): check-id glob -> why. Their verdicts carry simulated=true.
     simulated: dict[str, str] = Field(default_factory=dict)
-    # release gating: what blocks, how warn/skip count, required layers (kgc.gate.policy)
+    # release gating: what blocks, how warn/skip count, required layers (kgc.core.policy)
     policy: Policy = Policy()
     source: str = Field(default="", exclude=True)
 

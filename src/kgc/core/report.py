@@ -42,6 +42,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kgc.core.registry import load_layers
+
 SCHEMA = "kgc-verdict/1"
 STATUSES = ("pass", "fail", "warn", "skip", "error")
 # Allure 3 (npm package `allure`), the version kgc's report is built and tested with
@@ -114,8 +116,6 @@ def run_identity(
     plugin, ``kgc image check``, the fleet's merge) calls this, so the gate reads the same
     fields whoever wrote the file."""
     if registry is None:
-        from kgc.core.registry import load_layers
-
         registry = load_layers()
     have: dict[str, set[str]] = {}
     for r in results:
@@ -385,11 +385,54 @@ def banner_html(verdict: Mapping[str, Any]) -> str:
     return "\n".join(parts)
 
 
+class Js(str):
+    """JavaScript source (a function), rendered verbatim by :func:`to_js`."""
+
+
+def to_js(value: Any, indent: int = 0) -> str:
+    """Python data -> a JavaScript expression (JSON, except :class:`Js` values)."""
+    pad = "  " * (indent + 1)
+    end = "  " * indent
+    if isinstance(value, Js):
+        return str(value).replace("\n", "\n" + end)
+    if isinstance(value, Mapping):
+        if not value:
+            return "{}"
+        items = [f"{pad}{json.dumps(str(k))}: {to_js(v, indent + 1)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + "\n" + end + "}"
+    if isinstance(value, list | tuple):
+        if not value:
+            return "[]"
+        return "[\n" + ",\n".join(f"{pad}{to_js(v, indent + 1)}" for v in value) + "\n" + end + "]"
+    return json.dumps(value)
+
+
+# Allure 3.18's quality gate calls Iterator.prototype.toArray() (iterator helpers: Node >= 22;
+# the package does not declare that). On Node 20 `allure quality-gate` dies with "toArray is
+# not a function". An allurerc that carries a quality gate starts with this (inert on 22+).
+NODE20_PRELUDE = """// kgc: Iterator.prototype.toArray for Node 20 (Allure's quality gate needs it)
+{
+  const proto = Object.getPrototypeOf(Object.getPrototypeOf([][Symbol.iterator]()));
+  if (typeof proto.toArray !== "function") {
+    Object.defineProperty(proto, "toArray", {
+      value: function toArray() { return Array.from(this); }, writable: true, configurable: true,
+    });
+  }
+}
+"""
+
+
+def config_module(cfg: Mapping[str, Any]) -> str:
+    """An allurerc.mjs from a config mapping whose values may hold :class:`Js` (e.g. a
+    ``qualityGate`` from ``kgc.gate.allure.quality_gate_config``): JSON for plain data, code
+    for code, and :data:`NODE20_PRELUDE` first when it carries a quality gate."""
+    head = NODE20_PRELUDE if "qualityGate" in cfg else ""
+    return head + f"export default {to_js(cfg)};\n"
+
+
 def allure_config(name: str, out_dir: Path, extra: Mapping[str, Any] | None = None) -> str:
     """allurerc.mjs: one self-contained page, kgc's categories, and any extra settings (the
     verdict policy's quality gate, history)."""
-    from kgc.gate.allure import config_module
-
     cats = [{"name": name_, "matchers": {"labels": {"kgc_category": key}}}
             for key, name_ in CATEGORIES]
     cfg: dict[str, Any] = {
@@ -405,10 +448,13 @@ def allure_config(name: str, out_dir: Path, extra: Mapping[str, Any] | None = No
 
 def generate_html(results_dir: Path, out_dir: Path, verdict: Path | None = None,
                   extra_config: Mapping[str, Any] | None = None,
-                  history: Path | None = None, policy: Any = None) -> Path:
+                  history: Path | None = None,
+                  quality_gate: Mapping[str, Any] | None = None) -> Path:
     """Allure 3 static report, one self-contained index.html (renders from file://), whose
     first screen is kgc's verdict (from ``verdict``, default: verdict.json beside the
-    results)."""
+    results). ``quality_gate``: the ``qualityGate`` of the allurerc, e.g. the release
+    policy's rules (``kgc.gate.allure.quality_gate_config``: the caller, above both core and
+    the gate, passes them in)."""
     if not results_dir.is_dir() or not any(results_dir.glob("*-result.json")):
         raise ReportError(f"no allure results in {results_dir}: run the suite first")
     vpath = verdict if verdict is not None else results_dir.parent / "verdict.json"
@@ -432,14 +478,12 @@ def generate_html(results_dir: Path, out_dir: Path, verdict: Path | None = None,
         # the file between runs (e.g. --history /var/lib/kgc/history.jsonl)
         history.parent.mkdir(parents=True, exist_ok=True)
         extra.update({"historyPath": str(history.resolve()), "historyLimit": 60})
-    if policy is not None:
-        from kgc.gate.allure import quality_gate_config
-
-        extra["qualityGate"] = quality_gate_config(policy)
+    if quality_gate is not None:
+        extra["qualityGate"] = quality_gate
     cfg.write_text(allure_config(headline(doc), out_dir, extra))
     if out_dir.exists():
         shutil.rmtree(out_dir)
-    if policy is None:
+    if quality_gate is None:
         cmd = [str(binp), "generate", str(results_dir), "--config", str(cfg), "-o", str(out_dir)]
         ok_codes: tuple[int, ...] = (0,)
     else:
@@ -451,7 +495,7 @@ def generate_html(results_dir: Path, out_dir: Path, verdict: Path | None = None,
                "cp", "-R", f"{results_dir}/.", str(feed)]
         ok_codes = (0, 1)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
-    if policy is not None:
+    if quality_gate is not None:
         shutil.rmtree(feed, ignore_errors=True)
     index = out_dir / "index.html"
     if proc.returncode not in ok_codes or not index.exists():

@@ -455,6 +455,7 @@ class ClusterTarget:
         unset, no ~/.kube/config). An explicit --kubeconfig that does not exist and a
         --context the kubeconfig lacks are bad input (``TargetError``, before any run);
         other kubeconfig problems surface when the cluster layers connect."""
+        # startup: kgc.kube loads the Kubernetes client (~1 s), which only cluster work needs
         from kgc.kube import config
 
         if not config.configured(kubeconfig):
@@ -474,6 +475,7 @@ class ClusterTarget:
     @functools.cached_property
     def _names(self) -> tuple[str, str, str]:
         """(source, context, cluster) as resolved, for naming only ('' where unresolvable)."""
+        # startup: kgc.kube loads the Kubernetes client (~1 s), which only cluster work needs
         from kgc.kube import config
 
         try:
@@ -501,6 +503,7 @@ class ClusterTarget:
 
     def connect(self) -> Any:
         """A :class:`kgc.kube.Kube` client (imported only when a cluster layer runs)."""
+        # startup: kgc.kube loads the Kubernetes client (~1 s), which only cluster work needs
         from kgc.kube import connect
 
         try:

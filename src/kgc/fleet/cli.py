@@ -10,6 +10,8 @@ from typing import Any
 
 import yaml
 
+from kgc.core import report
+from kgc.core.profile import ProfileError
 from kgc.fleet import collect as fc
 from kgc.fleet import manifests as fm
 
@@ -80,8 +82,6 @@ HEADER_SONOBUOY = (
 
 
 def cmd_manifests(a: argparse.Namespace) -> int:
-    from kgc.core.profile import ProfileError
-
     masks = fm.MASKS if a.mask is None else tuple(m for m in a.mask if m)
     for m in masks:
         if not any(m.startswith(h.path + "/") and h.type == "Directory"
@@ -118,7 +118,7 @@ def cmd_manifests(a: argparse.Namespace) -> int:
 def cmd_collect(a: argparse.Namespace) -> int:
     from kubernetes.client.rest import ApiException
 
-    from kgc.core import report
+    # startup: kgc.kube loads the Kubernetes client (~1 s), which only cluster work needs
     from kgc.kube import KubeError, connect
 
     if a.wait < 0:

@@ -37,8 +37,11 @@ from typing import Any
 
 from kgc import __version__
 from kgc.core import report
+from kgc.core.layer import Scope
+from kgc.core.registry import catalogue, load_layers
 from kgc.fleet import protocol
 from kgc.fleet.manifests import FLEET_LABEL, HOST_ROOT, HOST_SCRATCH, REPORT_DIR
+from kgc.gate.gate import VerdictError, parse_verdict
 
 # taints the DaemonSet controller tolerates on its own (it adds these tolerations)
 DAEMONSET_TOLERATED = frozenset({
@@ -133,8 +136,6 @@ def expected_nodes(nodes: Iterable[NodeInfo], node_selector: Mapping[str, str] |
 
 
 def _valid_verdict(text: str, where: str) -> tuple[dict[str, Any] | None, str]:
-    from kgc.gate.gate import VerdictError, parse_verdict
-
     try:
         doc = parse_verdict(text.encode("utf-8", "replace"), where)
     except VerdictError as exc:
@@ -402,8 +403,6 @@ def _rank(order: Sequence[str]) -> Any:
 
 def node_checks() -> tuple[list[CheckInfo], list[str]]:
     """The node layers' checks (the catalogue) and every layer in report order."""
-    from kgc.core.layer import Scope
-    from kgc.core.registry import catalogue, load_layers
 
     layers = load_layers()
     node = {n: lay for n, lay in layers.items() if lay.scope is Scope.NODE}
@@ -508,6 +507,7 @@ def collect(k: Any, namespace: str, name: str, wait_s: float = 0.0,
             interval_s: float = 5.0) -> list[NodeOutcome]:
     """Gather; with ``wait_s``, wait (bounded) until every expected node printed a verdict
     or its pod failed for good, and report what is there when the wait runs out."""
+    # startup: kgc.kube loads the Kubernetes client (~1 s), which only cluster work needs
     from kgc.kube import NotYet, WaitTimeout, wait_for
 
     def settled() -> Any:

@@ -52,6 +52,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kgc.core.engine import host_query
+from kgc.core.layer import Scope
+from kgc.core.profile import load_profile
+from kgc.core.registry import load_layers
+
 NAMESPACE = "kgc-system"
 NAME = "kgc-node"
 SERVICE_ACCOUNT = "kgc-node"
@@ -186,10 +191,6 @@ def uncovered(paths: Iterable[str], lib64: bool = True,
 def profile_query_paths(profile: str) -> list[str]:
     """Every path (glob) the node layers' query reads for ``profile`` (ProfileError when
     it does not load)."""
-    from kgc.core.engine import host_query
-    from kgc.core.layer import Scope
-    from kgc.core.profile import load_profile
-    from kgc.core.registry import load_layers
 
     node = {n: lay for n, lay in load_layers().items() if lay.scope is Scope.NODE}
     q = host_query(node, load_profile(profile))

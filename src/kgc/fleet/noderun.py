@@ -43,9 +43,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
+from kgc.core.policy import FILE_LAYERS
+from kgc.core.profile import ProfileError, load_profile
 from kgc.fleet import protocol
 from kgc.fleet.manifests import HOST_ROOT, PROFILE, SONOBUOY_RESULTS
-from kgc.gate.policy import FILE_LAYERS
+from kgc.plugin import suites_dir
 
 MODES = ("daemonset", "job", "sonobuoy")
 # a name a node may have (RFC 1123 subdomain); anything else is refused as bad input
@@ -149,8 +151,6 @@ def idle() -> None:
 def run(host_root: Path, node: str, profile: str, report_dir: Path, extra: Sequence[str],
         timeout_s: float, echo: bool = True) -> tuple[int, str]:
     """pytest -m host against the host root; returns (exit status, one-line error or '')."""
-    from kgc.plugin import suites_dir
-
     live = is_live(host_root)
     spec = target_spec(host_root, node, live)
     print(f"{protocol.NODE} {node}", flush=True)
@@ -166,7 +166,7 @@ def run(host_root: Path, node: str, profile: str, report_dir: Path, extra: Seque
     verdict = report_dir / "verdict.json"
     verdict.unlink(missing_ok=True)
     # an offline tree (no running kernel under it) is judged like an image file: only the
-    # layers that files decide (kgc.gate.policy.FILE_LAYERS); the gate names the rest
+    # layers that files decide (kgc.core.policy.FILE_LAYERS); the gate names the rest
     marker = "host" if live else "host and (" + " or ".join(FILE_LAYERS) + ")"
     if not live:
         print(f"kgc node-run: {host_root} has no running kernel's /proc: an offline tree, "
@@ -234,7 +234,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise NodeRunError(f"--host-root {root}: not a node's root filesystem (no /usr "
                                "or /bin under it): mount the node's paths there read-only "
                                "(kgc fleet manifests)")
-        from kgc.core.profile import ProfileError, load_profile
 
         try:
             load_profile(a.profile)

@@ -2,7 +2,7 @@
 
 Allure evaluates quality gates only in ``allure quality-gate`` (and ``allure run``), never in
 ``allure generate`` (allure-framework discussion #3441). :func:`quality_gate_config` turns a
-:class:`~kgc.gate.policy.Policy` into two rulesets that decide as ``kgc gate`` does on the
+:class:`~kgc.core.policy.Policy` into two rulesets that decide as ``kgc gate`` does on the
 same results:
 
 - ``kgc-blocking`` — ``kgcMaxResults: 0`` over the results the policy blocks on (a fail or
@@ -17,10 +17,10 @@ The two rules are defined in the config itself (``use``), so the allurerc needs 
 and works with a global Allure. What Allure cannot see — the run's profile, whether it
 finished (``incomplete``), ``run.layers_judged`` — only ``kgc gate`` judges.
 
-The config is data with JavaScript in it: values of type :class:`Js` are code. Render the
-whole thing with :func:`to_js` into an ``allurerc.mjs`` (``allurerc_text`` writes a minimal
-one), and put :data:`NODE20_PRELUDE` at the top of that file: Allure 3.18's quality gate
-needs Node >= 22 without it.
+The config is data with JavaScript in it: values of type :class:`~kgc.core.report.Js` are
+code. ``allurerc_text`` writes a minimal ``allurerc.mjs``; the HTML report's own allurerc
+takes the ruleset as ``kgc.core.report.generate_html(..., quality_gate=...)`` (core renders
+an allurerc with :func:`~kgc.core.report.to_js` and needs no gate: it sits below it).
 """
 
 from __future__ import annotations
@@ -30,29 +30,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from kgc.gate.policy import Policy
-
-
-class Js(str):
-    """JavaScript source (a function), rendered verbatim by :func:`to_js`."""
-
-
-def to_js(value: Any, indent: int = 0) -> str:
-    """Python data -> a JavaScript expression (JSON, except :class:`Js` values)."""
-    pad = "  " * (indent + 1)
-    end = "  " * indent
-    if isinstance(value, Js):
-        return str(value).replace("\n", "\n" + end)
-    if isinstance(value, Mapping):
-        if not value:
-            return "{}"
-        items = [f"{pad}{json.dumps(str(k))}: {to_js(v, indent + 1)}" for k, v in value.items()]
-        return "{\n" + ",\n".join(items) + "\n" + end + "}"
-    if isinstance(value, list | tuple):
-        if not value:
-            return "[]"
-        return "[\n" + ",\n".join(f"{pad}{to_js(v, indent + 1)}" for v in value) + "\n" + end + "]"
-    return json.dumps(value)
+from kgc.core.policy import Policy
+from kgc.core.report import NODE20_PRELUDE, Js, to_js
+from kgc.gate.gate import layer_catalogue
 
 
 def glob_regex(glob: str) -> str:
@@ -194,8 +174,6 @@ def quality_gate_config(policy: Policy, layers: Mapping[str, str] | None = None,
     registry's). ``image``: gate as for ``kgc image check`` results (image_require_layers).
     """
     if layers is None:
-        from kgc.gate.gate import layer_catalogue
-
         layers = layer_catalogue()[0]
     required = policy.required(tuple(layers), image)
     return {
@@ -210,21 +188,6 @@ def quality_gate_config(policy: Policy, layers: Mapping[str, str] | None = None,
     }
 
 
-# Allure 3.18's quality gate calls Iterator.prototype.toArray() (iterator helpers: Node >= 22;
-# the package does not declare that). On Node 20 `allure quality-gate` dies with "toArray is
-# not a function". An allurerc that carries a quality gate starts with this (inert on 22+).
-NODE20_PRELUDE = """// kgc: Iterator.prototype.toArray for Node 20 (Allure's quality gate needs it)
-{
-  const proto = Object.getPrototypeOf(Object.getPrototypeOf([][Symbol.iterator]()));
-  if (typeof proto.toArray !== "function") {
-    Object.defineProperty(proto, "toArray", {
-      value: function toArray() { return Array.from(this); }, writable: true, configurable: true,
-    });
-  }
-}
-"""
-
-
 def allurerc_text(policy: Policy, *, name: str = "kata-gpu-conformance",
                   layers: Mapping[str, str] | None = None, image: bool = False) -> str:
     """A minimal allurerc.mjs holding only the quality gate (for `allure quality-gate`)."""
@@ -232,12 +195,3 @@ def allurerc_text(policy: Policy, *, name: str = "kata-gpu-conformance",
         policy, layers, image=image)}
     return ("// written by kgc (kgc.gate.allure): the release policy as quality gates\n"
             + NODE20_PRELUDE + f"export default {to_js(cfg)};\n")
-
-
-def config_module(cfg: Mapping[str, Any]) -> str:
-    """An allurerc.mjs from a config mapping whose values may hold :class:`Js` (e.g. a
-    ``qualityGate`` from :func:`quality_gate_config`): JSON for plain data, code for code,
-    and :data:`NODE20_PRELUDE` first when it carries a quality gate."""
-    head = NODE20_PRELUDE if "qualityGate" in cfg else ""
-    return head + f"export default {to_js(cfg)};\n"
-

@@ -16,11 +16,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kgc.core.options import add_deprecated
 from kgc.core.profile import DEFAULT_PROFILE, Profile, ProfileError, builtin_profiles, load_profile
 from kgc.core.report import profile_digest
 from kgc.gate import diff as gdiff
 from kgc.gate.gate import VerdictDoc, VerdictError, evaluate, layer_catalogue, load_verdict, render
-from kgc.options import add_deprecated
+from kgc.image.boot_qemu import boot_check
+from kgc.image.check import ImageError, main_check
 
 
 class _BadInput(Exception):
@@ -90,13 +92,9 @@ def cmd_diff(a: argparse.Namespace) -> int:
 
 
 def cmd_image(a: argparse.Namespace) -> int:
-    from kgc.image.check import ImageError, main_check
-
     if a.image_cmd != "check":
         raise _BadInput("usage: kgc image check IMAGE --profile P")
     if a.boot:
-        from kgc.image.boot_qemu import boot_check
-
         try:
             return boot_check(a)
         except ImageError as exc:

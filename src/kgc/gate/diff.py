@@ -27,8 +27,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kgc.core.policy import Policy
 from kgc.gate.gate import BAD, Finding, GateResult, VerdictDoc, evaluate
-from kgc.gate.policy import Policy
 
 _NUM = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?![\w.]*\d)")
 MAX_FIGURES_PER_CHECK = 20

@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from kgc import __version__
-from kgc.core.report import SCHEMA, STATUSES
-from kgc.gate.policy import SEVERITIES, Policy
+from kgc.core.policy import SEVERITIES, Policy
+from kgc.core.registry import load_layers
+from kgc.core.report import SCHEMA, STATUSES, profile_digest
 
 MAX_VERDICT_BYTES = 256 * 1024 * 1024
 BAD = ("fail", "error")
@@ -608,8 +609,6 @@ def render(res: GateResult, width: int = 100, budget: int = 40) -> str:
 def layer_catalogue() -> tuple[dict[str, str], dict[str, dict[str, str]]]:
     """This build's layers: name -> scope (report order), and name -> its check ids ->
     severity."""
-    from kgc.core.registry import load_layers
-
     layers = load_layers()
     return ({n: str(lay.scope) for n, lay in layers.items()},
             {n: {c.id: str(c.severity) for c in lay.checks} for n, lay in layers.items()})
@@ -618,8 +617,6 @@ def layer_catalogue() -> tuple[dict[str, str], dict[str, dict[str, str]]]:
 def gate_file(path: str | Path, profile: Any) -> GateResult:
     """Load and gate one verdict file against a loaded profile (its digest computed here,
     from the content the gate itself loaded)."""
-    from kgc.core.report import profile_digest
-
     doc = load_verdict(path)
     scopes, checks = layer_catalogue()
     return evaluate(doc, profile.policy, profile.name, scopes, checks,

@@ -237,7 +237,8 @@ def boot_image(image: str | Path, profile: Profile, *, report_dir: Path,
                 pub = Path(host_key).read_text().split()
                 ident = Path(ssh_key).resolve(strict=True)
             except OSError as exc:
-                raise ImageError(f"--ssh-identity-file/--boot-host-key: {exc.strerror or exc}") from None
+                raise ImageError("--ssh-identity-file/--boot-host-key: "
+                                 f"{exc.strerror or exc}") from None
             access = Access("a key baked into the image (--ssh-identity-file)", ident,
                             " ".join(pub[:2]), user)
         else:

@@ -44,10 +44,10 @@ from kgc.core.engine import Context, host_query
 from kgc.core.hostfs import CommandResult, HostQuery, HostSnapshot, truncation_reason
 from kgc.core.layer import Scope
 from kgc.core.model import Check, Outcome, Status, Verdict
+from kgc.core.policy import FILE_LAYERS
 from kgc.core.profile import Profile
 from kgc.core.registry import load_layers
 from kgc.core.target import NodeTarget
-from kgc.gate.policy import FILE_LAYERS
 from kgc.image import boot
 from kgc.image.disk import (
     HEAD_BYTES,

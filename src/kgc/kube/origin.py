@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kgc.core.model import EvidenceError
+from kgc.errors import EvidenceError
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 

@@ -40,7 +40,7 @@ from kubernetes.client.rest import ApiException
 
 from kgc.kube.client import KubeError, api_error
 from kgc.kube.run import Run
-from kgc.kube.watch import Stamp, _Follower, _Watcher
+from kgc.kube.watch import Stamp, Watcher
 
 MAX_LOG_BYTES = 4 * 1024 * 1024
 MAX_EVENTS_PER_POD = 200
@@ -101,7 +101,7 @@ def _message(exc: BaseException) -> str:
     return str(exc)
 
 
-class _BatchWatch(_Watcher):
+class _BatchWatch(Watcher):
     """The run's pods (by the run's label) and the namespace's core/v1 Events, as raw dicts."""
 
     def __init__(self, run: Run) -> None:
@@ -111,16 +111,14 @@ class _BatchWatch(_Watcher):
         self.deleted: set[str] = set()
         self._events: dict[str, dict[str, Any]] = {}
         self._order: list[str] = []
-        self._followers.append(_Follower(
-            f"kgc-pods-{run.namespace}", k.core.list_namespaced_pod, (run.namespace,),
-            {"label_selector": run.selector}, self._pod, self._changed))
-        self._followers.append(_Follower(
-            f"kgc-events-{run.namespace}", k.core.list_namespaced_event, (run.namespace,),
-            {}, self._event, self._changed))
+        self.follow(f"kgc-pods-{run.namespace}", k.core.list_namespaced_pod, (run.namespace,),
+                    {"label_selector": run.selector}, self._pod)
+        self.follow(f"kgc-events-{run.namespace}", k.core.list_namespaced_event,
+                    (run.namespace,), {}, self._event)
 
     def _pod(self, kind: str, obj: Any, stamp: Stamp) -> None:
         name = str(_d(_d(obj).get("metadata")).get("name") or "")
-        with self._lock:
+        with self.lock:
             self.pods[name] = _d(obj)
             if kind == "DELETED":
                 self.deleted.add(name)
@@ -130,7 +128,7 @@ class _BatchWatch(_Watcher):
             return
         md = _d(_d(obj).get("metadata"))
         uid = str(md.get("uid") or md.get("name") or len(self._order))
-        with self._lock:
+        with self.lock:
             if uid not in self._events:
                 self._order.append(uid)
             self._events[uid] = _d(obj)  # an event's count grows in place: keep the latest
@@ -151,7 +149,7 @@ class _BatchWatch(_Watcher):
         if self.error is not None:
             raise self.error
         if timeout_s > 0:
-            self._lock.wait(timeout_s)
+            self.lock.wait(timeout_s)
         if self.error is not None:
             raise self.error
 
@@ -248,7 +246,7 @@ def run_pods(
                     continue
                 inflight[name] = _InFlight(manifest, t0, outcomes[name])
             ended: list[_InFlight] = []
-            with w._lock:
+            with w.lock:
                 now = time.monotonic()
                 nearest = None
                 for name, f in inflight.items():

@@ -138,7 +138,7 @@ class PodTimeline:
         }
 
 
-class _Follower:
+class Follower:
     """One thread following one watch (list first, then watch from that resourceVersion;
     list again on 410 Gone) and handing each object to ``handle`` with its receipt time."""
 
@@ -243,16 +243,30 @@ class _Follower:
             pass  # a daemon thread: it ends with its stream's server-side timeout
 
 
-class _Watcher:
-    """Shared machinery: followers, a lock, and a condition waiters sleep on."""
+class Watcher:
+    """Shared machinery of every watcher (kgc's own and the layers'): followers, a lock, and
+    a condition waiters sleep on. A subclass adds its watches with :meth:`follow`, guards
+    its state with ``lock`` in its handlers and waits with :meth:`wait_until`."""
 
     def __init__(self) -> None:
-        self._lock = threading.Condition()
-        self._followers: list[_Follower] = []
+        self.lock = threading.Condition()
+        self._followers: list[Follower] = []
 
-    def _changed(self) -> None:
-        with self._lock:
-            self._lock.notify_all()
+    def follow(self, name: str, list_fn: Callable[..., Any], args: tuple[Any, ...],
+               kwargs: Mapping[str, Any], handle: Callable[[str, Any, Stamp], None],
+               resource_version: str = "") -> Follower:
+        """Follow one more watch (``list_fn(*args, **kwargs)``) from ``start()`` on, each
+        object handed to ``handle``; ``resource_version``: watch from there instead of
+        listing first."""
+        f = Follower(name, list_fn, args, kwargs, handle, self.changed)
+        f.resource_version = resource_version
+        self._followers.append(f)
+        return f
+
+    def changed(self) -> None:
+        """Wake the waiters (a follower calls it after each object it handed over)."""
+        with self.lock:
+            self.lock.notify_all()
 
     @property
     def error(self) -> BaseException | None:
@@ -277,11 +291,11 @@ class _Watcher:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _wait(self, what: str, snapshot: Callable[[], Any], predicate: Callable[[Any], Any],
+    def wait_until(self, what: str, snapshot: Callable[[], Any], predicate: Callable[[Any], Any],
               timeout_s: float) -> Any:
         deadline = time.monotonic() + timeout_s
         last: Any = None
-        with self._lock:
+        with self.lock:
             while True:
                 if self.error is not None:
                     raise self.error
@@ -292,10 +306,10 @@ class _Watcher:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise WaitTimeout(what, timeout_s, last)
-                self._lock.wait(remaining)
+                self.lock.wait(remaining)
 
 
-class PodWatcher(_Watcher):
+class PodWatcher(Watcher):
     """Follows the pods of ``namespace`` (optionally ``label_selector``) and keeps a
     ``PodTimeline`` per pod. Start it before the trigger: ``start()`` lists first, so the
     watch begins at a resourceVersion older than anything the trigger creates."""
@@ -308,10 +322,8 @@ class PodWatcher(_Watcher):
         self.namespace = namespace
         self._timelines: dict[str, PodTimeline] = {}
         kw: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}
-        f = _Follower(f"kgc-pod-watch-{namespace}", kube.core.list_namespaced_pod,
-                      (namespace,), kw, self._observe, self._changed)
-        f.resource_version = resource_version or ""
-        self._followers.append(f)
+        self.follow(f"kgc-pod-watch-{namespace}", kube.core.list_namespaced_pod,
+                    (namespace,), kw, self._observe, resource_version or "")
 
     def start(self) -> PodWatcher:
         super().start()
@@ -323,19 +335,19 @@ class PodWatcher(_Watcher):
     @property
     def timelines(self) -> dict[str, PodTimeline]:
         """A copy of the timelines so far, by pod name."""
-        with self._lock:
+        with self.lock:
             return {k: _copy(v) for k, v in self._timelines.items()}
 
     def wait(self, what: str, predicate: Callable[[dict[str, PodTimeline]], Any],
              timeout_s: float) -> Any:
         """Sleep until ``predicate(timelines)`` is truthy (woken by each event; no polling)
         and return its value; ``WaitTimeout`` naming ``what`` otherwise."""
-        return self._wait(what, lambda: self._timelines, predicate, timeout_s)
+        return self.wait_until(what, lambda: self._timelines, predicate, timeout_s)
 
     def _observe(self, kind: str, pod: dict[str, Any], stamp: Stamp) -> None:
         md, spec, st = _d(pod.get("metadata")), _d(pod.get("spec")), _d(pod.get("status"))
         name = str(md.get("name", ""))
-        with self._lock:
+        with self.lock:
             tl = self._timelines.get(name)
             if tl is None or (md.get("uid") and tl.uid and tl.uid != md.get("uid")):
                 tl = self._timelines[name] = PodTimeline(name, str(md.get("namespace") or ""))
@@ -406,7 +418,7 @@ class ObservedEvent:
         return d
 
 
-class EventWatcher(_Watcher):
+class EventWatcher(Watcher):
     """Records the Events of ``namespace`` from core/v1 and events.k8s.io/v1."""
 
     SOURCES = ("core/v1", "events.k8s.io/v1")
@@ -420,10 +432,8 @@ class EventWatcher(_Watcher):
         fns = {"core/v1": kube.core.list_namespaced_event,
                "events.k8s.io/v1": kube.events.list_namespaced_event}
         for src in sources:
-            self._followers.append(_Follower(
-                f"kgc-event-watch-{src}-{namespace}", fns[src], (namespace,), {},
-                self._handler(src), self._changed,
-            ))
+            self.follow(f"kgc-event-watch-{src}-{namespace}", fns[src], (namespace,), {},
+                        self._handler(src))
 
     def _handler(self, source: str) -> Callable[[str, Any, Stamp], None]:
         def handle(kind: str, ev: Any, stamp: Stamp) -> None:
@@ -440,19 +450,19 @@ class EventWatcher(_Watcher):
 
     @property
     def events(self) -> list[ObservedEvent]:
-        with self._lock:
+        with self.lock:
             return list(self._events)
 
     def wait(self, what: str, predicate: Callable[[list[ObservedEvent]], Any],
              timeout_s: float) -> Any:
-        return self._wait(what, lambda: list(self._events), predicate, timeout_s)
+        return self.wait_until(what, lambda: list(self._events), predicate, timeout_s)
 
     def _observe(self, source: str, kind: str, ev: dict[str, Any], stamp: Stamp) -> None:
         if kind == "DELETED":
             return
         md = _d(ev.get("metadata"))
         key = (source, str(md.get("uid") or ""), str(md.get("resourceVersion") or ""))
-        with self._lock:
+        with self.lock:
             if key in self._seen:
                 return
             self._seen.add(key)

@@ -49,6 +49,7 @@ from kubernetes.client.rest import ApiException
 
 from kgc import kube
 from kgc.kube.origin import NodeOrigin
+from kgc.layers.keda.checks import keda_profile
 from kgc.layers.keda.evidence import (
     ClassRun,
     KedaEvidence,
@@ -104,8 +105,6 @@ def _pod_nodes(reps: Mapping[str, Sequence[Repetition]]) -> set[str]:
 
 def measure(k: kube.Kube, profile: Any) -> KedaEvidence:
     """Preflight, then the whole run. Raises only what ``gather`` turns into an error."""
-    from kgc.layers.keda.checks import keda_profile
-
     kp = keda_profile(profile)
     pf = preflight(k, kp)
     if pf.missing or pf.keda_installed is False or pf.operator_ready is False:

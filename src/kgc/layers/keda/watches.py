@@ -12,7 +12,7 @@ from typing import Any
 
 from kgc import kube
 from kgc.kube.watch import Stamp as KubeStamp
-from kgc.kube.watch import _Follower, _Watcher
+from kgc.kube.watch import Watcher
 from kgc.layers.keda.evidence import PodRecord, Repetition, ScaleMark, Stall, Stamp
 from kgc.layers.keda.observe import (
     deployment_replicas,
@@ -58,7 +58,7 @@ class RoleState:
                 or bool(self.new_pods()))
 
 
-class ScaleWatcher(_Watcher):
+class ScaleWatcher(Watcher):
     """Follows, from one list taken before the trigger, the run namespace's measured pods
     (by role label), Deployments, HPAs and ScaledObjects, and keeps a ``RoleState`` per
     role (receipt stamps taken by ``kgc.kube.watch`` as each event is decoded)."""
@@ -78,8 +78,7 @@ class ScaleWatcher(_Watcher):
             ("scaledobjects", k.custom.list_namespaced_custom_object,
              (KEDA_GROUP, KEDA_VERSION, namespace, SO_PLURAL), {}, self._so),
         ):
-            self._followers.append(_Follower(f"kgc-keda-{name}-{namespace}", fn, args, kw,
-                                             handle, self._changed))
+            self.follow(f"kgc-keda-{name}-{namespace}", fn, args, kw, handle)
 
     def start(self) -> ScaleWatcher:
         super().start()
@@ -94,10 +93,10 @@ class ScaleWatcher(_Watcher):
     def wait(self, what: str, predicate: Callable[[dict[str, RoleState]], Any],
              timeout_s: float) -> Any:
         """Sleep until ``predicate(states)`` holds (woken by each event); ``WaitTimeout``."""
-        return self._wait(what, self.snapshot, predicate, max(timeout_s, 0.0))
+        return self.wait_until(what, self.snapshot, predicate, max(timeout_s, 0.0))
 
     def lower(self, at: Stamp) -> None:
-        with self._lock:
+        with self.lock:
             self.lowered = at
             for st in self.states.values():
                 self._settle(st, at)
@@ -111,7 +110,7 @@ class ScaleWatcher(_Watcher):
         at = _stamp(s)
         obs = pod_observation(pod)
         uid = obs.uid or obs.name or "?"
-        with self._lock:
+        with self.lock:
             if kind == "LISTED":
                 st.listed.add(uid)
             st.pods[uid] = merge_observation(st.pods.get(uid), obs, at)
@@ -127,7 +126,7 @@ class ScaleWatcher(_Watcher):
             return
         at = _stamp(s)
         n = deployment_replicas(dep)
-        with self._lock:
+        with self.lock:
             st.dep = dep
             if n is not None and n != st.replicas:
                 if kind != "LISTED":
@@ -142,7 +141,7 @@ class ScaleWatcher(_Watcher):
             return
         at = _stamp(s)
         n = hpa_desired(hpa)
-        with self._lock:
+        with self.lock:
             st.hpa = hpa
             if n is not None and n != st.desired:
                 if kind != "LISTED":
@@ -155,7 +154,7 @@ class ScaleWatcher(_Watcher):
             return
         at = _stamp(s)
         active = scaled_object_active(so)
-        with self._lock:
+        with self.lock:
             st.so = so
             if active and not st.active_now and kind != "LISTED" and st.active is None:
                 st.active = at
@@ -179,7 +178,7 @@ def assemble(w: ScaleWatcher, index: int, k: int, trig: Stamp | None, lowered: S
     if w.error is not None:
         raise w.error
     out = {}
-    with w._lock:
+    with w.lock:
         for role, st in w.states.items():
             out[role] = Repetition(
                 index=index, target_replicas=k, trigger=trig, active=st.active,

@@ -30,6 +30,7 @@ from kgc.core.hostfs import (
 )
 from kgc.core.model import EvidenceError
 from kgc.core.profile import Profile
+from kgc.cri.client import CriClient, CriError, ProbePod
 from kgc.nri.probe import ADJUST_ENV, PROBE_LABEL, NriProbe, ObservedEvent, ProbeError
 
 
@@ -221,8 +222,6 @@ def _run_pod(
     adjust: bool,
     log_dir: Path,
 ) -> None:
-    from kgc.cri.client import CriClient, CriError, ProbePod
-
     with CriClient(cri_socket) as client:
         pod = ProbePod(
             client,

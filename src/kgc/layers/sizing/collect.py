@@ -36,6 +36,11 @@ from typing import Any
 
 from kgc.core.hostfs import parse_output
 from kgc.core.model import EvidenceError
+from kgc.core.target import TargetError
+from kgc.evidence.guest import find_boundary
+from kgc.guest import build_script
+from kgc.kube import KubeError, Run
+from kgc.kube.pods import run_pods
 from kgc.layers.sizing.evidence import (
     SOURCE_NONE,
     ClusterObjects,
@@ -177,7 +182,6 @@ def read_cluster(kube: Any, run_label: str) -> tuple[ClusterObjects | None, str,
     """(objects, why they could not be read, how many own pods were left out)."""
     from kubernetes.client.rest import ApiException
 
-    from kgc.kube import KubeError
 
     try:
         pods = _list_all(kube, "pods", kube.core.list_pod_for_all_namespaces)
@@ -253,8 +257,6 @@ COLLECT_COMMAND = f"sh {MOUNT}/{SCRIPT_KEY}; rc=$?; : > {SYNC}/done; exit $rc"
 
 def collector_configmap(namespace: str, labels: Mapping[str, str]) -> dict[str, Any]:
     """The ConfigMap carrying kgc's in-guest collector (``kgc guest --script``)."""
-    from kgc.guest import build_script
-
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": CONFIGMAP, "namespace": namespace, "labels": dict(labels)},
             "data": {SCRIPT_KEY: build_script()}}
@@ -391,8 +393,6 @@ def _first_lines(text: str, n: int = 3, limit: int = 300) -> str:
 
 def guest_from_log(text: str) -> tuple[GuestSize | None, str]:
     """The guest the collector's output describes, or why there is none (pure, total)."""
-    from kgc.evidence.guest import find_boundary
-
     boundary = find_boundary(text)
     if boundary is None:
         return None, ("its log holds no kgc collector output"
@@ -465,8 +465,6 @@ def settled(pod: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> str 
 def _run_all(run: Any, plans: Sequence[PodPlan], sp: SizingProfile) -> list[Any]:
     """Run every applicable pod through ``run_pods`` (one call per collector container
     name, since ``run_pods`` reads one named container); outcomes in ``plans`` order."""
-    from kgc.kube.pods import run_pods
-
     by_container: dict[str, list[int]] = {}
     for i, p in enumerate(plans):
         by_container.setdefault(collector_container(p.manifest), []).append(i)
@@ -492,8 +490,6 @@ def kwok_nodes(objects: ClusterObjects | None) -> set[str]:
 
 def gather(ctx: Any) -> SizingEvidence:
     """The layer's evidence from a live cluster (``ctx.target`` is a ClusterTarget)."""
-    from kgc.core.target import TargetError
-    from kgc.kube import KubeError, Run
 
     profile = ctx.profile
     cluster = profile.cluster

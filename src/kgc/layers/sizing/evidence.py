@@ -23,6 +23,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kgc.core.hostfs import HostQuery, HostSnapshot
+from kgc.core.profile import RuntimeProfile
+from kgc.evidence.containerd import handlers, kata_config
 from kgc.evidence.present import BlankIsMissing
 from kgc.evidence.record import OPTIONAL, Record, Rules, key
 from kgc.layers.sizing.model import MIB, KataSizing, SizingInputError
@@ -385,8 +387,6 @@ def kata_config_from_runtime(runtime_evidence: Any, handler: str, runtime_class:
     ``ConfigPath`` (else the standard locations) and its ``config.d`` drop-ins, resolved by
     ``kgc.evidence.containerd.kata_config`` exactly as the runtime layer does, turned into
     sizing keys."""
-    from kgc.core.profile import RuntimeProfile
-    from kgc.evidence.containerd import handlers, kata_config
 
     paths = search if search is not None else RuntimeProfile().kata_config_paths
     found, _ = handlers(runtime_evidence.effective, runtime_evidence.config_version)

@@ -20,7 +20,8 @@ means for a release:
   blocks: its layer is simply not judged by it.
 
 The model is strict like every profile section (unknown keys refused, frozen) and has no
-dependency on the rest of kgc, so :mod:`kgc.core.profile` can embed it.
+dependency on the rest of kgc. It is a profile section, so it lives in core beside
+:mod:`kgc.core.profile`, which embeds it; the gate (``kgc.gate``, above core) applies it.
 """
 
 from __future__ import annotations
