@@ -22,7 +22,7 @@ if [ ${#need[@]} -gt 0 ]; then
   "${APT[@]}" install -y --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-# -- Python: a venv in the repo, reinstalled when pyproject.toml changes -----------------
+# -- Python: a venv in the repo, reinstalled when a pyproject.toml changes -----------------
 log "python venv"
 bash scripts/venv.sh
 

@@ -14,7 +14,7 @@
     kgc fleet manifests|collect       the node layers in-cluster: DaemonSet, one merged report
     kgc node-run [--host-root /host]  the fleet image's entry point (a node's root in a pod)
     kgc guest ...                     the in-guest collector (what a GPU pod runs)
-    kgc lab ...                       the built-in labs (needs the `lab` extra)
+    kgc lab ...                       the built-in labs (a separate distribution: a plug-in)
 
 Exit codes (the same for `pytest`): 0 certified (for the layers run), 1 not certified,
 2 bad input or usage (one line on stderr, nothing written), 3 internal error.
@@ -283,20 +283,34 @@ def cmd_node_run(a: argparse.Namespace, extra: list[str]) -> int:
     return int(noderun.main(extra))
 
 
-def cmd_lab(a: argparse.Namespace, extra: list[str]) -> int:
-    """`kgc lab ...` is `kgc-lab ...`: the labs register their command line through an entry
-    point (group ``kgc.commands``), so the product never imports them."""
+# Commands other distributions add through the entry-point group ``kgc.commands`` (name ->
+# ``main(argv) -> int``); the product imports none of them and dispatches whatever is
+# installed. For the ones a user of a checkout expects, the line to say when it is missing:
+PLUGIN_GROUP = "kgc.commands"
+PLUGIN_HINTS = {"lab": ("the built-in labs: node images, containerd, cluster",
+                        "kata-gpu-conformance-lab")}
+
+
+def _plugins() -> dict[str, str]:
+    """Installed plug-in commands: name -> the distribution that brings it."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: (ep.dist.name if ep.dist else "?") for ep in entry_points(group=PLUGIN_GROUP)}
+
+
+def cmd_plugin(name: str, extra: list[str]) -> int:
+    """`kgc NAME ...` for a plug-in command: its ``main`` gets the rest of the line."""
     from kgc.gate.cli import plugin
 
-    lab_main = plugin("kgc.commands", "lab")
-    if lab_main is None:
-        print("kgc lab: the labs are not installed: pip install 'kata-gpu-conformance[lab]' "
-              "(from a checkout: make bootstrap)", file=sys.stderr)
+    plug_main = plugin(PLUGIN_GROUP, name)
+    if plug_main is None:
+        dist = PLUGIN_HINTS[name][1] if name in PLUGIN_HINTS else "the distribution that has it"
+        print(f"kgc {name}: not installed: pip install {dist} (from a checkout: make bootstrap)",
+              file=sys.stderr)
         return 2
-    return int(lab_main(extra))
+    return int(plug_main(extra))
 
 
-# --------------------------------------------------------------------------- kgc cleanup
 def cmd_cleanup(a: argparse.Namespace) -> int:
     """Delete what cluster runs left (a SIGKILLed run cannot tear itself down): the run
     namespaces and cluster-scoped objects labelled with the profile's run label, and say
@@ -344,8 +358,7 @@ def _cleanup_parser(sub: Any) -> None:
     p.set_defaults(func=cmd_cleanup)
 
 
-PASSTHROUGH = {"certify": cmd_certify, "guest": cmd_guest, "lab": cmd_lab,
-               "node-run": cmd_node_run}
+PASSTHROUGH = {"certify": cmd_certify, "guest": cmd_guest, "node-run": cmd_node_run}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -426,19 +439,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("guest", help="in-guest collector (args go to python -m kgc.guest)",
                    add_help=False)
-    sub.add_parser("lab", help="the built-in labs: node images, containerd, cluster",
-                   add_help=False)
+    installed = _plugins()
+    for name in sorted(set(PLUGIN_HINTS) | set(installed)):
+        what = PLUGIN_HINTS[name][0] if name in PLUGIN_HINTS else f"from {installed[name]}"
+        if name not in installed:
+            what += f" (not installed: pip install {PLUGIN_HINTS[name][1]})"
+        sub.add_parser(name, help=what, add_help=False)
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     logfilter.install()  # the client's and credential plugins' logs, redacted
-    # `certify`, `guest` and `lab` hand the rest of the line to another program
+    # `certify`, `guest`, `node-run` and the plug-in commands hand the rest of the line to
+    # another program
     for i, tok in enumerate(argv):
         if not tok.startswith("-"):
             if tok in PASSTHROUGH:
                 return PASSTHROUGH[tok](argparse.Namespace(), argv[i + 1:])
+            if tok in PLUGIN_HINTS or tok in _plugins():
+                return cmd_plugin(tok, argv[i + 1:])
             break
     ap = build_parser()
     a = ap.parse_args(argv)

@@ -110,7 +110,7 @@ def cmd_image(a: argparse.Namespace) -> int:
         boot_check = plugin("kgc.image_boot", "boot")
         if boot_check is None:
             raise _BadInput("--boot boots the image on the lab's QEMU machine: install the "
-                            "`lab` extra (pip install 'kata-gpu-conformance[lab]')")
+                            "lab distribution (pip install kata-gpu-conformance-lab)")
         try:
             return int(boot_check(a))
         except ImageError as exc:
@@ -163,7 +163,7 @@ def register(sub: Any) -> None:
     c.add_argument("--boot", action="store_true",
                    help="boot the image in QEMU (q35, emulated IOMMU, the lab's stand-in "
                    "devices) through its own boot loader, run the host layers and the real "
-                   "reboot test over SSH, power off (needs the `lab` extra)")
+                   "reboot test over SSH, power off (needs the lab distribution)")
     c.add_argument("--ssh-key", default=None, metavar="FILE",
                    help="--boot: a private key the image already trusts (default: inject an "
                    "ephemeral one with a cloud-init NoCloud seed)")
