@@ -12,7 +12,8 @@
 #         lab artefact is found) and KGC_ALLURE at no file. A test that needs any of them
 #         fails here on every machine, not only on a fresh one: it belongs to the lab tier.
 #         What a developer runs on every change (≤ 5 min on 2 cores; benchmarks/README.md).
-# lab     the tests that need a lab, in two pytest sessions side by side:
+# lab     lab/tests (the lab's own tests and those that need a lab; its conftest marks them
+#         all `lab`) and the lab-marked tests left in tests/, in two pytest sessions side by side:
 #           vm    the suites that boot TCG guests (node lab, node images, the cluster lab's
 #                 real node): CPU-bound emulation, one session, serial
 #           rest  the cluster / containerd labs, whose tests mostly wait on real clocks (HPA
@@ -30,7 +31,7 @@ cd "$(dirname "$0")/.."
 PY=.venv/bin/pytest
 COMMON=(-p no:cacheprovider -q -rfEs --durations=15)
 # the TCG-guest suites (the vm session); everything else lab-marked is the rest session
-VM=(tests/node tests/image tests/realnode)
+VM=(lab/tests/node lab/tests/image lab/tests/realnode)
 
 mode=all
 case "${1:-}" in
@@ -74,7 +75,7 @@ run_check() {
 
 run_lab() {
   if [ -n "${KGC_TEST_SERIAL:-}" ]; then
-    "$PY" tests -m lab "${COMMON[@]}" "$@"
+    "$PY" lab/tests tests -m lab "${COMMON[@]}" "$@"
     return
   fi
   local logs base_vm base_rest ignore=() p vm_pid rest_rc vm_rc
@@ -90,7 +91,7 @@ run_lab() {
   trap 'kill -TERM "$vm_pid" 2>/dev/null; wait "$vm_pid"; exit 143' INT TERM
 
   echo "[tests] lab session rest: the lab tier minus the vm suites"
-  "$PY" tests "${ignore[@]}" -m lab "${COMMON[@]}" --basetemp "$base_rest" "$@"
+  "$PY" lab/tests tests "${ignore[@]}" -m lab "${COMMON[@]}" --basetemp "$base_rest" "$@"
   rest_rc=$?
   echo "[tests] lab session rest: exit $rest_rc; waiting for session vm"
   wait "$vm_pid"
