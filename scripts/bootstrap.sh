@@ -23,15 +23,8 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 # -- Python: a venv in the repo, reinstalled when a pyproject.toml changes -----------------
-stamp=".venv/.kgc-stamp"
-want="$(cat pyproject.toml lab/pyproject.toml | sha256sum | cut -c1-16)"
-if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  log "python venv"
-  python3 -m venv .venv
-  .venv/bin/pip install -q --upgrade pip >/dev/null
-  .venv/bin/pip install -q -e '.[test]' -e ./lab
-  echo "$want" > "$stamp"
-fi
+log "python venv"
+bash scripts/venv.sh
 
 # -- Allure 3 (npm, pinned by package-lock.json) -----------------------------------------
 lockstamp="node_modules/.kgc-stamp"

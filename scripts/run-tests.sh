@@ -1,56 +1,117 @@
 #!/usr/bin/env bash
-# The self-tests, as `make test` runs them: two pytest sessions side by side.
+# The self-tests in two tiers.
 #
-#   vm       the suites that boot TCG guests (node lab, node images, the cluster lab's real
-#            node): CPU-bound emulation, one session, serial
-#   rest     everything else: the fast self-tests and the cluster / containerd labs, whose
-#            tests mostly wait on real clocks (HPA syncs, sandbox delays, pod starts), and
-#            the SIGKILL cleanup tests (moved here to balance the two)
+#   scripts/run-tests.sh check [PYTEST_ARGS...]   `make check`: the product tier
+#   scripts/run-tests.sh lab   [PYTEST_ARGS...]   the lab tier alone
+#   scripts/run-tests.sh       [PYTEST_ARGS...]   `make test` (CI): check, then the lab tier
 #
-# Run one after the other they took ≈ 75 min on this 2-core machine; side by side 54 min
-# (vm 53, rest 41, before the SIGKILL tests moved over; benchmarks/README.md). Each session has its own short
-# --basetemp (UNIX socket paths under it stay < 108 bytes) and its own log; both logs are
-# printed, the vm one at the end. Any non-zero exit — a failure, an error, or pytest's 5
-# ("no tests ran") — fails the run.
+# check   tests/ minus the `lab`-marked tests, under pytest-xdist (KGC_CHECK_JOBS workers,
+#         default 2), with the lab's tools hidden: PATH is rebuilt without QEMU, Chromium,
+#         containerd/runc, kubectl and the control plane, Node/Allure, busybox, unshare,
+#         chroot/mount, debootstrap, Go; KGC_CACHE points at an empty directory (no cached
+#         lab artefact is found) and KGC_ALLURE at no file. A test that needs any of them
+#         fails here on every machine, not only on a fresh one: it belongs to the lab tier.
+#         What a developer runs on every change (≤ 5 min on 2 cores; benchmarks/README.md).
+# lab     lab/tests (the lab's own tests and those that need a lab; its conftest marks them
+#         all `lab`) and the lab-marked tests left in tests/, in two pytest sessions side by side:
+#           vm    the suites that boot TCG guests (node lab, node images, the cluster lab's
+#                 real node): CPU-bound emulation, one session, serial
+#           rest  the cluster / containerd labs, whose tests mostly wait on real clocks (HPA
+#                 syncs, sandbox delays, pod starts), and the SIGKILL cleanup tests
+#         Each session has its own short --basetemp (UNIX socket paths under it stay < 108
+#         bytes) and its own log; both logs are printed, the vm one at the end.
 #
-#   scripts/run-tests.sh [PYTEST_ARGS...]      (extra args go to both sessions)
-#   KGC_TEST_SERIAL=1 scripts/run-tests.sh     one session, as before
+# Every test runs in `make test`: check runs what lab does not (`-m "not lab"` / `-m lab`
+# over the same tests/; lab/tests whole in the lab tier). Any non-zero exit — a failure, an
+# error, or pytest's 5 ("no tests ran") — fails the run. KGC_TEST_SERIAL=1 runs the lab
+# tier as one session.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 PY=.venv/bin/pytest
 COMMON=(-p no:cacheprovider -q -rfEs --durations=15)
-VM=(tests/node tests/image tests/realnode)
+# the TCG-guest suites (the vm session); everything else lab-marked is the rest session
+VM=(lab/tests/node lab/tests/image lab/tests/realnode)
 
-if [ -n "${KGC_TEST_SERIAL:-}" ]; then
-  exec "$PY" tests "${COMMON[@]}" "$@"
-fi
+mode=all
+case "${1:-}" in
+  check|lab|all) mode=$1; shift ;;
+esac
 
-logs=$(mktemp -d /tmp/kgc-tests.XXXXXX)
-base_vm=$(mktemp -d /tmp/kgc-t-vm.XXXXXX)
-base_rest=$(mktemp -d /tmp/kgc-t-rest.XXXXXX)
-ignore=()
-for p in "${VM[@]}"; do ignore+=(--ignore "$p"); done
+# A PATH with the same directories' programs minus the lab's tools (symlinks in $1).
+lab_free_path() {
+  local dir=$1 d f n
+  mkdir -p "$dir"
+  IFS=: read -ra dirs <<<"$PATH"
+  for d in "${dirs[@]}"; do
+    [ -d "$d" ] || continue
+    case $d in */node_modules/*) continue ;; esac
+    for f in "$d"/*; do
+      n=${f##*/}
+      case $n in
+        qemu-*|chromium*|google-chrome*|containerd*|ctr|runc|crun|kubectl|kube-*|kwok*|\
+        etcd*|allure|node|nodejs|npx|npm|busybox|debootstrap|mmdebstrap|unshare|nsenter|\
+        chroot|mount|umount|setpriv|sudo|go|gofmt|docker*|podman|virtiofsd) continue ;;
+      esac
+      [ -e "$dir/$n" ] || ln -s "$f" "$dir/$n"
+    done
+  done
+  echo "$dir"
+}
 
-echo "[tests] session vm: ${VM[*]} (log $logs/vm.log)"
-"$PY" "${VM[@]}" "${COMMON[@]}" --basetemp "$base_vm" "$@" >"$logs/vm.log" 2>&1 &
-vm_pid=$!
-# if this script is stopped, stop the vm session too (its labs clean up on SIGTERM)
-trap 'kill -TERM "$vm_pid" 2>/dev/null; wait "$vm_pid"; exit 143' INT TERM
+run_check() {
+  local scratch rc
+  scratch=$(mktemp -d /tmp/kgc-t-check.XXXXXX)
+  echo "[tests] check: tests/ -m 'not lab', ${KGC_CHECK_JOBS:-2} workers, lab tools hidden"
+  PATH=$(lab_free_path "$scratch/bin") KGC_CACHE="$scratch/no-lab-cache" \
+    KGC_ALLURE="$scratch/no-allure" \
+    "$PY" tests -m "not lab" -n "${KGC_CHECK_JOBS:-2}" "${COMMON[@]}" \
+    --basetemp "$scratch/t" "$@"
+  rc=$?
+  rm -rf "$scratch" 2>/dev/null || true
+  echo "[tests] check: exit $rc"
+  return "$rc"
+}
 
-echo "[tests] session rest: tests minus the vm suites"
-"$PY" tests "${ignore[@]}" "${COMMON[@]}" --basetemp "$base_rest" "$@"
-rest_rc=$?
-echo "[tests] session rest: exit $rest_rc; waiting for session vm"
-wait "$vm_pid"
-vm_rc=$?
-trap - INT TERM
-echo "=============================== session vm output ==============================="
-cat "$logs/vm.log"
-echo "[tests] session rest: exit $rest_rc, session vm: exit $vm_rc"
-rm -rf "$logs"
-rm -rf "$base_vm" "$base_rest" 2>/dev/null || true
-if [ "$rest_rc" -ne 0 ] || [ "$vm_rc" -ne 0 ]; then
-  exit 1
-fi
-exit 0
+run_lab() {
+  if [ -n "${KGC_TEST_SERIAL:-}" ]; then
+    "$PY" lab/tests tests -m lab "${COMMON[@]}" "$@"
+    return
+  fi
+  local logs base_vm base_rest ignore=() p vm_pid rest_rc vm_rc
+  logs=$(mktemp -d /tmp/kgc-tests.XXXXXX)
+  base_vm=$(mktemp -d /tmp/kgc-t-vm.XXXXXX)
+  base_rest=$(mktemp -d /tmp/kgc-t-rest.XXXXXX)
+  for p in "${VM[@]}"; do ignore+=(--ignore "$p"); done
+
+  echo "[tests] lab session vm: ${VM[*]} (log $logs/vm.log)"
+  "$PY" "${VM[@]}" -m lab "${COMMON[@]}" --basetemp "$base_vm" "$@" >"$logs/vm.log" 2>&1 &
+  vm_pid=$!
+  # if this script is stopped, stop the vm session too (its labs clean up on SIGTERM)
+  trap 'kill -TERM "$vm_pid" 2>/dev/null; wait "$vm_pid"; exit 143' INT TERM
+
+  echo "[tests] lab session rest: the lab tier minus the vm suites"
+  "$PY" lab/tests tests "${ignore[@]}" -m lab "${COMMON[@]}" --basetemp "$base_rest" "$@"
+  rest_rc=$?
+  echo "[tests] lab session rest: exit $rest_rc; waiting for session vm"
+  wait "$vm_pid"
+  vm_rc=$?
+  trap - INT TERM
+  echo "=============================== session vm output ==============================="
+  cat "$logs/vm.log"
+  echo "[tests] lab session rest: exit $rest_rc, session vm: exit $vm_rc"
+  rm -rf "$logs"
+  rm -rf "$base_vm" "$base_rest" 2>/dev/null || true
+  [ "$rest_rc" -eq 0 ] && [ "$vm_rc" -eq 0 ]
+}
+
+case $mode in
+  check) run_check "$@" ;;
+  lab) run_lab "$@" ;;
+  all)
+    run_check "$@"; check_rc=$?
+    run_lab "$@"; lab_rc=$?
+    echo "[tests] check: exit $check_rc, lab tier: exit $lab_rc"
+    [ "$check_rc" -eq 0 ] && [ "$lab_rc" -eq 0 ]
+    ;;
+esac

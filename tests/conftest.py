@@ -40,6 +40,8 @@ REPO = Path(__file__).resolve().parents[1]
 # or a test's own @pytest.mark.timeout win over these defaults (`--timeout 0`: none).
 TIMEOUT_S = {"lab": 3600, "slow": 900}
 DEFAULT_TIMEOUT_S = 300
+# the self-tests' two tiers: the product's (here) and the lab's, whose conftest loads this one
+SELF_TESTS = {Path(__file__).resolve().parent, REPO / "lab" / "tests"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -48,11 +50,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if (config.getoption("timeout", None) is not None or os.environ.get("PYTEST_TIMEOUT")
             or config.getini("timeout")):
         return  # the caller chose
-    here = Path(__file__).resolve().parent
     for item in items:
         if item.get_closest_marker("timeout") is not None:
             continue
-        if here not in Path(item.path).resolve().parents:
+        if not SELF_TESTS.intersection(Path(item.path).resolve().parents):
             continue
         item.add_marker(pytest.mark.timeout(self_test_timeout(item)))
 

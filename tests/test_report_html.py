@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import REPO
 
 
@@ -44,6 +46,7 @@ def _widget(index: Path, name: str) -> object:
     return json.loads(base64.b64decode(m.group(1)))
 
 
+@pytest.mark.lab  # Allure 3 (node_modules) and Chromium: the lab tier
 def test_html_report_renders_the_verdict_first_and_the_failed_checks(tmp_path: Path) -> None:
     """The first screen says NOT CERTIFIED for which profile and layers, lists the blocking
     failures with reason and pasteable remediation; the Allure tree below holds every check;
@@ -129,6 +132,7 @@ def test_report_without_results_says_what_to_do(tmp_path: Path) -> None:
     assert "no allure results" in out.stderr and "run the suite first" in out.stderr
 
 
+@pytest.mark.lab  # Allure 3 (node_modules): the lab tier
 def test_history_across_two_runs_gives_a_trend(tmp_path: Path) -> None:
     """A nightly job keeps one history file: the second night's report draws the trend."""
     hist = tmp_path / "history" / "kgc-history.jsonl"

@@ -168,6 +168,7 @@ def _exec_leaks(where: Path, console: str) -> list[str]:
 
 
 @pytest.mark.slow  # two pytest runs, kgc snapshot and kgc report: 1-2 min on 2 loaded cores
+@pytest.mark.lab  # renders the HTML report: Allure 3 (node_modules), the lab tier
 @pytest.mark.parametrize("plugin_exit", [1, 0], ids=["plugin-fails", "plugin-succeeds"])
 def test_no_exec_plugin_secret_reaches_console_verdicts_junit_allure_or_html(
         tmp_path: Path, refusing_server: str, plugin_exit: int) -> None:

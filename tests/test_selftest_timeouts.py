@@ -45,11 +45,14 @@ def _bounds(args: list[str], cwd: Path, tmp: Path) -> dict[str, object]:
 
 
 def test_self_tests_are_bounded_by_their_slowest_marker(tmp_path: Path) -> None:
-    got = _bounds(["tests/test_targets.py", "tests/test_wheel.py", "tests/keda/test_keda_live.py"],
-                  REPO, tmp_path)
+    # test_partial_root: slow, one of its tests lab too (root); test_wheel: lab (the network)
+    got = _bounds(["tests/test_targets.py", "tests/fleet/test_partial_root.py",
+                   "tests/test_wheel.py", "lab/tests/keda/test_keda_live.py"], REPO, tmp_path)
     for nodeid, bound in got.items():
-        want = (TIMEOUT_S["lab"] if "keda_live" in nodeid else
-                TIMEOUT_S["slow"] if "test_wheel" in nodeid else DEFAULT_TIMEOUT_S)
+        lab = ("keda_live" in nodeid or "test_wheel" in nodeid
+               or "judges_the_partial_tree_like_the_whole_root" in nodeid)
+        want = (TIMEOUT_S["lab"] if lab else
+                TIMEOUT_S["slow"] if "test_partial_root" in nodeid else DEFAULT_TIMEOUT_S)
         assert bound == want, (nodeid, bound)
     # the caller's --timeout wins (0: no bound at all)
     assert set(_bounds(["tests/test_targets.py", "--timeout", "0"], REPO, tmp_path).values()

@@ -18,7 +18,9 @@ import pytest
 
 from conftest import REPO
 
-pytestmark = pytest.mark.slow
+# builds the wheel and pip-installs it and its dependencies from the package index: the
+# network, so the lab tier (`make test`), not `make check`
+pytestmark = [pytest.mark.slow, pytest.mark.lab]
 
 
 def _run(cmd: list[str] | str, cwd: Path, env: dict[str, str], timeout: int = 600,

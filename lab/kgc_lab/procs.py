@@ -281,15 +281,21 @@ def stop(pid: int, start: int | None, group: bool = False, grace_s: float = 10.0
 
 def mounts_under(prefix: str) -> list[str]:
     """Mount points at or under ``prefix`` in this mount namespace, deepest first."""
+    try:
+        text = Path("/proc/self/mountinfo").read_text()
+    except OSError:
+        return []
+    return mounts_in(text, prefix)
+
+
+def mounts_in(mountinfo: str, prefix: str) -> list[str]:
+    """Mount points at or under ``prefix`` in mountinfo text, deepest first. Pure (no I/O):
+    the node lab's build checks its trees with it, and a test feeds it a made-up table."""
     pref = prefix.rstrip("/")
     if not pref:
         return []
     out = []
-    try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return []
-    for line in lines:
+    for line in mountinfo.splitlines():
         cols = line.split()
         if len(cols) < 5:
             continue

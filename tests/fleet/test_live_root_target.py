@@ -23,6 +23,7 @@ def test_a_live_root_is_named_after_the_node_and_not_offline() -> None:
     assert NodeTarget("chroot:///mnt/image").name == "chroot:/mnt/image"
 
 
+@pytest.mark.lab  # root and the node lab's base tree: the lab tier
 @pytest.mark.skipif(os.geteuid() != 0, reason="chroot needs root")
 def test_the_collector_runs_under_chroot_of_an_absolute_path(tmp_path: Path) -> None:
     from kgc_lab.node.lab import base_root

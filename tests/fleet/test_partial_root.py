@@ -71,6 +71,7 @@ def node_run(tmp: Path, whole: bool) -> tuple[str, dict[str, Any], str]:
     return p.stdout, {r["check"]: r for r in run.verdict["results"]}, p.stderr
 
 
+@pytest.mark.lab  # root and a private mount namespace: the lab tier
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
                     reason="needs root and unshare (a private mount namespace)")
 def test_node_run_judges_the_partial_tree_like_the_whole_root(tmp_path: Path) -> None:

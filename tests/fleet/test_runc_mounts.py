@@ -84,6 +84,7 @@ def runc(b: Path) -> subprocess.CompletedProcess[str]:
         subprocess.run(["runc", "delete", "-f", name], capture_output=True, timeout=60)
 
 
+@pytest.mark.lab  # root, runc and the lab's busybox: the lab tier
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("runc") or not BUSYBOX.is_file(),
                     reason="needs root, runc and the lab's static busybox")
 def test_the_pods_mounts_on_runc(tmp_path: Path) -> None:

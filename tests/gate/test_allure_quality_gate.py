@@ -79,6 +79,7 @@ def _allure_gate(results: Path, cfg: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.lab  # Allure 3 (node_modules): the lab tier
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 def test_allure_quality_gate_agrees_with_kgc_gate(runs: dict[str, Path], tmp_path: Path,
                                                    policy: str) -> None:
@@ -116,6 +117,7 @@ def test_quality_gate_config_shape() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.lab  # Allure 3 (node_modules): the lab tier
 def test_quality_gate_in_the_reports_own_allurerc(runs: dict[str, Path], tmp_path: Path) -> None:
     """The quality gate inside the allurerc kgc's report writes (categories, the awesome
     plugin): `allure generate` still builds the page, `allure quality-gate` decides as

@@ -235,6 +235,7 @@ def test_gpt_disk_with_a_separate_boot_partition(gpt_image: Path, tmp_path: Path
     assert "/boot/loader/entries/node.conf" in json.dumps([r["evidence"] for r in persistence])
 
 
+@pytest.mark.lab  # qemu-img converts the disk: the lab tier
 def test_qcow2_of_the_same_disk_gives_the_same_verdicts(gpt_image: Path, tmp_path: Path,
                                                          lab) -> None:
     raw = check_image(gpt_image, lab, report_dir=tmp_path / "a", hardware=HW)
@@ -303,6 +304,7 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
     return out
 
 
+@pytest.mark.lab  # qemu-img makes the bad qcow2s: the lab tier
 def test_bad_images_are_exit_2_one_line_nothing_written(tmp_path: Path) -> None:
     cases = _bad_inputs(tmp_path)
     rdir = tmp_path / "reports"

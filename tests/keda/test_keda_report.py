@@ -158,6 +158,7 @@ def chromium() -> Iterator[Chromium]:
         c.close()
 
 
+@pytest.mark.lab  # Allure 3 and Chromium: the lab tier
 def test_the_html_report_shows_the_timeline_picture(good_report: tuple[Path, str],
                                                     chromium: Chromium) -> None:
     rdir, _ = good_report

@@ -178,6 +178,7 @@ def _png_size(data: bytes) -> tuple[int, int]:
 
 
 @pytest.mark.slow
+@pytest.mark.lab  # Chromium: the lab tier (skipped here, it would never run in CI)
 def test_svg_renders_in_headless_chromium(tmp_path: Path):
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if exe is None:

@@ -4,7 +4,7 @@
 and the lab's use of it: run the suites as that least-privilege ServiceAccount, not as the
 lab's admin, so that the lab's real authorizer (RBAC) and admission (the manifest's
 ValidatingAdmissionPolicy) prove the role is enough for a certification run and that it
-cannot take a node (``tests/cluster/test_rbac_escalation.py``).
+cannot take a node (``lab/tests/cluster/test_rbac_escalation.py``).
 
     apply_certify_rbac(admin_kube)                  # the manifest, as a user would apply it
     kubeconfig = certify_kubeconfig(admin_kube, lab_state, out_path)   # token of the SA

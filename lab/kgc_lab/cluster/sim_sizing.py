@@ -11,7 +11,7 @@ That size is NOT asked of kgc's sizing model (the thing the lab tests): it is lo
 the pod's limits in :data:`LAB_VMS`, a table worked out by hand from Kata's rules for that
 configuration, and the capture is the one whose own recorded VM (and preset) is that size.
 So a wrong model makes the lab's sizing verdict fail instead of serving the guest the wrong
-model expects (tests/sizing/test_lab_scenario_offline.py). A pod whose limits the table does
+model expects (lab/tests/sizing/test_lab_scenario_offline.py). A pod whose limits the table does
 not know, or a size no capture has, fails with a log that says so — the lab never edits or
 invents a guest. Verdicts on these pods are marked simulated (the lab profile, and the kwok
 node).
@@ -19,7 +19,7 @@ node).
 A capture holds the collector's parsed records (``kgc-bundle/1``'s ``host``); the log is
 those records written back in the collector's record format (:func:`render_output`), a
 lossless re-encoding: parsing it gives the recorded snapshot back, byte for byte
-(tests/sizing/test_sim_sizing.py proves it for every capture).
+(lab/tests/sizing/test_sim_sizing.py proves it for every capture).
 """
 
 from __future__ import annotations

@@ -4,18 +4,33 @@
 # lab's fixed configuration. Needs root (chroot, mounts). Idempotent: a finished tree
 # carries $1/.kgc-base-done and is left alone.
 set -euo pipefail
-ROOT=${1:?usage: build-base.sh ROOTDIR}
+ROOT=$(realpath -m "${1:?usage: build-base.sh ROOTDIR}")
 MIRROR=${KGC_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 SUITE=bookworm
 [ -e "$ROOT/.kgc-base-done" ] && { echo "base tree already built: $ROOT"; exit 0; }
-rm -rf "$ROOT"; mkdir -p "$ROOT"
+# Every mount at or under $ROOT in this mount namespace, deepest first (mountinfo escapes
+# blanks as \040). Whatever mounted it — this script, debootstrap's own /proc and /sys, an
+# earlier build that was killed — it must be gone before the tree is removed (rm would walk
+# into the host's /dev), marked done, or copied (cp -a of a tree with /proc mounted copied
+# /proc until the disk was full).
+mounts_under_root() {
+  awk -v r="$ROOT" '{ m = $5; gsub(/\\040/, " ", m); if (m == r || index(m, r "/") == 1) print m }' \
+    /proc/self/mountinfo | sort -r
+}
+cleanup() {
+  local m
+  mounts_under_root | while IFS= read -r m; do
+    umount "$m" 2>/dev/null || umount -l "$m" || echo "build-base: cannot unmount $m" >&2
+  done
+}
+trap cleanup EXIT
+cleanup
+rm -rf --one-file-system "$ROOT"; mkdir -p "$ROOT"
 export DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8
 # keep the kernel's postinst from building an initramfs in stage 1; we build it once below
 debootstrap --variant=minbase \
   --include=systemd,systemd-sysv,udev,kmod,dbus,openssh-server,pciutils,driverctl,iproute2,initramfs-tools,zstd,ca-certificates \
   "$SUITE" "$ROOT" "$MIRROR" >/dev/null
-cleanup() { for m in dev/pts dev proc sys; do mountpoint -q "$ROOT/$m" && umount -l "$ROOT/$m" || true; done; }
-trap cleanup EXIT
 mount -t proc proc "$ROOT/proc"; mount -t sysfs sys "$ROOT/sys"
 mount --bind /dev "$ROOT/dev"; mount --bind /dev/pts "$ROOT/dev/pts"
 printf '#!/bin/sh\nexit 101\n' > "$ROOT/usr/sbin/policy-rc.d"; chmod +x "$ROOT/usr/sbin/policy-rc.d"
@@ -73,5 +88,12 @@ ENT
 chroot "$ROOT" apt-get clean
 rm -rf "$ROOT"/var/lib/apt/lists/* "$ROOT"/var/cache/apt/*.bin "$ROOT"/usr/share/doc/* "$ROOT"/usr/share/man/* "$ROOT"/usr/share/locale/*
 : > "$ROOT/etc/machine-id"
+# done only with nothing mounted in the tree: a leftover mount is an error that names it
+cleanup
+left=$(mounts_under_root)
+if [ -n "$left" ]; then
+  echo "build-base: mounts left under $ROOT: $(echo "$left" | tr '\n' ' ')" >&2
+  exit 1
+fi
 echo "$KVER" > "$ROOT/.kgc-base-done"
 echo "base tree built: $ROOT (kernel $KVER)"

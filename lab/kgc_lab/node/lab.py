@@ -78,11 +78,29 @@ def build_base() -> Path:
     record.add_mounts(root)
     res = subprocess.run(["nice", "-n", "10", "bash", str(BUILD_BASE), str(root)], text=True,
                          capture_output=True)
-    if not procs.mounts_under(str(root)):
+    left = procs.mounts_under(str(root.resolve()))
+    for mp in left:  # what the script's trap missed is not left to the next step
+        subprocess.run(["umount", "-l", mp], check=False)
+    if not procs.mounts_under(str(root.resolve())):
         record.close()
+    if left:
+        (root / ".kgc-base-done").unlink(missing_ok=True)  # not a tree to reuse
+        raise LabError(f"the base tree build left {len(left)} mount(s) behind under {root}: "
+                       f"{', '.join(left)}\n{(res.stdout + res.stderr)[-2000:]}")
     if res.returncode != 0:
         raise LabError(f"base image build failed:\n{(res.stdout + res.stderr)[-4000:]}")
     return root
+
+
+def check_no_mounts(tree: Path, what: str) -> None:
+    """Go no further with a mount at or under ``tree``: copying (``cp``), imaging
+    (``mkfs.ext4 -d``) or removing the tree would walk into the host's /proc, /sys or /dev
+    (a base tree with /proc still mounted was copied until the disk was full). The error
+    names every mount."""
+    left = procs.mounts_under(str(tree.resolve()))
+    if left:
+        raise LabError(f"{what}: {len(left)} mount(s) under {tree}: {', '.join(left)} "
+                       "(unmount them, or run `kgc lab cleanup`)")
 
 
 def ensure_keys() -> Path:
@@ -219,7 +237,9 @@ def build_variant(v: Variant) -> BuiltImage:
     try:
         root = tmp / "root"
         _log(f"building image variant {v.name} ({vd.name})")
-        _run(["cp", "-a", "--reflink=auto", str(base_root()), str(root)])
+        check_no_mounts(base_root(), f"copying the base tree for variant {v.name}")
+        # never across a mount point, should one appear while copying
+        _run(["cp", "-a", "--one-file-system", "--reflink=auto", str(base_root()), str(root)])
         kd = ensure_keys()
         files = dict(v.files)
         files["/root/.ssh/authorized_keys"] = (kd / "id_ed25519.pub").read_text()
@@ -263,6 +283,7 @@ def build_variant(v: Variant) -> BuiltImage:
         disk = vd_tmp / "disk.raw"
         with open(disk, "wb") as fh:
             fh.truncate(v.disk_gib * 1024**3)
+        check_no_mounts(root, f"imaging variant {v.name}")
         _run(["mkfs.ext4", "-q", "-F", "-L", "kgcroot", "-E", "root_owner=0:0", "-d", str(root),
               str(disk)])
         shutil.rmtree(root)
@@ -271,10 +292,12 @@ def build_variant(v: Variant) -> BuiltImage:
         meta.write_text(json.dumps({k: str(x) for k, x in asdict(img).items()}))
         return img
     finally:
-        for mp in procs.mounts_under(str(tmp)):
+        for mp in procs.mounts_under(str(tmp.resolve())):
             subprocess.run(["umount", "-l", mp], check=False)
-        shutil.rmtree(tmp, ignore_errors=True)
-        if not procs.mounts_under(str(tmp)):
+        # removed only with nothing mounted in it (rmtree would delete through a bind
+        # mount of /dev); else left, with its record, to `kgc lab cleanup`
+        if not procs.mounts_under(str(tmp.resolve())):
+            shutil.rmtree(tmp, ignore_errors=True)
             record.close()
 
 

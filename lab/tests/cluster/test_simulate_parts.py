@@ -16,7 +16,7 @@ from kgc_lab import cluster as labc
 from kgc_lab.cluster import sim_gpu, simulate
 from kgc_lab.cluster.simulate import SimOutput, register_chooser
 
-GUEST = Path(__file__).resolve().parents[2] / "fixtures" / "guest"
+GUEST = Path(__file__).resolve().parents[3] / "fixtures" / "guest"
 H200 = (GUEST / "h200-firecracker.raw.txt").read_text()
 UUID = "GPU-296e81e0-41dc-e3a5-5798-0bddebd2f1d0"
 

@@ -17,7 +17,7 @@ from kgc_lab.containerd import SCENARIOS, lab_node, write_profile
 from kgc_lab.containerd_instance import LabUnavailable
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @contextmanager

@@ -416,7 +416,7 @@ def test_simulated_gpu_pod_serves_recorded_evidence_as_its_log(
 ) -> None:
     """`kubectl logs` of a simulated pod goes apiserver -> node kubelet endpoint (kwok) and
     returns recorded real evidence byte for byte; the lab profile marks it simulated."""
-    fixture = Path(__file__).resolve().parents[2] / "fixtures/guest/h200-firecracker.raw.txt"
+    fixture = Path(__file__).resolve().parents[3] / "fixtures/guest/h200-firecracker.raw.txt"
     if not fixture.exists():
         pytest.fail(f"recorded evidence {fixture} not in this checkout")
     cl = lab_cluster.cluster

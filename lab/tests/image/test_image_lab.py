@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 import pytest
-from diskutil import LINUX_ROOT_X86_64, Part, gpt_disk, to_qcow2
 
 from conftest import REPO
+from image.diskutil import LINUX_ROOT_X86_64, Part, gpt_disk, to_qcow2
 
 pytestmark = pytest.mark.lab
 

@@ -392,7 +392,7 @@ def test_the_keda_layer_passes_as_the_serviceaccount(lab_cluster: LabInfo,
                                                       certify: Certify) -> None:
     """The keda layer's whole run (namespace, binding, Deployments, ScaledObjects, watches,
     HPAs) as this account under the lab profile: what the keda lab tests get as admin.
-    (gpu: test_gpu_lab.py, sizing: tests/sizing/test_lab_sizing.py, both as this account.)"""
+    (gpu: test_gpu_lab.py, sizing: lab/tests/sizing/test_lab_sizing.py, both as this account.)"""
     from kgc.core.engine import Context
     from kgc.core.profile import load_profile, profiles_dir
     from kgc.core.target import ClusterTarget

@@ -37,7 +37,7 @@ from kgc.core.target import ClusterTarget
 from kgc_lab import cluster as labc
 from kgc_lab.cluster.scenarios_keda import _merge
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 pytestmark = [pytest.mark.lab, pytest.mark.cluster, pytest.mark.slow]
 
