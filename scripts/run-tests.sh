@@ -73,35 +73,48 @@ run_check() {
   return "$rc"
 }
 
-run_lab() {
-  if [ -n "${KGC_TEST_SERIAL:-}" ]; then
-    "$PY" lab/tests tests -m lab "${COMMON[@]}" "$@"
-    return
-  fi
-  local logs base_vm base_rest ignore=() p vm_pid rest_rc vm_rc
+start_vm() {
+  # the TCG-guest suites: CPU-bound emulation, one serial session in the background
   logs=$(mktemp -d /tmp/kgc-tests.XXXXXX)
   base_vm=$(mktemp -d /tmp/kgc-t-vm.XXXXXX)
-  base_rest=$(mktemp -d /tmp/kgc-t-rest.XXXXXX)
-  for p in "${VM[@]}"; do ignore+=(--ignore "$p"); done
-
   echo "[tests] lab session vm: ${VM[*]} (log $logs/vm.log)"
   "$PY" "${VM[@]}" -m lab "${COMMON[@]}" --basetemp "$base_vm" "$@" >"$logs/vm.log" 2>&1 &
   vm_pid=$!
   # if this script is stopped, stop the vm session too (its labs clean up on SIGTERM)
   trap 'kill -TERM "$vm_pid" 2>/dev/null; wait "$vm_pid"; exit 143' INT TERM
+}
 
-  echo "[tests] lab session rest: the lab tier minus the vm suites"
-  "$PY" lab/tests tests "${ignore[@]}" -m lab "${COMMON[@]}" --basetemp "$base_rest" "$@"
-  rest_rc=$?
-  echo "[tests] lab session rest: exit $rest_rc; waiting for session vm"
+finish_vm() {
   wait "$vm_pid"
   vm_rc=$?
   trap - INT TERM
   echo "=============================== session vm output ==============================="
   cat "$logs/vm.log"
+  rm -rf "$logs" "$base_vm" 2>/dev/null || true
+}
+
+run_lab_rest() {
+  local base_rest ignore=() p rc
+  base_rest=$(mktemp -d /tmp/kgc-t-rest.XXXXXX)
+  for p in "${VM[@]}"; do ignore+=(--ignore "$p"); done
+  echo "[tests] lab session rest: the lab tier minus the vm suites"
+  "$PY" lab/tests tests "${ignore[@]}" -m lab "${COMMON[@]}" --basetemp "$base_rest" "$@"
+  rc=$?
+  rm -rf "$base_rest" 2>/dev/null || true
+  return "$rc"
+}
+
+run_lab() {
+  if [ -n "${KGC_TEST_SERIAL:-}" ]; then
+    "$PY" lab/tests tests -m lab "${COMMON[@]}" "$@"
+    return
+  fi
+  local rest_rc
+  start_vm "$@"
+  run_lab_rest "$@"; rest_rc=$?
+  echo "[tests] lab session rest: exit $rest_rc; waiting for session vm"
+  finish_vm
   echo "[tests] lab session rest: exit $rest_rc, session vm: exit $vm_rc"
-  rm -rf "$logs"
-  rm -rf "$base_vm" "$base_rest" 2>/dev/null || true
   [ "$rest_rc" -eq 0 ] && [ "$vm_rc" -eq 0 ]
 }
 
@@ -109,8 +122,20 @@ case $mode in
   check) run_check "$@" ;;
   lab) run_lab "$@" ;;
   all)
-    run_check "$@"; check_rc=$?
-    run_lab "$@"; lab_rc=$?
+    # the vm session (one core, emulation) runs from the start, beside check and then the
+    # rest of the lab tier (mostly waits on real clocks); check gets the other core
+    if [ -n "${KGC_TEST_SERIAL:-}" ]; then
+      run_check "$@"; check_rc=$?
+      run_lab "$@"; lab_rc=$?
+    else
+      start_vm "$@"
+      KGC_CHECK_JOBS=${KGC_CHECK_JOBS:-1} run_check "$@"; check_rc=$?
+      run_lab_rest "$@"; rest_rc=$?
+      echo "[tests] lab session rest: exit $rest_rc; waiting for session vm"
+      finish_vm
+      echo "[tests] lab session rest: exit $rest_rc, session vm: exit $vm_rc"
+      lab_rc=0; { [ "$rest_rc" -eq 0 ] && [ "$vm_rc" -eq 0 ]; } || lab_rc=1
+    fi
     echo "[tests] check: exit $check_rc, lab tier: exit $lab_rc"
     [ "$check_rc" -eq 0 ] && [ "$lab_rc" -eq 0 ]
     ;;
