@@ -119,3 +119,13 @@ def test_the_lab_is_its_own_distribution() -> None:
     boot = (REPO / "scripts" / "bootstrap.sh").read_text()
     assert "pip install -q -e '.[test]' -e ./lab" in boot
     assert "lab/pyproject.toml" in boot.split("want=", 1)[1].splitlines()[0]
+
+
+def test_the_fleet_image_copies_no_lab() -> None:
+    """The fleet image is built from the product's files only: its COPY lines name src,
+    conformance, profiles and packaging files, never lab/ nor the whole checkout."""
+    text = (REPO / "deploy" / "image" / "Containerfile").read_text()
+    copies = [ln.split()[1:-1] for ln in text.splitlines() if ln.startswith("COPY ")]
+    sources = [s for c in copies for s in c if not s.startswith("--")]
+    assert "src" in sources and "conformance" in sources, sources
+    assert not [s for s in sources if s in (".", "./") or s.startswith(("lab", "./lab"))], sources
