@@ -30,8 +30,9 @@ def test_one_name_per_node_without_credentials(spec: str, name: str) -> None:
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="@/:?#[]"),
                min_size=3, max_size=20))
 def test_passwords_never_survive_redaction(pw: str) -> None:
-    spec = f"ssh://root:{pw}@host:22"
-    assert pw not in redact_url(spec).replace("root", "").replace("host", "")
+    """What is left after redaction does not depend on the password at all (a containment
+    check was wrong for a password such as ``ssh`` that the scheme itself spells)."""
+    assert redact_url(f"ssh://root:{pw}@host:22") == "ssh://root:***@host:22"
 
 
 @pytest.mark.parametrize("spec,root,refused", [
