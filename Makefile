@@ -17,7 +17,7 @@ test: bootstrap
 	bash scripts/run-tests.sh $(PYTEST_ARGS)
 
 lint: bootstrap
-	.venv/bin/ruff check src tests conformance benchmarks
+	.venv/bin/ruff check src lab tests conformance benchmarks
 
 types: bootstrap
 	.venv/bin/mypy

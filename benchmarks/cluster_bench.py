@@ -20,7 +20,7 @@ from typing import Any
 from kubernetes import client, config, watch
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
-from kgc.lab import cluster as labc
+from kgc_lab import cluster as labc
 
 
 def _wait(pred: Any, timeout: float) -> None:

@@ -37,9 +37,9 @@ from kgc.core.engine import Context
 from kgc.core.profile import load_profile, profiles_dir
 from kgc.core.registry import load_layers
 from kgc.core.target import ClusterTarget
-from kgc.lab.cluster import lab as labmod
-from kgc.lab.cluster import scenarios_gpu
 from kgc.layers.gpu import live
+from kgc_lab.cluster import lab as labmod
+from kgc_lab.cluster import scenarios_gpu
 
 CALLS: collections.Counter[str] = collections.Counter()
 PHASES: dict[str, float] = {}

@@ -39,9 +39,9 @@ from kgc.core.bundle import write_bundle
 from kgc.core.engine import Context
 from kgc.core.profile import Profile, load_profile, profiles_dir
 from kgc.core.target import ClusterTarget
-from kgc.lab import cluster as labc
 from kgc.layers.keda.checks import analyse
 from kgc.layers.keda.phases import receipt_lags
+from kgc_lab import cluster as labc
 
 REQUESTS = {"n": 0}
 

@@ -19,10 +19,10 @@ import sys
 import uuid
 
 from kgc.cri.client import CriClient, ProbePod
-from kgc.lab.containerd import NRI_ON
-from kgc.lab.containerd_instance import ContainerdInstance, base_config, cache_dir, new_tmp
-from kgc.lab.images import PAUSE_IMAGE, PROBE_IMAGE, build_archive
 from kgc.nri.probe import PROBE_LABEL, NriProbe
+from kgc_lab.containerd import NRI_ON
+from kgc_lab.containerd_instance import ContainerdInstance, base_config, cache_dir, new_tmp
+from kgc_lab.images import PAUSE_IMAGE, PROBE_IMAGE, build_archive
 
 
 def pct(xs: list[float], p: float) -> float:

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from kgc import kube
-from kgc.lab import cluster as labc
-from kgc.lab.cluster import realnode
-from kgc.lab.node.kube_image import BUSYBOX_IMAGE, kube_variant
-from kgc.lab.node.lab import build_variant, cache_root
+from kgc_lab import cluster as labc
+from kgc_lab.cluster import realnode
+from kgc_lab.node.kube_image import BUSYBOX_IMAGE, kube_variant
+from kgc_lab.node.lab import build_variant, cache_root
 
 
 def variant_builds(cold: bool) -> dict[str, float]:

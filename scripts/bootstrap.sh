@@ -22,14 +22,14 @@ if [ ${#need[@]} -gt 0 ]; then
   "${APT[@]}" install -y --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-# -- Python: a venv in the repo, reinstalled when pyproject.toml changes -----------------
+# -- Python: a venv in the repo, reinstalled when a pyproject.toml changes -----------------
 stamp=".venv/.kgc-stamp"
-want="$(sha256sum pyproject.toml | cut -c1-16)"
+want="$(cat pyproject.toml lab/pyproject.toml | sha256sum | cut -c1-16)"
 if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   log "python venv"
   python3 -m venv .venv
   .venv/bin/pip install -q --upgrade pip >/dev/null
-  .venv/bin/pip install -q -e '.[test]'
+  .venv/bin/pip install -q -e '.[test]' -e lab
   echo "$want" > "$stamp"
 fi
 

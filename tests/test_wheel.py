@@ -149,7 +149,7 @@ def test_product_commands_import_no_lab(installed) -> None:
         "    cli.main(['checks'])\n"
         "    cli.main(['profile', 'check', 'lab'])\n"
         "import kgc.plugin\n"
-        "print(sorted(m for m in sys.modules if m.startswith('kgc.lab')))\n"
+        "print(sorted(m for m in sys.modules if m.startswith('kgc_lab')))\n"
     )
     r = _run([py, "-c", code], work, installed["env"])
     assert r.returncode == 0, r.stderr[-2000:]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Node-image lab (kgc.lab.node, issue 3): QEMU (TCG), qemu-img, debootstrap, mkfs.ext4 -d,
+# Node-image lab (kgc_lab.node, issue 3): QEMU (TCG), qemu-img, debootstrap, mkfs.ext4 -d,
 # SSH client. The node image itself (kernel, initramfs, driverctl, libvirt-clients for the
 # virt-host-validate comparison) is built from Debian's archive by `kgc lab node build` into
 # ${KGC_CACHE:-~/.cache/kgc}/node/ (needs root; ~2.5 min once, then cached).

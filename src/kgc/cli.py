@@ -2,6 +2,7 @@
 
     kgc certify [pytest args]         run the conformance suites (every layer it can reach)
     kgc snapshot -o FILE [--hosts SPEC | --kubeconfig F]   record evidence as a bundle
+                                      (cluster: --kubeconfig, --context or $KUBECONFIG)
     kgc evaluate BUNDLE...            judge bundles offline (the same verdicts as
                                       `pytest --snapshot BUNDLE`)
     kgc report                        allure-results -> HTML (Allure 3)
@@ -14,7 +15,7 @@
     kgc fleet manifests|collect       the node layers in-cluster: DaemonSet, one merged report
     kgc node-run [--host-root /host]  the fleet image's entry point (a node's root in a pod)
     kgc guest ...                     the in-guest collector (what a GPU pod runs)
-    kgc lab ...                       the built-in labs (needs the `lab` extra)
+    kgc lab ...                       the built-in labs (a separate distribution: a plug-in)
 
 Exit codes (the same for `pytest`): 0 certified (for the layers run), 1 not certified,
 2 bad input or usage (one line on stderr, nothing written), 3 internal error.
@@ -141,15 +142,34 @@ def _snapshot_layers(spec: str | None, layers: dict[str, Any], scope: Scope) -> 
     return names
 
 
+NODE_OPTIONS = ("hosts", "root", "sudo", "ssh_config", "ssh_identity_file",
+                "ssh_accept_new_host_keys", "nri_probe", "nri_socket", "cri_socket",
+                "allow_reboot")
+
+
+def _snapshot_cluster(a: argparse.Namespace) -> ClusterTarget | None:
+    """The cluster a snapshot records, or None for a node. ``--kubeconfig`` asks for the
+    cluster; else a node option (``--hosts``, ``--root`` ...) asks for a node; else
+    ``--context`` or ``$KUBECONFIG`` name the cluster kubectl would reach (its files
+    merged); with none of these the snapshot records this machine."""
+    if not a.kubeconfig and (any(getattr(a, o) for o in NODE_OPTIONS)
+                             or not (a.context or os.environ.get("KUBECONFIG"))):
+        return None
+    cluster = ClusterTarget.for_run(a.kubeconfig, a.context)
+    if cluster is None:
+        raise UsageError(f"--context {a.context}: no kubeconfig to find it in ($KUBECONFIG "
+                         "unset, no ~/.kube/config); pass --kubeconfig FILE")
+    return cluster
+
+
 def cmd_snapshot(a: argparse.Namespace) -> int:
     profile = _profile(a.profile)
     layers = load_layers()
     out = Path(a.output)
-    if a.kubeconfig:
-        target: Any = ClusterTarget(a.kubeconfig, a.context)
-        options: dict[str, Any] = {}
-    else:
-        target = NodeTarget(spec=a.hosts, root=a.root or "", sudo=a.sudo,
+    target: Any = _snapshot_cluster(a)
+    options: dict[str, Any] = {}
+    if target is None:
+        target = NodeTarget(spec=a.hosts or "local://", root=a.root or "", sudo=a.sudo,
                             ssh_config=a.ssh_config, ssh_identity_file=a.ssh_identity_file,
                             host_keys="accept-new" if a.ssh_accept_new_host_keys else "strict")
         options = {"nri_probe": a.nri_probe, "nri_socket": a.nri_socket,
@@ -283,20 +303,34 @@ def cmd_node_run(a: argparse.Namespace, extra: list[str]) -> int:
     return int(noderun.main(extra))
 
 
-def cmd_lab(a: argparse.Namespace, extra: list[str]) -> int:
-    """`kgc lab ...` is `kgc-lab ...`: the labs register their command line through an entry
-    point (group ``kgc.commands``), so the product never imports them."""
+# Commands other distributions add through the entry-point group ``kgc.commands`` (name ->
+# ``main(argv) -> int``); the product imports none of them and dispatches whatever is
+# installed. For the ones a user of a checkout expects, the line to say when it is missing:
+PLUGIN_GROUP = "kgc.commands"
+PLUGIN_HINTS = {"lab": ("the built-in labs: node images, containerd, cluster",
+                        "kata-gpu-conformance-lab")}
+
+
+def _plugins() -> dict[str, str]:
+    """Installed plug-in commands: name -> the distribution that brings it."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: (ep.dist.name if ep.dist else "?") for ep in entry_points(group=PLUGIN_GROUP)}
+
+
+def cmd_plugin(name: str, extra: list[str]) -> int:
+    """`kgc NAME ...` for a plug-in command: its ``main`` gets the rest of the line."""
     from kgc.gate.cli import plugin
 
-    lab_main = plugin("kgc.commands", "lab")
-    if lab_main is None:
-        print("kgc lab: the labs are not installed: pip install 'kata-gpu-conformance[lab]' "
-              "(from a checkout: make bootstrap)", file=sys.stderr)
+    plug_main = plugin(PLUGIN_GROUP, name)
+    if plug_main is None:
+        dist = PLUGIN_HINTS[name][1] if name in PLUGIN_HINTS else "the distribution that has it"
+        print(f"kgc {name}: not installed: pip install {dist} (from a checkout: make bootstrap)",
+              file=sys.stderr)
         return 2
-    return int(lab_main(extra))
+    return int(plug_main(extra))
 
 
-# --------------------------------------------------------------------------- kgc cleanup
 def cmd_cleanup(a: argparse.Namespace) -> int:
     """Delete what cluster runs left (a SIGKILLed run cannot tear itself down): the run
     namespaces and cluster-scoped objects labelled with the profile's run label, and say
@@ -332,8 +366,10 @@ def cmd_cleanup(a: argparse.Namespace) -> int:
 
 def _cleanup_parser(sub: Any) -> None:
     p = sub.add_parser("cleanup", help="remove the namespaces and objects cluster runs left")
-    p.add_argument("--kubeconfig", default=None, help="default $KUBECONFIG, ~/.kube/config")
-    p.add_argument("--context", default=None)
+    p.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG's files merged, "
+                   "else ~/.kube/config (as kubectl)")
+    p.add_argument("--context", default=None, help="kubeconfig context (default: its "
+                   "current-context)")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--run", default=None, metavar="ID", help="only this run's objects")
     which.add_argument("--all", action="store_true", help="every run's objects")
@@ -344,8 +380,7 @@ def _cleanup_parser(sub: Any) -> None:
     p.set_defaults(func=cmd_cleanup)
 
 
-PASSTHROUGH = {"certify": cmd_certify, "guest": cmd_guest, "lab": cmd_lab,
-               "node-run": cmd_node_run}
+PASSTHROUGH = {"certify": cmd_certify, "guest": cmd_guest, "node-run": cmd_node_run}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -365,7 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("snapshot", help="record a node's or a cluster's evidence as a bundle")
     p.add_argument("-o", "--output", required=True, help="bundle file to write (JSON, 0600)")
     p.add_argument("--profile", default=DEFAULT_PROFILE)
-    p.add_argument("--hosts", default="local://", help="node target (default local://)")
+    p.add_argument("--hosts", default=None, help="node target (default local://)")
     p.add_argument("--root", default=None, help="read host files under this directory")
     p.add_argument("--sudo", action="store_true")
     p.add_argument("--ssh-config", default=None)
@@ -380,8 +415,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="DESTRUCTIVE: also run and record the reboot test")
     p.add_argument("--reboot-timeout", type=float, default=600)
     p.add_argument("--kubeconfig", default=None,
-                   help="record the cluster layers of this cluster instead of a node")
-    p.add_argument("--context", default=None)
+                   help="record the cluster layers of this cluster instead of a node (without "
+                   "node options, --context or $KUBECONFIG also mean the cluster, its files "
+                   "merged as kubectl merges them)")
+    p.add_argument("--context", default=None, help="kubeconfig context (default: its "
+                   "current-context)")
     p.add_argument("--layers", default=None,
                    help="record only these layers (comma-separated; default: every layer of "
                    "the target's scope; a node's host snapshot is always recorded)")
@@ -426,19 +464,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("guest", help="in-guest collector (args go to python -m kgc.guest)",
                    add_help=False)
-    sub.add_parser("lab", help="the built-in labs: node images, containerd, cluster",
-                   add_help=False)
+    installed = _plugins()
+    for name in sorted(set(PLUGIN_HINTS) | set(installed)):
+        what = PLUGIN_HINTS[name][0] if name in PLUGIN_HINTS else f"from {installed[name]}"
+        if name not in installed:
+            what += f" (not installed: pip install {PLUGIN_HINTS[name][1]})"
+        sub.add_parser(name, help=what, add_help=False)
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     logfilter.install()  # the client's and credential plugins' logs, redacted
-    # `certify`, `guest` and `lab` hand the rest of the line to another program
+    # `certify`, `guest`, `node-run` and the plug-in commands hand the rest of the line to
+    # another program
     for i, tok in enumerate(argv):
         if not tok.startswith("-"):
             if tok in PASSTHROUGH:
                 return PASSTHROUGH[tok](argparse.Namespace(), argv[i + 1:])
+            if tok in PLUGIN_HINTS or tok in _plugins():
+                return cmd_plugin(tok, argv[i + 1:])
             break
     ap = build_parser()
     a = ap.parse_args(argv)

@@ -4,7 +4,8 @@ Suites stay thin: a suite module says which layer it certifies
 (``pytestmark = pytest.mark.layer("iommu")``) and each test calls ``certify("iommu.enabled")``.
 The layer's scope decides how the plugin parametrises it: node layers once per node target
 (``--hosts``, default this machine), cluster layers once per cluster (``--kubeconfig`` /
-``--context``, default ``$KUBECONFIG`` then ``~/.kube/config``); with ``--snapshot`` the
+``--context``, default ``$KUBECONFIG``'s files merged, else ``~/.kube/config``, as kubectl
+reads them); with ``--snapshot`` the
 recorded bundles are the targets. The layer's markers (``host``, ``cluster``, ...) come
 from the layer registry.
 
@@ -39,7 +40,8 @@ from kgc.core.logfilter import pytest_plugin as install_log_filter
 from kgc.core.model import Check, Outcome, Status, Verdict
 from kgc.core.profile import DEFAULT_PROFILE, Profile, ProfileError, load_profile
 from kgc.core.registry import catalogue, load_layers, markers
-from kgc.core.target import ClusterTarget, NodeTarget, TargetError, default_kubeconfig
+from kgc.core.target import ClusterTarget, NodeTarget, TargetError
+from kgc.options import DEPRECATED, deprecation
 
 USER_PROP = "kgc_verdict"
 NO_TARGET = "none"
@@ -132,11 +134,13 @@ class KgcState:
                 ))
             except TargetError as exc:
                 _bad_input(str(exc))
-        kube = opt.kgc_kubeconfig or default_kubeconfig()
-        if opt.kgc_kubeconfig and not Path(opt.kgc_kubeconfig).is_file():
-            _bad_input(f"--kubeconfig {opt.kgc_kubeconfig}: no such file")
-        if kube:
-            self.add_target(ClusterTarget(kube, opt.kgc_context))
+        try:  # kubectl's rules: --kubeconfig, else $KUBECONFIG merged, else ~/.kube/config
+            cluster = ClusterTarget.for_run(opt.kgc_kubeconfig, opt.kgc_context)
+        except TargetError as exc:
+            _bad_input(str(exc))
+            return
+        if cluster is not None:
+            self.add_target(cluster)
 
     def context(self, key: str) -> Context:
         ctx = self.contexts.get(key)
@@ -177,8 +181,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="judge recorded evidence bundles (kgc snapshot) instead of live targets")
     g.addoption("--report-dir", dest="kgc_report_dir", default=None, metavar="DIR",
                 help="where verdict.json, junit.xml and allure-results go (default ./reports)")
-    g.addoption("--kgc-root", dest="kgc_root", default=None, metavar="PATH",
+    g.addoption("--root", dest="kgc_root", default=None, metavar="PATH",
                 help="read host files under PATH instead of / (an offline tree)")
+    g.addoption("--kgc-root", dest="kgc_root_deprecated", default=None, metavar="PATH",
+                help="deprecated spelling of --root")
     g.addoption("--allow-reboot", dest="kgc_allow_reboot", action="store_true", default=False,
                 help="DESTRUCTIVE: allow the reboot test to reboot the target nodes")
     g.addoption("--reboot-timeout", dest="kgc_reboot_timeout", default=600, type=float,
@@ -192,8 +198,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--cri-socket", dest="kgc_cri_socket", default=None, metavar="PATH",
                 help="CRI socket the NRI probe uses to start its probe pod")
     g.addoption("--kubeconfig", dest="kgc_kubeconfig", default=None, metavar="FILE",
-                help="kubeconfig of the cluster the cluster layers certify (default "
-                "$KUBECONFIG, then ~/.kube/config)")
+                help="kubeconfig of the cluster the cluster layers certify (default: "
+                "$KUBECONFIG's files merged, else ~/.kube/config, as kubectl)")
     g.addoption("--context", dest="kgc_context", default=None, metavar="NAME",
                 help="kubeconfig context (default: its current-context)")
     g.addoption("--ssh-accept-new-host-keys", dest="kgc_accept_new_host_keys",
@@ -250,6 +256,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except ProfileError as exc:
         _bad_input(str(exc).replace("\n", " "))
         return
+    _deprecated_spellings(config)
     state = KgcState(config, profile)
     config.stash[STATE] = state
     config.pluginmanager.register(state, "kgc-state")
@@ -275,6 +282,22 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.clean_alluredir = True
     if config.option.xmlpath is None:
         config.option.xmlpath = str(rdir / "junit.xml")
+
+
+def _deprecated_spellings(config: pytest.Config) -> None:
+    """An old option spelling (kgc.options.DEPRECATED) works as the new one and says so in
+    one line on stderr (once: on the controller, not again in each xdist worker)."""
+    opt = config.option
+    for old, new in DEPRECATED["pytest"].items():
+        dest = "kgc_" + new.lstrip("-").replace("-", "_")
+        given = getattr(opt, dest + "_deprecated", None)
+        if given is None:
+            continue
+        if getattr(opt, dest) not in (None, given):
+            _bad_input(f"{old} {given} and {new} {getattr(opt, dest)}: give {new} only")
+        setattr(opt, dest, given)
+        if not hasattr(config, "workerinput"):
+            print(deprecation(old, new), file=sys.stderr)
 
 
 class _XdistHooks:

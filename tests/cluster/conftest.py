@@ -1,6 +1,6 @@
 """Fixtures for the cluster lab's smoke suite.
 
-``lab_cluster`` brings the lab (``kgc.lab.cluster``) up once per session in a temporary
+``lab_cluster`` brings the lab (``kgc_lab.cluster``) up once per session in a temporary
 run directory and takes it down at the end, also when tests fail. Tests talk to it through
 ``kgc.kube`` (a run namespace per test, watch streams for timing, bounded waits).
 """
@@ -15,7 +15,7 @@ from kubernetes import client
 
 from cluster.kubehelp import LabInfo
 from kgc import kube
-from kgc.lab import cluster as labc
+from kgc_lab import cluster as labc
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ from typing import Any
 
 from kgc import kube
 from kgc.core.profile import ClusterProfile
-from kgc.lab import cluster as labc
+from kgc_lab import cluster as labc
 
 
 @dataclass

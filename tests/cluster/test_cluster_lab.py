@@ -23,7 +23,7 @@ from cluster.kubehelp import LabInfo, gpu_pod
 from kgc import kube
 from kgc.core.profile import ClusterLabProfile, ClusterProfile
 from kgc.kube import builders
-from kgc.lab import cluster as labc
+from kgc_lab import cluster as labc
 
 pytestmark = [pytest.mark.lab, pytest.mark.cluster]
 
@@ -313,7 +313,7 @@ def test_serviceaccount_with_narrow_role_is_refused_the_rest(
 
 def _kgc(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(  # noqa: S603 - our own CLI
-        [sys.executable, "-m", "kgc.lab.cli", "cluster", *args],
+        [sys.executable, "-m", "kgc_lab.cli", "cluster", *args],
         capture_output=True, text=True, timeout=300, check=False,
     )
 

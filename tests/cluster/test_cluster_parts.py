@@ -15,8 +15,8 @@ from cryptography.x509.oid import NameOID
 
 from kgc.core.profile import ClusterLabProfile, ClusterProfile
 from kgc.kube import wait_for
-from kgc.lab import cluster as labc
-from kgc.lab.cluster import pki as cluster_pki
+from kgc_lab import cluster as labc
+from kgc_lab.cluster import pki as cluster_pki
 
 
 def test_nodes_carry_gpu_capacity_under_profile_resource_names() -> None:
@@ -72,7 +72,7 @@ def test_cri_log_frames_every_line() -> None:
 def test_metric_server_get_and_set(tmp_path: Path) -> None:
     port_file = tmp_path / "port"
     proc = subprocess.Popen(  # noqa: S603
-        [sys.executable, "-m", "kgc.lab.cluster.metric_server", f"--port-file={port_file}",
+        [sys.executable, "-m", "kgc_lab.cluster.metric_server", f"--port-file={port_file}",
          "--value=2"]
     )
     try:

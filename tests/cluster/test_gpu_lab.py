@@ -28,9 +28,9 @@ from kubernetes.client.rest import ApiException
 
 from cluster.kubehelp import LabInfo
 from kgc import kube
-from kgc.lab.cluster import rbac, scenarios_gpu
-from kgc.lab.cluster.scenarios_gpu import SCENARIOS, LabHandle
-from kgc.lab.scenarios import scenarios
+from kgc_lab.cluster import rbac, scenarios_gpu
+from kgc_lab.cluster.scenarios_gpu import SCENARIOS, LabHandle
+from kgc_lab.scenarios import scenarios
 
 pytestmark = [pytest.mark.lab, pytest.mark.cluster]
 

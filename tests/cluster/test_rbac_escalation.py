@@ -29,7 +29,7 @@ from kubernetes.client.rest import ApiException
 from cluster.kubehelp import LabInfo
 from kgc import kube
 from kgc.kube import runrole
-from kgc.lab.cluster import rbac
+from kgc_lab.cluster import rbac
 
 pytestmark = [pytest.mark.lab, pytest.mark.cluster]
 

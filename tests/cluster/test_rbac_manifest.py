@@ -11,7 +11,7 @@ import pytest
 
 from kgc.kube import run as krun
 from kgc.kube import runrole
-from kgc.lab.cluster import rbac
+from kgc_lab.cluster import rbac
 
 
 def docs(variant: str) -> list[dict[str, Any]]:
@@ -38,7 +38,7 @@ def grants(role: dict[str, Any]) -> set[tuple[str, str, str]]:
                                           ("namespaced", rbac.NAMESPACED_MANIFEST)])
 def test_the_deploy_files_are_the_builders_output(variant: str, path: Any) -> None:
     assert path.read_text() == rbac.render(variant), (
-        f"{path} is stale: python -m kgc.lab.cluster.rbac --write")
+        f"{path} is stale: python -m kgc_lab.cluster.rbac --write")
     assert rbac.manifest_docs(path) == docs(variant)
 
 

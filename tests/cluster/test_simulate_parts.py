@@ -12,9 +12,9 @@ import pytest
 
 from kgc.core.profile import ClusterLabProfile, ClusterProfile
 from kgc.evidence.guest import parse_guest_output
-from kgc.lab import cluster as labc
-from kgc.lab.cluster import sim_gpu, simulate
-from kgc.lab.cluster.simulate import SimOutput, register_chooser
+from kgc_lab import cluster as labc
+from kgc_lab.cluster import sim_gpu, simulate
+from kgc_lab.cluster.simulate import SimOutput, register_chooser
 
 GUEST = Path(__file__).resolve().parents[2] / "fixtures" / "guest"
 H200 = (GUEST / "h200-firecracker.raw.txt").read_text()

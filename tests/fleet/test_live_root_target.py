@@ -25,7 +25,7 @@ def test_a_live_root_is_named_after_the_node_and_not_offline() -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chroot needs root")
 def test_the_collector_runs_under_chroot_of_an_absolute_path(tmp_path: Path) -> None:
-    from kgc.lab.node.lab import base_root
+    from kgc_lab.node.lab import base_root
 
     root = base_root()
     if not (root / ".kgc-base-done").exists():

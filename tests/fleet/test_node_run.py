@@ -31,7 +31,7 @@ CONTAINERD_TOML = """version = 3
 
 
 def _base_root() -> Path:
-    from kgc.lab.node.lab import base_root
+    from kgc_lab.node.lab import base_root
 
     root = base_root()
     if not (root / ".kgc-base-done").exists():
@@ -40,7 +40,7 @@ def _base_root() -> Path:
 
 
 def _containerd() -> Path:
-    from kgc.lab.common import lab_cache
+    from kgc_lab.common import lab_cache
 
     b = lab_cache("containerd") / "sid" / "root" / "usr" / "bin" / "containerd"
     if not b.is_file():
@@ -50,7 +50,7 @@ def _containerd() -> Path:
 
 @pytest.fixture(scope="module")
 def upper(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from kgc.lab.node.scenarios import GOOD_FILES
+    from kgc_lab.node.scenarios import GOOD_FILES
 
     if os.geteuid() != 0 or not shutil.which("unshare"):
         pytest.fail("needs root and unshare (a private mount namespace for the overlay)")

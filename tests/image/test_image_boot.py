@@ -26,7 +26,7 @@ def test_nocloud_seed_volume(tmp_path: Path) -> None:
     the host key kgc pins) and meta-data."""
     import yaml
 
-    from kgc.lab.image_boot import _keygen, _mtool, nocloud_seed
+    from kgc_lab.image_boot import _keygen, _mtool, nocloud_seed
 
     _i, cpub = _keygen(tmp_path / "id", "c")
     hkey, hpub = _keygen(tmp_path / "hk", "h")
@@ -50,7 +50,7 @@ def test_nocloud_seed_volume(tmp_path: Path) -> None:
 
 
 def test_a_bare_filesystem_cannot_be_booted(tmp_path: Path) -> None:
-    from kgc.lab.images_boot import build_gating_image
+    from kgc_lab.images_boot import build_gating_image
 
     out = subprocess.run([sys.executable, "-m", "kgc.cli", "image", "check",
                           str(build_gating_image("good")), "--boot", "--report-dir",
@@ -61,8 +61,8 @@ def test_a_bare_filesystem_cannot_be_booted(tmp_path: Path) -> None:
 
 
 def _boot(name: str, tmp_path: Path) -> dict:
-    from kgc.lab.images_boot import build_boot_image
-    from kgc.lab.node.lab import ensure_keys
+    from kgc_lab.images_boot import build_boot_image
+    from kgc_lab.node.lab import ensure_keys
 
     img = build_boot_image(name)
     keys = ensure_keys()

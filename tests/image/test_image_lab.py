@@ -1,5 +1,5 @@
 """`kgc image check`, `kgc gate` and `kgc diff` on the node lab's real images (built by
-debootstrap: kernel, initramfs, systemd...; kgc.lab.images_boot adds containerd and Kata).
+debootstrap: kernel, initramfs, systemd...; kgc_lab.images_boot adds containerd and Kata).
 
 - good gates green under a policy that requires only the layers files can prove;
 - runtime-bind-only (nothing persists vfio-pci) and seed-config (the seed's containerd config
@@ -39,7 +39,7 @@ def kgc(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def images() -> dict[str, Path]:
-    from kgc.lab.images_boot import build_gating_image
+    from kgc_lab.images_boot import build_gating_image
 
     return {n: build_gating_image(n) for n in IMAGES}
 

@@ -34,8 +34,8 @@ from kgc.core.engine import Context
 from kgc.core.profile import Profile, load_profile, profiles_dir
 from kgc.core.registry import load_layers
 from kgc.core.target import ClusterTarget
-from kgc.lab import cluster as labc
-from kgc.lab.cluster.scenarios_keda import _merge
+from kgc_lab import cluster as labc
+from kgc_lab.cluster.scenarios_keda import _merge
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -157,7 +157,7 @@ def test_a_recorded_run_replays_to_identical_verdicts(lab: dict[str, Any],
         [(d["check"], d["status"], d["reason"]) for d in again]
     # the timing is real: the measured sandbox difference is the configured one (+-20 %)
     ev = ctx.evidence("keda")
-    from kgc.lab.cluster.scenarios_keda import sandbox_timing
+    from kgc_lab.cluster.scenarios_keda import sandbox_timing
 
     timing = sandbox_timing(ev, prof)
     assert timing["within"], timing

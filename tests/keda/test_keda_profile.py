@@ -162,7 +162,7 @@ def test_the_lab_profile_keeps_the_baseline_unplaced_and_its_image_runs_on_the_r
     """profiles/lab.yaml serves the kwok-only lab too: no placement there (the real-node
     self-test adds it); the workload image is the one the real node has imported."""
     from kgc.core.profile import load_profile
-    from kgc.lab.images import PAUSE_IMAGE
+    from kgc_lab.images import PAUSE_IMAGE
 
     kp = load_profile("lab").cluster.keda
     assert kp.placement.baseline.node_selector == {}

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from kgc.lab import cluster as labc
-from kgc.lab.cluster.scenarios_keda import SCENARIOS, run_scenario
-from kgc.lab.scenarios import scenarios
+from kgc_lab import cluster as labc
+from kgc_lab.cluster.scenarios_keda import SCENARIOS, run_scenario
+from kgc_lab.scenarios import scenarios
 
 pytestmark = [pytest.mark.lab, pytest.mark.cluster, pytest.mark.slow]
 

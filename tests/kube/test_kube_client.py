@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from kgc.kube import KubeError, connect
 from kgc.kube.client import redact_url
-from kgc.lab.common import free_port
+from kgc_lab.common import free_port
 from kube.fakeapi import Script, kubeconfig, serve
 
 

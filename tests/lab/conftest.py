@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kgc.lab.common import cache_root
+from kgc_lab.common import cache_root
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 teardown, so everything it started is still there — then cleanup leaves no process, port,
 VM, mount or socket, sweeps the NRI probe pod it left in containerd, and forgets the lab.
 
-Each lab runs through the one lab entry (``python -m kgc.lab.cli``) with a private record
+Each lab runs through the one lab entry (``python -m kgc_lab.cli``) with a private record
 directory (``private_cache``), so cleanup here never touches another session's labs."""
 
 from __future__ import annotations
@@ -20,20 +20,20 @@ from typing import Any
 import pytest
 
 from kgc.kube import NotYet, wait_for
-from kgc.lab import procs
-from kgc.lab.ledger import LabRecord, records
+from kgc_lab import procs
+from kgc_lab.ledger import LabRecord, records
 from lab.conftest import lab_env
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 
 def lab_cli(cache: Path, *args: str, **kw: Any) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "kgc.lab.cli", *args], text=True,
+    return subprocess.Popen([sys.executable, "-m", "kgc_lab.cli", *args], text=True,
                             env=lab_env(cache), **kw)
 
 
 def cleanup_cli(cache: Path) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, "-m", "kgc.lab.cli", "cleanup", "--json",
+    out = subprocess.run([sys.executable, "-m", "kgc_lab.cli", "cleanup", "--json",
                           "--grace", "5"], capture_output=True, text=True,
                          env=lab_env(cache), timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -64,7 +64,7 @@ def nothing_left(ids: dict[int, int | None]) -> None:
 
 
 def test_cluster_lab_killed_mid_up(private_cache: Path, tmp_path: Path) -> None:
-    from kgc.lab import cluster as labc
+    from kgc_lab import cluster as labc
 
     if labc.binaries().missing(keda=False):
         pytest.fail("cluster lab binaries not built — run scripts/bootstrap.d/30-cluster.sh")
@@ -104,8 +104,8 @@ def test_cluster_lab_with_a_real_node_killed_after_the_node_joined(private_cache
     """`kgc lab cluster up --with-node` killed once the node's kubelet has registered
     through the VM's forwards: cleanup stops the control plane, powers the VM off, ends the
     relay processes QEMU runs per guest connection and frees every port."""
-    from kgc.lab import cluster as labc
-    from kgc.lab.node.kube_image import containerd_deb, kubelet_binary
+    from kgc_lab import cluster as labc
+    from kgc_lab.node.kube_image import containerd_deb, kubelet_binary
 
     missing = [str(p) for p in labc.binaries().missing(keda=False)]
     try:
@@ -192,9 +192,9 @@ def test_cluster_lab_with_a_real_node_killed_after_the_node_joined(private_cache
 def test_containerd_lab_killed_with_a_probe_pod_running(private_cache: Path,
                                                         tmp_path: Path) -> None:
     from kgc.cri.client import CriClient, CriError, ProbePod
-    from kgc.lab.containerd_instance import HELPER_EXES, LabUnavailable, bin_dir, require_lab
-    from kgc.lab.images import PAUSE_IMAGE, PROBE_IMAGE
     from kgc.nri.probe import PROBE_LABEL
+    from kgc_lab.containerd_instance import HELPER_EXES, LabUnavailable, bin_dir, require_lab
+    from kgc_lab.images import PAUSE_IMAGE, PROBE_IMAGE
 
     try:
         require_lab()
@@ -251,8 +251,8 @@ def test_containerd_lab_killed_with_a_probe_pod_running(private_cache: Path,
 
 
 def test_node_lab_killed_while_its_vm_boots(private_cache: Path) -> None:
-    from kgc.lab.node.lab import build_variant, run_dir
-    from kgc.lab.node.scenarios import VARIANTS
+    from kgc_lab.node.lab import build_variant, run_dir
+    from kgc_lab.node.scenarios import VARIANTS
 
     missing = [t for t in ("qemu-system-x86_64", "qemu-img", "debootstrap", "mkfs.ext4")
                if shutil.which(t) is None]
@@ -293,15 +293,15 @@ def test_node_lab_killed_while_its_vm_boots(private_cache: Path) -> None:
 def test_node_lab_killed_with_its_vm_up_and_an_ssh_master(private_cache: Path) -> None:
     """A run killed while its VM is up and an SSH ControlMaster (what testinfra's ssh
     backend keeps, ControlPersist) holds a connection and a control socket."""
-    from kgc.lab.node.lab import run_dir
+    from kgc_lab.node.lab import run_dir
 
     if shutil.which("qemu-system-x86_64") is None or os.geteuid() != 0:
         pytest.fail("the node lab needs root and QEMU: run scripts/bootstrap.d/10-node-lab.sh")
     name = f"cleanup-ssh-{os.getpid()}"
     script = f"""
 import subprocess, time
-from kgc.lab.node.lab import NodeVM, build_variant
-from kgc.lab.node.scenarios import VARIANTS
+from kgc_lab.node.lab import NodeVM, build_variant
+from kgc_lab.node.scenarios import VARIANTS
 vm = NodeVM({name!r}, build_variant(VARIANTS["base"]))
 vm.start()
 subprocess.run(["ssh", "-F", str(vm.ssh_config), "-o", "ControlMaster=auto",

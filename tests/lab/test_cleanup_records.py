@@ -15,9 +15,9 @@ import textwrap
 from pathlib import Path
 
 from kgc.kube import wait_for
-from kgc.lab import procs
-from kgc.lab.cleanup import cleanup
-from kgc.lab.ledger import LabRecord, records
+from kgc_lab import procs
+from kgc_lab.cleanup import cleanup
+from kgc_lab.ledger import LabRecord, records
 from lab.conftest import lab_env
 
 # A "lab run": records itself, starts a component in its own session (which forks a
@@ -25,7 +25,7 @@ from lab.conftest import lab_env
 RUN = textwrap.dedent("""
     import json, os, subprocess, sys, time
     from pathlib import Path
-    from kgc.lab.ledger import LabRecord
+    from kgc_lab.ledger import LabRecord
     lab_dir = Path(sys.argv[1])
     lab_dir.mkdir()
     rec = LabRecord.create("selftest", name="fake")
@@ -118,7 +118,7 @@ def test_unreadable_records_are_reported_not_fatal(private_cache: Path) -> None:
 
 
 def test_cleanup_cli_reports_json(private_cache: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "kgc.lab.cli", "cleanup", "--json"],
+    out = subprocess.run([sys.executable, "-m", "kgc_lab.cli", "cleanup", "--json"],
                          capture_output=True, text=True, env=lab_env(private_cache), timeout=60)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["clean"] is True

@@ -1,4 +1,4 @@
-"""The one lab entry (`kgc.lab.cli:main`) and the scenario registry: every lab's scenarios
+"""The one lab entry (`kgc_lab.cli:main`) and the scenario registry: every lab's scenarios
 behind `kgc lab run --scenario`, new labs plug in by entry point, and a scenario writes the
 same verdict.json (kgc-verdict/1) a conformance run writes."""
 
@@ -13,17 +13,17 @@ from typing import Any
 import pytest
 
 from kgc.core import report
-from kgc.lab import cli, scenarios
-from kgc.lab.scenarios import LabScenario, ScenarioOutcome, register_scenarios
+from kgc_lab import cli, scenarios
+from kgc_lab.scenarios import LabScenario, ScenarioOutcome, register_scenarios
 from lab.conftest import lab_env
 
 
 def test_run_knows_every_lab_scenario() -> None:
-    from kgc.lab.cluster.scenarios_gpu import BY_NAME as GPU
-    from kgc.lab.cluster.scenarios_keda import SCENARIOS as KEDA
-    from kgc.lab.cluster.scenarios_sizing import SCENARIOS as SIZING
-    from kgc.lab.containerd import SCENARIOS as CONTAINERD
-    from kgc.lab.node.scenarios import SCENARIO_SPECS as NODE
+    from kgc_lab.cluster.scenarios_gpu import BY_NAME as GPU
+    from kgc_lab.cluster.scenarios_keda import SCENARIOS as KEDA
+    from kgc_lab.cluster.scenarios_sizing import SCENARIOS as SIZING
+    from kgc_lab.containerd import SCENARIOS as CONTAINERD
+    from kgc_lab.node.scenarios import SCENARIO_SPECS as NODE
 
     known = scenarios.scenarios()
     assert set(known) == set(NODE) | set(CONTAINERD) | set(GPU) | set(SIZING) | set(KEDA)
@@ -83,7 +83,7 @@ def test_a_containerd_scenario_writes_the_conformance_verdict_json(
 ) -> None:
     reports = tmp_path / "reports"
     out = subprocess.run(
-        [sys.executable, "-m", "kgc.lab.cli", "run", "--scenario", "containerd2-default",
+        [sys.executable, "-m", "kgc_lab.cli", "run", "--scenario", "containerd2-default",
          "--report-dir", str(reports)], capture_output=True, text=True,
         env=lab_env(private_cache), timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr

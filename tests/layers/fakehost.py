@@ -98,7 +98,7 @@ class FakeHost:
 
 
 def lab_devices(**drivers: str | None) -> list[Dev]:
-    """The lab node's PCI layout (see kgc.lab.node) with the given drivers per role."""
+    """The lab node's PCI layout (see kgc_lab.node) with the given drivers per role."""
     d = {"accel0": None, "gpu0": "e1000", "gpu0_fn1": "e1000", "host_nic": "e1000e"}
     d.update(drivers)
     return [

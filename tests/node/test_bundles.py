@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kgc.lab.node.runner import replay, verdict_key
-from kgc.lab.node.scenarios import SCENARIO_SPECS
+from kgc_lab.node.runner import replay, verdict_key
+from kgc_lab.node.scenarios import SCENARIO_SPECS
 
 BUNDLES = Path(__file__).resolve().parents[2] / "fixtures" / "bundles"
 

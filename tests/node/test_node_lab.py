@@ -20,9 +20,9 @@ from kgc.core.engine import Context
 from kgc.core.model import Status
 from kgc.core.registry import load_layers
 from kgc.core.target import NodeTarget
-from kgc.lab.node.lab import NodeVM
-from kgc.lab.node.runner import ScenarioResult, digest, lab_profile, replay, run_scenarios
-from kgc.lab.node.scenarios import SCENARIO_SPECS, Scenario
+from kgc_lab.node.lab import NodeVM
+from kgc_lab.node.runner import ScenarioResult, digest, lab_profile, replay, run_scenarios
+from kgc_lab.node.scenarios import SCENARIO_SPECS, Scenario
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

@@ -20,9 +20,9 @@ import pytest
 from kgc.core.engine import Context
 from kgc.core.registry import load_layers
 from kgc.core.target import NodeTarget
-from kgc.lab.node.lab import Hardware, NodeVM, build_variant
-from kgc.lab.node.runner import lab_profile
-from kgc.lab.node.scenarios import VARIANTS
+from kgc_lab.node.lab import Hardware, NodeVM, build_variant
+from kgc_lab.node.runner import lab_profile
+from kgc_lab.node.scenarios import VARIANTS
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kgc.lab.containerd import SCENARIOS, lab_node, write_profile
-from kgc.lab.containerd_instance import LabUnavailable
+from kgc_lab.containerd import SCENARIOS, lab_node, write_profile
+from kgc_lab.containerd_instance import LabUnavailable
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from kgc.lab.containerd import SCENARIOS
-from kgc.lab.containerd_instance import LabUnavailable
+from kgc_lab.containerd import SCENARIOS
+from kgc_lab.containerd_instance import LabUnavailable
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

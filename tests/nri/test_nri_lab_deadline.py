@@ -12,8 +12,11 @@ import pytest
 
 from kgc.core.profile import load_profile
 from kgc.cri.client import CriClient, ProbePod
-from kgc.lab.containerd import NRI_ON, lab_profile
-from kgc.lab.containerd_instance import (
+from kgc.layers.nri.checks import CHECKS
+from kgc.layers.nri.collect import NriEvidence
+from kgc.nri.probe import PROBE_LABEL, NriProbe, ProbeError
+from kgc_lab.containerd import NRI_ON, lab_profile
+from kgc_lab.containerd_instance import (
     ContainerdInstance,
     LabUnavailable,
     base_config,
@@ -21,10 +24,7 @@ from kgc.lab.containerd_instance import (
     new_tmp,
     require_lab,
 )
-from kgc.lab.images import PAUSE_IMAGE, PROBE_IMAGE, build_archive
-from kgc.layers.nri.checks import CHECKS
-from kgc.layers.nri.collect import NriEvidence
-from kgc.nri.probe import PROBE_LABEL, NriProbe, ProbeError
+from kgc_lab.images import PAUSE_IMAGE, PROBE_IMAGE, build_archive
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

@@ -8,8 +8,9 @@ import shutil
 import pytest
 
 from kgc.cri.client import CriClient, ProbePod
-from kgc.lab.containerd import NRI_ON
-from kgc.lab.containerd_instance import (
+from kgc.nri.probe import NriProbe
+from kgc_lab.containerd import NRI_ON
+from kgc_lab.containerd_instance import (
     ContainerdInstance,
     LabUnavailable,
     base_config,
@@ -17,8 +18,7 @@ from kgc.lab.containerd_instance import (
     new_tmp,
     require_lab,
 )
-from kgc.lab.images import PAUSE_IMAGE, PROBE_IMAGE, build_archive
-from kgc.nri.probe import NriProbe
+from kgc_lab.images import PAUSE_IMAGE, PROBE_IMAGE, build_archive
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

@@ -11,7 +11,7 @@ from kgc.core.bundle import load_bundle
 from kgc.core.engine import Context
 from kgc.core.profile import load_profile
 from kgc.core.registry import load_layers
-from kgc.lab.containerd import SCENARIOS
+from kgc_lab.containerd import SCENARIOS
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "nri"
 RECORDED = sorted(p.name.removesuffix(".bundle.json") for p in FIX.glob("*.bundle.json"))

@@ -18,15 +18,15 @@ from kgc.core.engine import Context
 from kgc.core.model import Status
 from kgc.core.registry import load_layers
 from kgc.core.target import NodeTarget
-from kgc.lab.containerd import lab_profile
-from kgc.lab.containerd_instance import (
+from kgc_lab.containerd import lab_profile
+from kgc_lab.containerd_instance import (
     ContainerdInstance,
     LabUnavailable,
     base_config,
     cache_dir,
     require_lab,
 )
-from kgc.lab.images import PAUSE_IMAGE, build_archive
+from kgc_lab.images import PAUSE_IMAGE, build_archive
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from kgc import kube
-from kgc.lab import cluster as labc
-from kgc.lab import procs
-from kgc.lab.cluster import realnode
+from kgc_lab import cluster as labc
+from kgc_lab import procs
+from kgc_lab.cluster import realnode
 
 
 @dataclass
@@ -44,7 +44,7 @@ class RealLab:
 
 def _require_lab() -> None:
     missing = [str(p) for p in labc.binaries().missing(keda=True)]
-    from kgc.lab.node.kube_image import containerd_deb, kubelet_binary
+    from kgc_lab.node.kube_image import containerd_deb, kubelet_binary
 
     for need in (kubelet_binary, containerd_deb):
         try:

@@ -26,9 +26,9 @@ from kgc.core.layer import Layer, Scope
 from kgc.core.model import Registry, passed
 from kgc.core.profile import load_profile, profiles_dir
 from kgc.kube.origin import NodeOrigin, stand_ins
-from kgc.lab.cluster import incluster, realnode
-from kgc.lab.cluster.manifests import KWOK_ANNOTATION
-from kgc.lab.node.kube_image import BUSYBOX_IMAGE, REPORT_MOUNT
+from kgc_lab.cluster import incluster, realnode
+from kgc_lab.cluster.manifests import KWOK_ANNOTATION
+from kgc_lab.node.kube_image import BUSYBOX_IMAGE, REPORT_MOUNT
 from realnode.conftest import RealLab
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]

@@ -25,11 +25,11 @@ from kgc.core.profile import load_profile, profiles_dir
 from kgc.core.registry import load_layers
 from kgc.core.target import ClusterTarget
 from kgc.kube.origin import KWOK_ANNOTATION
-from kgc.lab.cluster import realnode
-from kgc.lab.cluster.scenarios_keda import _merge
 from kgc.layers.keda.checks import CHECKS, analyse
 from kgc.layers.keda.evidence import KedaEvidence
 from kgc.layers.keda.stats import fmt_num, fmt_s
+from kgc_lab.cluster import realnode
+from kgc_lab.cluster.scenarios_keda import _merge
 from realnode.conftest import RealLab
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]

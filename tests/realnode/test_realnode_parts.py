@@ -23,9 +23,9 @@ from kgc.core.layer import Layer, Scope
 from kgc.core.model import EvidenceError, Registry, Status, passed
 from kgc.core.profile import load_profile
 from kgc.kube.origin import NodeOrigin, stand_in_reason, stand_ins
-from kgc.lab.cluster import pki as cluster_pki
-from kgc.lab.cluster import realnode
-from kgc.lab.node import relay
+from kgc_lab.cluster import pki as cluster_pki
+from kgc_lab.cluster import realnode
+from kgc_lab.node import relay
 
 KWOK_NODE = {"metadata": {"name": "kgc-gpu-0", "annotations": {"kwok.x-k8s.io/node": "fake"}},
              "status": {"nodeInfo": {"kubeletVersion": "kwok-v0.8.0"}}}

@@ -1,5 +1,5 @@
 """The sizing evaluator on real guests: recorded QEMU captures (fixtures/guest/sizing, made by
-``python -m kgc.lab.guests record``) and the H200 Firecracker capture.
+``python -m kgc_lab.guests record``) and the H200 Firecracker capture.
 
 Each capture is a VM booted at the size the model predicts for a shape under a shipped Kata
 configuration. The evaluator must pass it, and must fail it when the VM is off by one vCPU

@@ -14,8 +14,6 @@ import pytest
 from kgc.core.profile import ClusterProfile
 from kgc.guest import build_script
 from kgc.kube.pods import PodOutcome as Outcome
-from kgc.lab.cluster import sim_sizing
-from kgc.lab.cluster.manifests import node_manifests, runtime_class_manifests
 from kgc.layers.sizing.checks import judge_shape
 from kgc.layers.sizing.collect import (
     COLLECTOR_KIND,
@@ -44,6 +42,8 @@ from kgc.layers.sizing.profile import (
     SizingProfile,
     shape_manifest,
 )
+from kgc_lab.cluster import sim_sizing
+from kgc_lab.cluster.manifests import node_manifests, runtime_class_manifests
 
 CLUSTER = ClusterProfile()
 SP = SizingProfile()

@@ -3,7 +3,7 @@ it against the real control plane): every way a part can fail becomes evidence w
 reason, and every verdict follows from it — never a crash.
 
 The stand-in answers ``list`` calls from kwok-shaped objects and runs each pod the way the
-cluster lab does (:func:`kgc.lab.cluster.sim_sizing.decide`: the recorded capture of the
+cluster lab does (:func:`kgc_lab.cluster.sim_sizing.decide`: the recorded capture of the
 predicted VM, or a failed pod saying there is none)."""
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from kgc.core.registry import load_layers
 from kgc.core.target import TargetError
 from kgc.kube import KubeError
 from kgc.kube.pods import PodOutcome
-from kgc.lab.cluster import sim_sizing
-from kgc.lab.cluster.manifests import node_manifests, runtime_class_manifests
 from kgc.layers.sizing.collect import collector_container, gather
 from kgc.layers.sizing.evidence import SizingEvidence
+from kgc_lab.cluster import sim_sizing
+from kgc_lab.cluster.manifests import node_manifests, runtime_class_manifests
 
 LAB = load_profile(profiles_dir() / "lab.yaml")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kgc.lab import cluster as labc
+from kgc_lab import cluster as labc
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.cluster]
 

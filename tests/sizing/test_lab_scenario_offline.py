@@ -1,12 +1,12 @@
 """The sizing lab scenario judges kgc's sizing model, it does not echo it (issue 21, item 8).
 
 The lab's shape pods report recorded guests chosen by the size Kata gives each lab shape (a
-table worked out by hand in :mod:`kgc.lab.cluster.sim_sizing`), not by the model the check
+table worked out by hand in :mod:`kgc_lab.cluster.sim_sizing`), not by the model the check
 then applies. So with a deliberately wrong model (monkeypatched wherever kgc refers to it),
 ``sizing-good``'s ``sizing.vm-matches-limits`` fails; when the lab chose its guest with the
 model, the same wrong model got the guest it expected and the scenario passed.
 
-Fast: :func:`kgc.lab.cluster.scenarios_sizing.offline_shapes` is the scenario's shape-pod
+Fast: :func:`kgc_lab.cluster.scenarios_sizing.offline_shapes` is the scenario's shape-pod
 path (plan, the lab's answer, observe) without the cluster; the lab run itself is in
 test_lab_sizing.py / test_lab_scenario_cli.py.
 """
@@ -22,12 +22,12 @@ import pytest
 
 from kgc.core.model import Status, Verdict
 from kgc.core.profile import load_profile, profiles_dir
-from kgc.lab.cluster import sim_sizing
-from kgc.lab.cluster.scenarios_sizing import SCENARIOS, mismatches, offline_shapes
 from kgc.layers.sizing import model
 from kgc.layers.sizing.checks import CHECKS
 from kgc.layers.sizing.model import PodShape
 from kgc.layers.sizing.profile import shape_pod
+from kgc_lab.cluster import sim_sizing
+from kgc_lab.cluster.scenarios_sizing import SCENARIOS, mismatches, offline_shapes
 
 CHECK = "sizing.vm-matches-limits"
 LAB = load_profile(profiles_dir() / "lab.yaml")

@@ -27,8 +27,8 @@ from kgc.core.engine import Context
 from kgc.core.profile import Profile, load_profile, profiles_dir
 from kgc.core.registry import load_layers
 from kgc.core.target import ClusterTarget
-from kgc.lab import cluster as labc
-from kgc.lab.cluster.scenarios_sizing import (
+from kgc_lab import cluster as labc
+from kgc_lab.cluster.scenarios_sizing import (
     SCENARIOS,
     WORKLOAD_LABEL,
     WORKLOAD_PREFIX,

@@ -1,12 +1,12 @@
 """Proof on a real kernel, run every time: boot ONE small QEMU guest (TCG) at the size the
 model predicts for a limit-less pod under Kata's Go QEMU defaults, run the sizing collector
 inside, and judge it with the sizing evaluator — pass at the predicted size, fail one vCPU or
-one memory block off. ``python -m kgc.lab.guests selftest`` does the same by hand.
+one memory block off. ``python -m kgc_lab.guests selftest`` does the same by hand.
 
 Needs ``qemu-system-x86_64`` (scripts/bootstrap.d/10-node-lab.sh installs it), a guest
 kernel (the node lab's, else Debian's linux-image-amd64 via ``apt-get download``, cached in
 $KGC_CACHE/sizing) and a static busybox (``/bin/busybox`` or busybox-static):
-scripts/bootstrap.d/15-sizing-guests.sh fetches both (``python -m kgc.lab.guests assets``),
+scripts/bootstrap.d/15-sizing-guests.sh fetches both (``python -m kgc_lab.guests assets``),
 and the test fetches them itself when they are still missing.
 """
 
@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from kgc.core.model import Status
-from kgc.lab.guests import CAPTURES, GuestError, boot_guest, find_assets, predicted
 from kgc.layers.sizing.checks import judge_guest
 from kgc.layers.sizing.profile import MemTotalTolerance
+from kgc_lab.guests import CAPTURES, GuestError, boot_guest, find_assets, predicted
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

@@ -9,11 +9,11 @@ import pytest
 
 from kgc.core.hostfs import parse_output
 from kgc.core.profile import load_profile, profiles_dir
-from kgc.lab.cluster import sim_sizing
 from kgc.layers.sizing.collect import guest_from_log
 from kgc.layers.sizing.evidence import GuestSize
 from kgc.layers.sizing.model import expected_vm
 from kgc.layers.sizing.profile import DEFAULT_SHAPES, PROBE_SHAPE, shape_pod
+from kgc_lab.cluster import sim_sizing
 
 KATA = ("kata",)
 
@@ -55,7 +55,7 @@ def test_no_capture_of_the_worked_out_size_fails_the_pod_saying_so() -> None:
     assert c.text.startswith("kgc lab: no recorded guest capture of a 3 vCPU / 10240 MiB VM "
                              "(one-container: ceil(1 + 2) = 3, 8192 + 2048 = 10240 MiB) "
                              "recorded for qemu-nvidia-gpu")
-    assert "python -m kgc.lab.guests record" in c.text
+    assert "python -m kgc_lab.guests record" in c.text
 
 
 @pytest.mark.parametrize("vm", sim_sizing.LAB_VMS, ids=lambda v: v.shape)

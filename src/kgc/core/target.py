@@ -24,10 +24,7 @@ import os
 import platform
 import urllib.parse
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
-
-import yaml
 
 from kgc.core.hostfs import HostQuery, HostSnapshot, build_script, new_boundary, parse_output
 from kgc.core.layer import Scope
@@ -435,40 +432,66 @@ def _q(s: str) -> str:
 
 
 # -- cluster -----------------------------------------------------------------------------
-def default_kubeconfig() -> str | None:
-    env = os.environ.get("KUBECONFIG")
-    if env:
-        return env.split(os.pathsep)[0]
-    home = Path.home() / ".kube" / "config"
-    return str(home) if home.exists() else None
-
-
+# kgc.kube is imported in the functions below, not at the top: it loads the Kubernetes
+# client (about a second), which a node run, an offline evaluation and every pytest start
+# (the plugin imports this module) do not need. kube never imports core, so no cycle.
 @dataclass
 class ClusterTarget:
-    """A Kubernetes cluster: the kubeconfig file and context the run uses. The kubeconfig's
-    content (tokens, client keys) never leaves this object."""
+    """A Kubernetes cluster: the kubeconfig and context the run uses, resolved as kubectl
+    resolves them (:mod:`kgc.kube.config`: ``kubeconfig`` None means ``$KUBECONFIG``'s files
+    merged, else ``~/.kube/config``). The kubeconfig's content (tokens, client keys) never
+    leaves this object."""
 
-    kubeconfig: str | None = None
-    context: str | None = None
+    kubeconfig: str | None = None  # --kubeconfig as given
+    context: str | None = None  # --context as given
     round_trips: int = 0
 
     scope = Scope.CLUSTER
     origin = "live"
 
-    def __post_init__(self) -> None:
-        if self.kubeconfig is None:
-            self.kubeconfig = default_kubeconfig()
+    @classmethod
+    def for_run(cls, kubeconfig: str | None, context: str | None) -> ClusterTarget | None:
+        """The run's cluster, or None when none is asked for (no --kubeconfig, $KUBECONFIG
+        unset, no ~/.kube/config). An explicit --kubeconfig that does not exist and a
+        --context the kubeconfig lacks are bad input (``TargetError``, before any run);
+        other kubeconfig problems surface when the cluster layers connect."""
+        from kgc.kube import config
+
+        if not config.configured(kubeconfig):
+            return None
+        if config.explicit(kubeconfig) and not config.kubeconfig_files(kubeconfig):
+            raise TargetError(f"--kubeconfig {kubeconfig}: no such file",
+                              "pass the path of an existing kubeconfig")
+        if context:
+            try:
+                config.resolve(kubeconfig, context)
+            except config.UnknownContext as exc:
+                raise TargetError(f"--context {context}: {exc}", exc.remediation) from None
+            except config.KubeError:
+                pass  # reported by the cluster layers, with their checks
+        return cls(kubeconfig or None, context or None)
+
+    @functools.cached_property
+    def _names(self) -> tuple[str, str, str]:
+        """(source, context, cluster) as resolved, for naming only ('' where unresolvable)."""
+        from kgc.kube import config
+
+        try:
+            r = config.resolve(self.kubeconfig, self.context)
+        except config.KubeError:
+            paths = config.kubeconfig_paths(self.kubeconfig)
+            return os.pathsep.join(str(p) for p in paths), self.context or "", ""
+        return r.source, r.context, r.cluster
 
     @property
     def name(self) -> str:
-        ctx, cluster = _context_names(self.kubeconfig, self.context)
+        _, ctx, cluster = self._names
         return cluster or ctx or "cluster"
 
     @property
     def redacted(self) -> str:
-        return f"kubeconfig {self.kubeconfig or '(none)'}" + (
-            f" context {self.context}" if self.context else ""
-        )
+        source, ctx, _ = self._names
+        return f"kubeconfig {source or '(none)'}" + (f" context {ctx}" if ctx else "")
 
     @property
     def remediation(self) -> str:
@@ -478,9 +501,6 @@ class ClusterTarget:
 
     def connect(self) -> Any:
         """A :class:`kgc.kube.Kube` client (imported only when a cluster layer runs)."""
-        if not self.kubeconfig:
-            raise TargetError("no kubeconfig: none given, $KUBECONFIG unset and ~/.kube/config "
-                              "absent", self.remediation)
         from kgc.kube import connect
 
         try:
@@ -488,20 +508,3 @@ class ClusterTarget:
         except Exception as exc:  # noqa: BLE001 - reported with the transport's remedy
             raise TargetError(f"cluster {self.name}: {_brief(exc)}",
                               getattr(exc, "remediation", "") or self.remediation) from exc
-
-
-def _context_names(path: str | None, context: str | None) -> tuple[str, str]:
-    """(context, cluster) names from a kubeconfig, read for naming only."""
-    if not path:
-        return "", ""
-    try:
-        doc = yaml.safe_load(Path(path).read_text())
-    except (OSError, ValueError, yaml.YAMLError):
-        return context or "", ""
-    if not isinstance(doc, dict):
-        return context or "", ""
-    ctx = context or str(doc.get("current-context") or "")
-    for c in doc.get("contexts") or []:
-        if isinstance(c, dict) and c.get("name") == ctx and isinstance(c.get("context"), dict):
-            return ctx, str(c["context"].get("cluster") or "")
-    return ctx, ""

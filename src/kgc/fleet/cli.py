@@ -163,8 +163,10 @@ def register(sub: Any) -> None:
     p = sub.add_parser("fleet", help="the node layers in-cluster: manifests, collect results")
     fsub = p.add_subparsers(dest="fleet_cmd", required=True)
     c = fsub.add_parser("collect", help="merge every node-run pod's verdict into one report")
-    c.add_argument("--kubeconfig", default=None, help="default $KUBECONFIG, ~/.kube/config")
-    c.add_argument("--context", default=None)
+    c.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG's files merged, "
+                   "else ~/.kube/config (as kubectl)")
+    c.add_argument("--context", default=None, help="kubeconfig context (default: its "
+                   "current-context)")
     c.add_argument("--namespace", default=fm.NAMESPACE)
     c.add_argument("--name", default=fm.NAME, help="the DaemonSet (default kgc-node)")
     c.add_argument("--report-dir", default="reports")

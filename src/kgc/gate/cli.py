@@ -20,6 +20,7 @@ from kgc.core.profile import DEFAULT_PROFILE, Profile, ProfileError, builtin_pro
 from kgc.core.report import profile_digest
 from kgc.gate import diff as gdiff
 from kgc.gate.gate import VerdictDoc, VerdictError, evaluate, layer_catalogue, load_verdict, render
+from kgc.options import add_deprecated
 
 
 class _BadInput(Exception):
@@ -110,7 +111,7 @@ def cmd_image(a: argparse.Namespace) -> int:
         boot_check = plugin("kgc.image_boot", "boot")
         if boot_check is None:
             raise _BadInput("--boot boots the image on the lab's QEMU machine: install the "
-                            "`lab` extra (pip install 'kata-gpu-conformance[lab]')")
+                            "lab distribution (pip install kata-gpu-conformance-lab)")
         try:
             return int(boot_check(a))
         except ImageError as exc:
@@ -163,12 +164,14 @@ def register(sub: Any) -> None:
     c.add_argument("--boot", action="store_true",
                    help="boot the image in QEMU (q35, emulated IOMMU, the lab's stand-in "
                    "devices) through its own boot loader, run the host layers and the real "
-                   "reboot test over SSH, power off (needs the `lab` extra)")
-    c.add_argument("--ssh-key", default=None, metavar="FILE",
+                   "reboot test over SSH, power off (needs the lab distribution)")
+    c.add_argument("--ssh-identity-file", dest="ssh_key", default=None, metavar="FILE",
                    help="--boot: a private key the image already trusts (default: inject an "
                    "ephemeral one with a cloud-init NoCloud seed)")
+    add_deprecated(c, "--ssh-key", "--ssh-identity-file", "ssh_key", "FILE")
     c.add_argument("--boot-host-key", default=None, metavar="FILE.pub",
-                   help="--boot with --ssh-key: the image's SSH host public key (pinned)")
+                   help="--boot with --ssh-identity-file: the image's SSH host public key "
+                   "(pinned)")
     c.add_argument("--ssh-user", default="root")
     c.add_argument("--boot-timeout", type=float, default=900, metavar="S")
     c.add_argument("--reboot-timeout", type=float, default=900, metavar="S")

@@ -1,6 +1,7 @@
 """The cluster connection: one ``Kube`` per kubeconfig context.
 
-``connect()`` reads a kubeconfig (``$KUBECONFIG``, else ``~/.kube/config``) and returns a
+``connect()`` reads the kubeconfig kubectl would (``--kubeconfig``, else ``$KUBECONFIG``
+merged, else ``~/.kube/config``: :mod:`kgc.kube.config`) and returns a
 ``Kube`` that owns the ``ApiClient`` and the typed APIs the cluster layers use. It never
 contacts the cluster; ``server_version()`` does. Every failure a user can act on becomes a
 ``KubeError`` whose message is one line and whose ``remediation`` says what to do. The
@@ -14,43 +15,18 @@ import json
 import os
 import ssl
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import urllib3
-import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from kubernetes.config.config_exception import ConfigException
-from kubernetes.config.kube_config import (
-    KubeConfigLoader,
-    KubeConfigMerger,
-)
+from kubernetes.config.kube_config import KubeConfigLoader
+
+from kgc.kube.config import KubeError, resolve
 
 T = TypeVar("T")
-
-DEFAULT_KUBECONFIG = "~/.kube/config"
-
-
-class KubeError(Exception):
-    """A cluster could not be used: one-line message naming the thing, plus ``remediation``."""
-
-    def __init__(self, message: str, remediation: str = "") -> None:
-        super().__init__(" ".join(message.split()))
-        self.remediation = remediation
-
-
-def kubeconfig_paths(kubeconfig: str | os.PathLike[str] | None = None) -> list[Path]:
-    """The kubeconfig file(s) ``connect()`` reads: the argument, else every entry of
-    ``$KUBECONFIG`` (colon-separated, as kubectl merges them), else ``~/.kube/config``."""
-    if kubeconfig is not None and str(kubeconfig) != "":
-        return [Path(os.path.expanduser(str(kubeconfig)))]
-    env = os.environ.get("KUBECONFIG", "")
-    parts = [p for p in env.split(os.pathsep) if p]
-    if parts:
-        return [Path(os.path.expanduser(p)) for p in parts]
-    return [Path(os.path.expanduser(DEFAULT_KUBECONFIG))]
 
 
 def redact_url(url: str) -> str:
@@ -143,92 +119,31 @@ def connect(
     context: str | None = None,
     retries: int = 2,
 ) -> Kube:
-    """A ``Kube`` for ``context`` (default: the kubeconfig's current-context).
+    """A ``Kube`` for ``context`` (default: the kubeconfig's current-context), the files
+    resolved and merged as kubectl does (:func:`kgc.kube.config.resolve`).
 
     Raises ``KubeError`` for a missing or malformed kubeconfig and an unknown context. Does
     not contact the cluster (call ``server_version()`` to prove it answers)."""
-    paths = kubeconfig_paths(kubeconfig)
-    source = os.pathsep.join(str(p) for p in paths)
-    existing = [p for p in paths if p.is_file()]
-    if not existing:
-        raise KubeError(
-            f"no kubeconfig at {source}",
-            "pass --kubeconfig PATH, set KUBECONFIG, or create ~/.kube/config "
-            "(e.g. `kubectl config view --raw > ~/.kube/config` on a machine that has one)",
-        )
-    docs = [_read_kubeconfig(p) for p in existing]
-    contexts: dict[str, dict[str, Any]] = {}
-    current = ""
-    for doc in docs:  # merged as kubectl does: the first file to define a name wins
-        for c in doc.get("contexts") or []:
-            contexts.setdefault(c["name"], c.get("context") or {})
-        if not current and isinstance(doc.get("current-context"), str):
-            current = doc["current-context"]
-    wanted = context or current
-    if not wanted:
-        raise KubeError(
-            f"kubeconfig {source} has no current-context and none was given",
-            "pass --context NAME (known: " + (", ".join(contexts) or "none") + ")",
-        )
-    if wanted not in contexts:
-        raise KubeError(
-            f"context {wanted!r} not found in kubeconfig {source}",
-            "pass one of the kubeconfig's contexts: " + (", ".join(contexts) or
-                                                        "(the file defines none)"),
-        )
-    merger = KubeConfigMerger(os.pathsep.join(str(p) for p in existing))
+    r = resolve(kubeconfig, context)
     cfg = client.Configuration()
     try:
-        loader = KubeConfigLoader(config_dict=merger.config, active_context=wanted,
+        loader = KubeConfigLoader(config_dict=r.config, active_context=r.context,
                                   config_base_path=None)
         loader.load_and_set(cfg)
     except ConfigException as exc:
         raise KubeError(
-            f"kubeconfig {source}, context {wanted!r}: {exc}",
+            f"kubeconfig {r.source}, context {r.context!r}: {exc}",
             "fix that context's cluster and user entries in the kubeconfig",
         ) from None
     except (OSError, ValueError, TypeError) as exc:
         # e.g. a certificate file the kubeconfig names does not exist
         raise KubeError(
-            f"kubeconfig {source}, context {wanted!r}: {type(exc).__name__}: {exc}",
+            f"kubeconfig {r.source}, context {r.context!r}: {type(exc).__name__}: {exc}",
             "fix the paths/data of that context's certificates and keys",
         ) from None
     cfg.retries = retries
-    ctx = contexts[wanted]
-    cluster_name = str(ctx.get("cluster") or wanted) if isinstance(ctx, dict) else wanted
-    return Kube(client.ApiClient(configuration=cfg), context=str(wanted),
-                cluster_name=cluster_name, source=source)
-
-
-def _read_kubeconfig(path: Path) -> dict[str, Any]:
-    """One kubeconfig file, checked for the shape the loader relies on."""
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise KubeError(f"kubeconfig {path} is not valid YAML ({type(exc).__name__})",
-                        "fix the file, or point --kubeconfig at a valid one") from None
-    except OSError as exc:
-        raise KubeError(f"kubeconfig {path} cannot be read ({exc.strerror or exc})",
-                        "check the file's permissions (the kubeconfig must be readable)"
-                        ) from None
-    if not isinstance(doc, dict):
-        raise KubeError(f"kubeconfig {path} is not a kubeconfig (no mapping at the top level)",
-                        "point --kubeconfig at a kubeconfig file")
-    for key in ("clusters", "contexts", "users"):
-        items = doc.get(key)
-        if items is None:
-            continue
-        if not isinstance(items, list) or not all(
-            isinstance(i, dict) and isinstance(i.get("name"), str) for i in items
-        ):
-            raise KubeError(f"kubeconfig {path}: `{key}` must be a list of named entries",
-                            f"fix the `{key}` section of the kubeconfig")
-        for i in items:
-            body = i.get(key[:-1])
-            if body is not None and not isinstance(body, dict):
-                raise KubeError(f"kubeconfig {path}: {key[:-1]} {i['name']!r} is not a mapping",
-                                f"fix the `{key}` section of the kubeconfig")
-    return doc
+    return Kube(client.ApiClient(configuration=cfg), context=r.context,
+                cluster_name=r.cluster or r.context, source=r.source)
 
 
 def _status_message(exc: ApiException) -> str:

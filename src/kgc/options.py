@@ -1,0 +1,49 @@
+"""One name per option across pytest and ``kgc``: the old spellings kept as deprecated aliases.
+
+An option that means the same thing in the pytest plugin and in a ``kgc`` subcommand has
+one spelling in both (``tests/test_options.py`` holds the table and fails on a divergent
+pair). Renamed options keep their old spelling for users' scripts and CI jobs: it still
+works and prints one line on stderr naming the new one (``kgc: --kgc-root is deprecated;
+use --root``), so a pipeline keeps passing through the release that renames it and says
+what to change — refusing the old name would break every nightly job on upgrade for a
+cosmetic change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+# old spelling -> new spelling, by surface ("pytest" or the kgc subcommand)
+DEPRECATED: dict[str, dict[str, str]] = {
+    "pytest": {"--kgc-root": "--root"},
+    "image check": {"--ssh-key": "--ssh-identity-file"},
+}
+
+
+def deprecation(old: str, new: str) -> str:
+    """The one line a deprecated spelling prints on stderr."""
+    return f"kgc: {old} is deprecated; use {new}"
+
+
+class _Deprecated(argparse.Action):
+    """Stores like the new option (same ``dest``) and says, once, to use the new name."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, new: str = "",
+                 **kw: Any) -> None:
+        self.new = new
+        super().__init__(option_strings, dest, **kw)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        print(deprecation(option_string or self.option_strings[0], self.new), file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_deprecated(parser: argparse.ArgumentParser | Any, old: str, new: str, dest: str,
+                   metavar: str | None = None) -> None:
+    """``old`` as a deprecated alias of the (already added) option ``new`` with ``dest``."""
+    parser.add_argument(old, dest=dest, metavar=metavar, action=_Deprecated, new=new,
+                        default=argparse.SUPPRESS, help=f"deprecated spelling of {new}")
