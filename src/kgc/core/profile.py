@@ -464,45 +464,6 @@ class NriProfile(Strict):
     handshake_budget_ms: float = 100.0
 
 
-class ClusterLabProfile(Strict):
-    """Shape of the simulated cluster that ``kgc lab cluster up`` starts (lab only): what the
-    lab's cluster HAS. What the suites EXPECT of a cluster is each layer's own section
-    (``cluster.gpu``, ``cluster.sizing``, ``cluster.keda``)."""
-
-    gpu_nodes: int = Field(default=2, ge=0)
-    gpus_per_node: int = Field(default=4, ge=1)
-    cpu_nodes: int = Field(default=1, ge=0)
-    node_cpu: str = "32"
-    node_memory: str = "256Gi"
-    node_pods: str = "110"
-    # extended resources the GPU nodes advertise (alternating over the nodes, as a fleet
-    # exposes either nvidia.com/gpu or passthrough nvidia.com/pgpu); empty: no device plugin
-    gpu_resources: tuple[str, ...] = ("nvidia.com/gpu", "nvidia.com/pgpu")
-    # a simulated device-plugin DaemonSet (gpu-operator/nvidia-sandbox-device-plugin) whose
-    # pods run on the GPU nodes
-    device_plugin: bool = True
-    # GPU feature discovery's product label on the GPU nodes (matches the recorded guest)
-    gpu_product: str = "NVIDIA-H200"
-    # status.nodeInfo.kernelVersion of every node: a host kernel, never the guest's
-    node_kernel: str = "6.8.0-60-generic"
-    # RuntimeClasses the lab creates: Kata ones (handler = name, with the overhead below,
-    # sandbox delay kata_sandbox_delay_ms) and a baseline one (runc_sandbox_delay_ms)
-    kata_runtime_classes: tuple[str, ...] = ("kata", "kata-qemu-nvidia-gpu")
-    baseline_runtime_class: str = "runc"
-    kata_overhead_cpu: str = "250m"
-    kata_overhead_memory: str = "320Mi"
-    kata_sandbox_delay_ms: int = Field(default=3000, ge=0)
-    runc_sandbox_delay_ms: int = Field(default=300, ge=0)
-    container_start_delay_ms: int = Field(default=200, ge=0)
-    hpa_sync_period_s: int = Field(default=5, ge=1)
-
-    @property
-    def runtime_class(self) -> str:
-        """The lab's first Kata RuntimeClass (what lab self-tests create plain Kata pods
-        with)."""
-        return self.kata_runtime_classes[0] if self.kata_runtime_classes else "kata"
-
-
 def _section(module: str, cls: str, v: Any) -> Any:
     """Validate a profile section a layer owns (its schema lives beside its checks),
     imported when a profile is validated — not when this module is, since the layer
@@ -531,7 +492,6 @@ class ClusterProfile(Strict):
     namespace_prefix: str = Field(default=DEFAULT_NAMESPACE_PREFIX, exclude=True)
     label: str = Field(default=DEFAULT_RUN_LABEL, exclude=True)
     simulated: bool = False
-    lab: ClusterLabProfile = ClusterLabProfile()
     gpu: Any = Field(default=None, validate_default=True)
     sizing: Any = Field(default=None, validate_default=True)
     keda: Any = Field(default=None, validate_default=True)
