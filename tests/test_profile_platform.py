@@ -199,3 +199,16 @@ def test_a_dumped_profile_loads_again() -> None:
         doc = prof.model_dump(mode="json", by_alias=True, exclude={"source"})
         again = Profile.model_validate(doc)
         assert again.cluster == prof.cluster and again.runtime == prof.runtime
+
+
+def test_profile_check_refuses_a_former_key_with_exit_2(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    p = tmp_path / "old.yaml"
+    p.write_text("name: old\ncluster:\n  sizing:\n    gpu_runtime_class: kata-qemu-nvidia-gpu\n")
+    out = subprocess.run([sys.executable, "-m", "kgc.cli", "profile", "check", str(p)],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 2, out
+    assert (f"{p}: cluster.sizing.gpu_runtime_class: moved to platform.kata.runtime_class"
+            in out.stdout + out.stderr)
