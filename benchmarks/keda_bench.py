@@ -42,6 +42,7 @@ from kgc.core.target import ClusterTarget
 from kgc.layers.keda.checks import analyse
 from kgc.layers.keda.phases import receipt_lags
 from kgc_lab import cluster as labc
+from kgc_lab.cluster.shape import shape_of
 
 REQUESTS = {"n": 0}
 
@@ -70,7 +71,7 @@ def one_run(kubeconfig: str, prof: Profile) -> tuple[dict[str, Any], Context]:
     wall, cpu = time.monotonic() - w0, time.process_time() - c0
     verdicts = {v.check: str(v.status) for v in ctx.judge_all(["keda"])}
     pods = sum(len(r.pods) for run in ev.runs() for r in run.repetitions)
-    lab = prof.cluster.lab
+    lab = shape_of(prof.cluster)
     a = analyse(ev, prof)
     acc: dict[str, Any] = {}
     for role, cfg in (("kata", lab.kata_sandbox_delay_ms), ("baseline", lab.runc_sandbox_delay_ms)):

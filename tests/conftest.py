@@ -18,6 +18,12 @@ settings.load_profile("kgc")
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+# The containerd lab's instances live in /tmp/kgc-*; the profiles it recorded beside its
+# bundles (fixtures/nri) name files there. The product names no lab path: the operator
+# accepts them ($KGC_PATH_ROOTS, kgc.core.profile), here the self-tests (and the kgc
+# processes they start) do.
+os.environ.setdefault("KGC_PATH_ROOTS", "/tmp/kgc-")
+
 from kgc.core.engine import Context  # noqa: E402
 from kgc.core.profile import load_profile  # noqa: E402
 from kgc.core.registry import load_layers  # noqa: E402

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 INTEL_CPUINFO = (
     "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel name\t: Intel(R) Xeon(R)\n"
@@ -159,3 +160,14 @@ def intel_good(root: Path) -> SysTree:
     t.pci("0000:41:00.0", "10de", "2331", "030200", "vfio-pci", "7")
     t.pci("0000:41:00.1", "10de", "22a3", "040300", "vfio-pci", "7")
     return t
+
+
+def kata_handler_profile(handler: str = "kata") -> Any:
+    """The default profile with the platform's Kata handler ``handler``: the runtime-layer
+    tests' containerd configs name the handler ``kata``, while the generic profile's is
+    kata-deploy's ``kata-qemu-nvidia-gpu`` (platform.kata.handler)."""
+    from kgc.core.profile import Profile, load_profile
+
+    doc = load_profile().model_dump(mode="json", by_alias=True, exclude={"source"})
+    doc["platform"]["kata"]["handler"] = handler
+    return Profile.model_validate(doc)

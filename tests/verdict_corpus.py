@@ -886,6 +886,14 @@ SCENARIOS: list[Scenario] = [
              profile="lab", expect={"reboot.returned": E}),
 ]
 
+# the runtime scenarios' containerd configs name the Kata handler `kata`; the built-in
+# generic profile's platform handler is kata-deploy's `kata-qemu-nvidia-gpu`, so the
+# scenarios judge against `kata` (the same inputs as when the handler was runtime.kata_handler)
+KATA_HANDLER_PATCH = {"platform": {"kata": {"handler": "kata"}}}
+for _sc in SCENARIOS:
+    if "runtime" in _sc.layers and _sc.profile == "generic-nvidia-passthrough":
+        _sc.patch = {**KATA_HANDLER_PATCH, **_sc.patch}
+
 
 def judge(layer_name: str, evidence: Any, profile: Profile) -> list[dict[str, Any]]:
     from kgc.core.registry import load_layers

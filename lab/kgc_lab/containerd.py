@@ -15,6 +15,7 @@ what decides NRI in the "default" scenarios.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import signal
 import sys
@@ -31,7 +32,7 @@ from kgc.core.bundle import write_bundle
 from kgc.core.engine import Context
 from kgc.core.layer import Scope
 from kgc.core.model import Status, Verdict
-from kgc.core.profile import Profile, load_profile
+from kgc.core.profile import PATH_ROOTS_ENV, Profile, load_profile
 from kgc.core.registry import load_layers
 from kgc.core.target import NodeTarget
 from kgc.layers.runtime.collect import query_for, redact_snapshot
@@ -198,9 +199,22 @@ class ScenarioResult:
         return "\n".join(lines)
 
 
+def accept_instance_paths(tmp: Path) -> None:
+    """Let kgc (this process and the ones it starts) accept profiles that name files in the
+    instance's private directory: the product accepts no lab path of its own
+    (``$KGC_PATH_ROOTS``, kgc.core.profile)."""
+    roots = [r for r in os.environ.get(PATH_ROOTS_ENV, "").split(":") if r]
+    if str(tmp) not in roots:
+        os.environ[PATH_ROOTS_ENV] = ":".join([*roots, str(tmp)])
+
+
 def lab_profile(tmp: Path, base: Profile | None = None) -> Profile:
-    """The default profile pointed at one lab instance's private paths."""
+    """The default profile pointed at one lab instance's private paths, its Kata handler
+    the lab's (``kata``: platform.kata and the runtime section's view of it)."""
     p = base or load_profile()
+    accept_instance_paths(tmp)
+    kata = p.platform.kata.model_copy(update={"runtime_class": "kata", "handler": "kata"})
+    platform = p.platform.model_copy(update={"kata": kata})
     rt = p.runtime.model_copy(
         update={
             "containerd_config": f"{tmp}/config.toml",
@@ -228,7 +242,8 @@ def lab_profile(tmp: Path, base: Profile | None = None) -> Profile:
         "runtime.kata-stale-keys": "the containerd lab writes its own Kata configuration",
         **p.simulated,
     }
-    return p.model_copy(update={"runtime": rt, "nri": nri, "simulated": simulated})
+    return p.model_copy(update={"platform": platform, "runtime": rt, "nri": nri,
+                                "simulated": simulated})
 
 
 def _prepare_kata(tmp: Path) -> None:

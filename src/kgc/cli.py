@@ -386,7 +386,7 @@ def _cleanup_parser(sub: Any) -> None:
     which.add_argument("--run", default=None, metavar="ID", help="only this run's objects")
     which.add_argument("--all", action="store_true", help="every run's objects")
     p.add_argument("--profile", default=DEFAULT_PROFILE,
-                   help="whose cluster.label marks a run's objects (default kgc.io/run)")
+                   help="whose platform.run_label marks a run's objects (default kgc.io/run)")
     p.add_argument("--wait", type=float, default=120.0, metavar="S",
                    help="wait up to S seconds until the namespaces are gone (0: do not wait)")
     p.set_defaults(func=cmd_cleanup)

@@ -237,11 +237,16 @@ def bundle_doc(case: str, collected_at: str, note: str) -> dict[str, Any]:
 
 
 def profile_doc() -> dict[str, Any]:
-    gp = h200_profile().model_dump(mode="json", exclude_defaults=True)
+    gp = h200_profile()
+    platform = {"kata": {"runtime_class": gp.runtime_class},
+                "gpu": {"resources": list(gp.resources),
+                        "device_plugin": {"selector": gp.device_plugin_selector,
+                                          "namespace": gp.device_plugin_namespace}}}
     return {"name": "h200-passthrough",
             "description": "the profile the recorded H200 guest is certified against "
                            "(fixtures/gpu bundles)",
-            "cluster": {"gpu": gp}}
+            "platform": platform,
+            "cluster": {"gpu": gp.model_dump(mode="json", exclude_defaults=True)}}
 
 
 def write_fixtures(dest: Path = GPU_FIX) -> list[Path]:

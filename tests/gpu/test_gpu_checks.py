@@ -460,7 +460,7 @@ def test_device_plugin_cases() -> None:
     v = cl_check("gpu.device-plugin", cl)
     assert v.status is Status.FAIL and "CrashLoopBackOff" in v.reason
     v = cl_check("gpu.device-plugin", cluster(a), device_plugin_selector=None)
-    assert v.status is Status.SKIP and "device_plugin_selector is not set" in v.reason
+    assert v.status is Status.SKIP and "device_plugin.selector is not set" in v.reason
     err = dataclasses.replace(cluster(a), plugin_pods=None, errors={"plugin_pods": "403"})
     assert cl_check("gpu.device-plugin", err).status is Status.ERROR
     plain = dataclasses.replace(node("cpu", 0, product=None), labels={})
@@ -500,8 +500,8 @@ def test_settings_reads_cluster_gpu_of_a_whole_profile() -> None:
         cluster = Cluster()
 
     assert settings(Whole()) is gp and settings(gp) is gp
-    with pytest.raises(TypeError):
-        settings(object())
+    # one accessor, one fallback (kgc.core.profile.layer_section): no section, the defaults
+    assert settings(object()) == GpuProfile()
     # the same judgement either way
     r = cases()["h200-good"]
     assert CHECKS.get("gpu.product").judge(PodSubject(r.pods[0], r), Whole(), "t") == \
@@ -512,7 +512,6 @@ def test_profile_defaults_and_strictness() -> None:
     gp = GpuProfile()
     assert gp.expected_handler == RC and gp.count == 1
     for bad in (dict(foo=1), dict(min_driver="abc"), dict(product_pattern="("),
-                dict(device_plugin_selector="app in (x)"), dict(resources=("gpu",)),
                 dict(count=0), dict(memory="4GB"), dict(schedule_timeout_s=600,
                                                           start_timeout_s=60),
                 dict(gpu_node_labels=("=x",))):
@@ -520,5 +519,12 @@ def test_profile_defaults_and_strictness() -> None:
             GpuProfile(**bad)
     with pytest.raises(ValueError):
         gp.count = 2  # type: ignore[misc]
-    assert GpuProfile(device_plugin_selector="app=nvidia-device-plugin-daemonset,tier!=x")
+    # the selector and the resources are the platform's, validated there
+    from kgc.core.profile import DevicePluginPlatform, GpuPlatform
+
+    for bad_platform in (lambda: DevicePluginPlatform(selector="app in (x)"),
+                         lambda: GpuPlatform(resources=("gpu",))):
+        with pytest.raises(ValueError):
+            bad_platform()
+    assert DevicePluginPlatform(selector="app=nvidia-device-plugin-daemonset,tier!=x")
     assert NODE_KERNEL != h200_guest().kernel

@@ -55,7 +55,7 @@ def roundtrip(manifest: dict[str, Any], model: Any) -> dict[str, Any]:
 
 
 def test_the_two_workloads_differ_only_in_name_role_and_runtime_class() -> None:
-    kp = KedaProfile(baseline_runtime_class="runc")
+    kp = KedaProfile(runtime_class="kata", baseline_runtime_class="runc")  # platform: kata
     kata, base = workload_manifest("kata", kp), workload_manifest("baseline", kp)
     assert roundtrip(kata, client.V1Deployment) == kata
     assert kata["spec"]["replicas"] == 0 and base["spec"]["replicas"] == 0
@@ -75,8 +75,9 @@ def test_the_two_workloads_differ_only_in_name_role_and_runtime_class() -> None:
 
 
 def test_gpu_requests_follow_the_profile_and_no_runtime_class_for_a_default_baseline() -> None:
-    kp = KedaProfile.model_validate({"baseline_runtime_class": None,
-                                     "gpu": {"per_pod": 2, "resource": "nvidia.com/pgpu"}})
+    # the resource is the platform's (platform.gpu.resources[0], the section's view)
+    kp = KedaProfile.model_validate({"baseline_runtime_class": None, "gpu": {"per_pod": 2},
+                                     "gpu_resource": "nvidia.com/pgpu"})
     kata = workload_manifest("kata", kp)
     res = kata["spec"]["template"]["spec"]["containers"][0]["resources"]
     assert res["requests"]["nvidia.com/pgpu"] == "2" and res["limits"] == {

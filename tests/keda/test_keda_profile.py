@@ -14,7 +14,9 @@ from kgc.layers.keda.profile import KedaBudgets, KedaProfile, Measure, Phase
 
 def test_defaults_are_valid_and_documented_values():
     kp = KedaProfile()
-    assert kp.runtime_class == "kata" and kp.baseline_runtime_class == "runc"
+    # the Kata class is the platform's (kgc.core.profile.PlatformProfile): kata-deploy's
+    # NVIDIA GPU class by default; the baseline is the layer's own
+    assert kp.runtime_class == "kata-qemu-nvidia-gpu" and kp.baseline_runtime_class == "runc"
     assert kp.trigger == "metrics-api" and kp.gpu.per_pod == 0  # GPU requests off
     assert (kp.repetitions, kp.replicas, kp.polling_interval_s) == (5, 3, 30)
     assert kp.budgets.phase_p95_s == {"sandbox": 10.0}
@@ -28,13 +30,12 @@ def test_phase_names_in_the_schema_match_the_computation():
 
 def test_a_yaml_section_validates():
     raw = yaml.safe_load("""
-runtime_class: kata-qemu-nvidia-gpu
 baseline_runtime_class: null
 repetitions: 10
 replicas: 4
 polling_interval_s: 5
 cooldown_period_s: 15
-gpu: {per_pod: 1, resource: nvidia.com/pgpu}
+gpu: {per_pod: 1}
 budgets:
   e2e_p95_s: 20
   phase_p95_s: {sandbox: 5, scheduling: 1}
@@ -74,7 +75,7 @@ def test_unknown_keys_are_refused_naming_the_field(raw, where):
     ({"timeouts": {"activation_s": 100, "ready_s": 50}}, "must be at least"),
     ({"cooldown_period_s": 300, "timeouts": {"scale_down_s": 300}},
      "must exceed cooldown_period_s (300)"),
-    ({"baseline_runtime_class": "kata"}, "nothing to compare"),
+    ({"baseline_runtime_class": "kata-qemu-nvidia-gpu"}, "nothing to compare"),
 ])
 def test_bad_values_are_refused_with_a_clear_message(raw, msg):
     with pytest.raises(ValidationError) as exc:
@@ -115,7 +116,8 @@ budgets: {baseline_p95_s: {startup: 5, sandbox: 2}}
     assert base["nodeSelector"] == {"kgc.io/real-node": "true"}
     assert base["tolerations"] == [{"key": "kgc.io/real-node", "operator": "Equal",
                                     "value": "true", "effect": "NoSchedule"}]
-    assert base["runtimeClassName"] == "runc" and kata["runtimeClassName"] == "kata"
+    assert base["runtimeClassName"] == "runc"
+    assert kata["runtimeClassName"] == "kata-qemu-nvidia-gpu"  # the platform's default
     assert kata["nodeSelector"] == {"node.kubernetes.io/instance-type": "gpu-h200"}
     assert kata["tolerations"] == [
         {"key": "nvidia.com/gpu", "operator": "Exists"},

@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 
 from kgc.core.hostfs import CommandResult, HostSnapshot, StatResult
 from kgc.core.model import Status
-from kgc.core.profile import load_profile
 from kgc.core.target import NodeTarget
 from kgc.evidence.containerd import parse_version, strip_log_lines
 from kgc.layers.runtime import QUERY, parse
 from kgc.layers.runtime.checks import CHECKS
+from systree import kata_handler_profile
 
 SEED = """version = 2
 
@@ -56,7 +56,7 @@ enable_annotations = ["enable_iommu"]
 static_sandbox_resource_mgmt = true
 """
 
-PROFILE = load_profile()
+PROFILE = kata_handler_profile()  # the configs below name the handler `kata`
 
 
 def tree(root: Path, files: dict[str, str]) -> HostSnapshot:

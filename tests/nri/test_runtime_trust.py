@@ -13,14 +13,14 @@ import pytest
 
 from kgc.core.hostfs import CommandResult, HostSnapshot, StatResult
 from kgc.core.model import Status
-from kgc.core.profile import load_profile
 from kgc.core.target import NodeTarget
 from kgc.evidence.containerd import containerd_warnings
 from kgc.layers.runtime import parse, query_for
 from kgc.layers.runtime.checks import CHECKS
+from systree import kata_handler_profile
 
 DATA = Path(__file__).parent / "data"
-PROFILE = load_profile()
+PROFILE = kata_handler_profile()  # the configs below name the handler `kata`
 SHIM = "containerd-shim-kata-v2"
 
 

@@ -44,6 +44,7 @@ from kgc.layers.sizing.profile import (
 )
 from kgc_lab.cluster import sim_sizing
 from kgc_lab.cluster.manifests import node_manifests, runtime_class_manifests
+from kgc_lab.cluster.shape import LabClusterProfile
 
 CLUSTER = ClusterProfile()
 SP = SizingProfile()
@@ -105,7 +106,7 @@ def test_plan_probes_first_then_every_shape() -> None:
 
 
 def test_plan_says_why_a_shape_cannot_run() -> None:
-    no_gpu = ClusterProfile(lab={"gpu_nodes": 0})  # type: ignore[arg-type]
+    no_gpu = LabClusterProfile(lab={"gpu_nodes": 0})  # type: ignore[arg-type]
     objs, _ = cluster_objects([], node_manifests(no_gpu), runtime_class_manifests(no_gpu),
                               CLUSTER.label)
     sp = SizingProfile(shapes=(*DEFAULT_SHAPES, PodShapeSpec(

@@ -49,6 +49,7 @@ from kgc_lab.cluster.manifests import (
     node_manifests,
     runtime_class_manifests,
 )
+from kgc_lab.cluster.shape import LabClusterProfile, lab_cluster
 from kgc_lab.common import LabError, free_port, lab_cache
 from kgc_lab.ledger import LabRecord
 from kgc_lab.supervise import Proc, Supervisor, http_ok, stop_processes
@@ -213,12 +214,13 @@ def write_lab_profile(path: Path, state: Mapping[str, Any]) -> Path:
 # --------------------------------------------------------------------------- the lab
 
 
-def lab_cluster_profile() -> ClusterProfile:
+def lab_cluster_profile() -> LabClusterProfile:
+    """The lab profile's ``cluster`` section with the lab's own shape beside it."""
     try:
         # By path: resolve("lab") would pick the repo's lab/ directory when run from the root.
-        return load_profile(profiles_dir() / f"{LAB_PROFILE}.yaml").cluster
+        return lab_cluster(load_profile(profiles_dir() / f"{LAB_PROFILE}.yaml").cluster)
     except ProfileError:
-        return ClusterProfile()
+        return lab_cluster()
 
 
 class Lab:
@@ -235,7 +237,8 @@ class Lab:
         with_node: bool = False,
     ) -> None:
         self.paths = _paths(run_dir)
-        self.cluster = cluster or lab_cluster_profile()
+        # the product's section the lab runs, with the lab's shape (kgc_lab.cluster.shape)
+        self.cluster = lab_cluster(cluster) if cluster is not None else lab_cluster_profile()
         self.bins = bins or binaries()
         self.keda = keda
         self.timeout_s = timeout_s

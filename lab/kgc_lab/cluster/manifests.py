@@ -1,4 +1,4 @@
-"""Manifests of the cluster lab's own objects, from the profile's ``cluster.lab`` section:
+"""Manifests of the cluster lab's own objects, from the lab's shape (kgc_lab.cluster.shape):
 kwok nodes with GPU capacity, the RuntimeClasses, a simulated device-plugin DaemonSet, kwok
 pod stages (sandbox delay per runtime class, image pulls that fail, collector pods ending as
 the simulator decides) and the KEDA metrics-API registration. Pure functions: no I/O."""
@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from kgc.core.profile import ClusterProfile
+from kgc_lab.cluster.shape import shape_of
 
 KEDA_NAMESPACE = "keda"
 KEDA_APISERVICE = "v1beta1.external.metrics.k8s.io"
@@ -27,7 +28,7 @@ _NODE_INFO_EMPTY = ("bootID", "containerRuntimeVersion", "kubeProxyVersion", "ku
 
 
 def node_manifests(cluster: ClusterProfile) -> list[dict[str, Any]]:
-    lab = cluster.lab
+    lab = shape_of(cluster)
     nodes = []
     for i in range(lab.gpu_nodes + lab.cpu_nodes):
         gpu = i < lab.gpu_nodes
@@ -78,7 +79,7 @@ def node_manifests(cluster: ClusterProfile) -> list[dict[str, Any]]:
 
 
 def runtime_class_manifests(cluster: ClusterProfile) -> list[dict[str, Any]]:
-    lab = cluster.lab
+    lab = shape_of(cluster)
     kata = [
         {
             "apiVersion": "node.k8s.io/v1",
@@ -103,7 +104,7 @@ def device_plugin_manifests(cluster: ClusterProfile) -> list[dict[str, Any]]:
     """A stand-in for the GPU Operator's sandbox device plugin: a DaemonSet whose (kwok)
     pods run on the GPU nodes, so the cluster has device-plugin pods to check. None when the
     lab shape says there is no device plugin."""
-    lab = cluster.lab
+    lab = shape_of(cluster)
     if not lab.device_plugin or not lab.gpu_nodes:
         return []
     labels = dict(DEVICE_PLUGIN_LABELS)
@@ -284,7 +285,7 @@ def kwok_stages(cluster: ClusterProfile) -> list[dict[str, Any]]:
     (ErrImagePull, then ImagePullBackOff) instead; a collector pod the simulator answered
     (annotation ``kgc.io/sim-exit-code``) ends Succeeded (exit 0) or Failed. Node and
     deletion stages come from kwok's own set."""
-    lab = cluster.lab
+    lab = shape_of(cluster)
     kata = list(lab.kata_runtime_classes) or [lab.runtime_class]
     alive = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
 

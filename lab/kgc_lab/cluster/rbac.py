@@ -339,7 +339,7 @@ HEADER = {
 # namespaces, privilege, hostPath or other host volumes, added capabilities, host ports,
 # nodeName, unconfined seccomp/AppArmor, SELinux/Windows options, sysctls, control-plane
 # tolerations or system priority classes; Services other than ClusterIP. If you change
-# cluster.namespace_prefix or cluster.label in the profile, or bind this role to another
+# platform.namespace_prefix or platform.run_label in the profile, or bind this role to another
 # subject, change the policy's expressions to match.
 """,
     "namespaced": """\

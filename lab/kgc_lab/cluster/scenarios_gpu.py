@@ -103,6 +103,7 @@ class GpuScenario:
     expected: Mapping[str, str]
     arrange: Arrange = _as_is
     gpu: Mapping[str, Any] = field(default_factory=dict)  # changes to cluster.gpu
+    platform: Mapping[str, Any] = field(default_factory=dict)  # changes to platform.kata
     cause: str | None = None  # the classified cause gpu.pod-runs must name
 
 
@@ -188,7 +189,7 @@ SCENARIOS = (
         "the profile's RuntimeClass kata-qemu-nvidia-gpu-snp is not installed",
         _skip_guest(_expect(gpu_runtimeclass="fail", gpu_runtimeclass_overhead="skip",
                             gpu_pod_runs="fail")),
-        gpu={"runtime_class": "kata-qemu-nvidia-gpu-snp"}, cause="runtimeclass-missing",
+        platform={"runtime_class": "kata-qemu-nvidia-gpu-snp"}, cause="runtimeclass-missing",
     ),
     GpuScenario(
         "gpu-not-in-guest",
@@ -212,9 +213,10 @@ BY_NAME = {s.name: s for s in SCENARIOS}
 # --------------------------------------------------------------------------- running
 def scenario_profile(sc: GpuScenario, base: Profile | None = None) -> Profile:
     prof = base or load_profile(profiles_dir() / f"{labmod.LAB_PROFILE}.yaml")
-    gpu = prof.cluster.gpu.model_copy(update=dict(sc.gpu))
-    gpu = type(gpu).model_validate(gpu.model_dump())
-    return prof.model_copy(update={"cluster": prof.cluster.model_copy(update={"gpu": gpu})})
+    doc = prof.model_dump(mode="json", by_alias=True, exclude={"source"})
+    doc["platform"]["kata"].update(sc.platform)
+    doc["cluster"]["gpu"].update(sc.gpu)
+    return Profile.model_validate(doc).model_copy(update={"source": prof.source})
 
 
 def write_profile(prof: Profile, path: Path) -> Path:

@@ -45,6 +45,7 @@ from kgc.core.engine import Context, Unavailable
 from kgc.core.profile import Profile, profiles_dir
 from kgc.core.target import ClusterTarget
 from kgc_lab.cluster.lab import LAB_PROFILE, Lab, down, keda_profile_fields
+from kgc_lab.cluster.shape import ClusterLabProfile, lab_cluster, shape_of
 from kgc_lab.common import LabError
 from kgc_lab.scenarios import (
     LabScenario,
@@ -72,6 +73,7 @@ class KedaScenario:
     expected: Mapping[str, str]
     reasons: Mapping[str, Sequence[str]] = field(default_factory=dict)
     overrides: Mapping[str, Any] = field(default_factory=dict)  # merged into lab.yaml
+    shape: Mapping[str, Any] = field(default_factory=dict)  # the lab's shape (not a profile key)
     keda: bool = True  # KEDA installed in the scenario's lab
     timing: bool = False  # assert the sandbox difference against the configured delays
 
@@ -92,7 +94,7 @@ SCENARIOS: dict[str, KedaScenario] = {sc.name: sc for sc in (
         reasons={"keda.phase-budgets": ["sandbox ready p95", "> 5 s budget",
                                         "everything else within budget"],
                  "keda.kata-overhead": ["pod startup", "Kata adds the most in sandbox ready"]},
-        overrides={"cluster": {"lab": {"kata_sandbox_delay_ms": 8000}}},
+        shape={"kata_sandbox_delay_ms": 8000},
     ),
     KedaScenario(
         "keda-missing",
@@ -116,8 +118,10 @@ SCENARIOS: dict[str, KedaScenario] = {sc.name: sc for sc in (
         reasons={"keda.scale-up-completes": ["stalled in scheduling", "Insufficient",
                                              "nvidia.com/gpu"],
                  "keda.baseline-budgets": ["pod startup p95 >", "(stalled) > 5 s budget"]},
-        overrides={"cluster": {"keda": {
-            "repetitions": 1, "gpu": {"per_pod": 8, "resource": "nvidia.com/gpu"},
+        # the keda layer requests the platform's first GPU resource
+        overrides={"platform": {"gpu": {"resources": ["nvidia.com/gpu", "nvidia.com/pgpu"]}},
+                   "cluster": {"keda": {
+            "repetitions": 1, "gpu": {"per_pod": 8},
             "timeouts": {"activation_s": 15, "ready_s": 20, "scale_down_s": 60}}}},
     ),
 )}
@@ -145,11 +149,18 @@ def scenario_profile(sc: KedaScenario, state: Mapping[str, Any] | None = None) -
         update={"source": f"{path} + scenario {sc.name}"})
 
 
-def sandbox_timing(ev: Any, profile: Profile) -> dict[str, Any]:
-    """Measured Kata - baseline sandbox p50 against the lab's configured delay difference."""
+def scenario_shape(sc: KedaScenario) -> ClusterLabProfile:
+    """The lab's shape for ``sc``: the lab's own with the scenario's changes."""
+    return ClusterLabProfile.model_validate({**ClusterLabProfile().model_dump(), **sc.shape})
+
+
+def sandbox_timing(ev: Any, profile: Profile,
+                   shape: ClusterLabProfile | None = None) -> dict[str, Any]:
+    """Measured Kata - baseline sandbox p50 against the lab's configured delay difference
+    (``shape``: the lab's, default the one the cluster section carries or the lab's own)."""
     from kgc.layers.keda.checks import analyse
 
-    lab = profile.cluster.lab
+    lab = shape or shape_of(profile.cluster)
     configured = (lab.kata_sandbox_delay_ms - lab.runc_sandbox_delay_ms) / 1000.0
     out: dict[str, Any] = {"configured_difference_s": configured,
                            "tolerance": TIMING_TOLERANCE}
@@ -216,7 +227,9 @@ def run_scenario(sc: KedaScenario, report_dir: Path, keep: bool = False,
     profile = scenario_profile(sc)
     own = run_dir is None
     rd = Path(run_dir) if run_dir is not None else Path(tempfile.mkdtemp(prefix=f"kgc-{sc.name}-"))
-    lab = Lab(rd, cluster=profile.cluster, keda=sc.keda, die_with_parent=True)
+    shape = scenario_shape(sc)
+    lab = Lab(rd, cluster=lab_cluster(profile.cluster, shape), keda=sc.keda,
+              die_with_parent=True)
     try:
         state = lab.up()
         profile = scenario_profile(sc, state)
@@ -232,7 +245,7 @@ def run_scenario(sc: KedaScenario, report_dir: Path, keep: bool = False,
             if own:
                 shutil.rmtree(rd, ignore_errors=True)
     results = [v.to_dict() for v in verdicts]
-    timing = sandbox_timing(ev, profile) if sc.timing and ev is not None else None
+    timing = sandbox_timing(ev, profile, shape) if sc.timing and ev is not None else None
     mis = mismatches(sc, results, timing)
     report_dir = Path(report_dir)
     report_dir.mkdir(parents=True, exist_ok=True)

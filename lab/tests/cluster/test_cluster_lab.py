@@ -21,9 +21,9 @@ from kubernetes.client.rest import ApiException
 
 from cluster.kubehelp import LabInfo, gpu_pod
 from kgc import kube
-from kgc.core.profile import ClusterLabProfile, ClusterProfile
 from kgc.kube import builders
 from kgc_lab import cluster as labc
+from kgc_lab.cluster.shape import ClusterLabProfile, LabClusterProfile
 
 pytestmark = [pytest.mark.lab, pytest.mark.cluster]
 
@@ -357,7 +357,7 @@ def test_failed_up_cleans_up_after_itself(tmp_path: Path) -> None:
     controllers, kwok and the metric endpoint were started: all must be stopped."""
     if labc.binaries().missing(keda=False):
         pytest.fail("cluster lab binaries not built — run scripts/bootstrap.d/30-cluster.sh")
-    bad = ClusterProfile(lab=ClusterLabProfile(node_memory="lots-of-memory"))
+    bad = LabClusterProfile(lab=ClusterLabProfile(node_memory="lots-of-memory"))
     run = tmp_path / "run"
     with pytest.raises(ApiException) as err:
         labc.Lab(run, cluster=bad, keda=False, die_with_parent=True).up()

@@ -13,14 +13,14 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from kgc.core.profile import ClusterLabProfile, ClusterProfile
 from kgc.kube import wait_for
 from kgc_lab import cluster as labc
 from kgc_lab.cluster import pki as cluster_pki
+from kgc_lab.cluster.shape import ClusterLabProfile, LabClusterProfile
 
 
 def test_nodes_carry_gpu_capacity_under_profile_resource_names() -> None:
-    cl = ClusterProfile(lab=ClusterLabProfile(gpu_nodes=3, gpus_per_node=8, cpu_nodes=2))
+    cl = LabClusterProfile(lab=ClusterLabProfile(gpu_nodes=3, gpus_per_node=8, cpu_nodes=2))
     nodes = labc.node_manifests(cl)
     gpu = [n for n in nodes if n["metadata"]["labels"]["kgc.io/gpu"] == "true"]
     cpu = [n for n in nodes if n["metadata"]["labels"]["kgc.io/gpu"] == "false"]
@@ -36,7 +36,7 @@ def test_nodes_carry_gpu_capacity_under_profile_resource_names() -> None:
 
 
 def test_runtime_classes_and_stage_delays_follow_the_profile() -> None:
-    cl = ClusterProfile(
+    cl = LabClusterProfile(
         lab=ClusterLabProfile(kata_runtime_classes=("kata-qemu-nvidia-gpu",),
                               kata_sandbox_delay_ms=4500, runc_sandbox_delay_ms=100,
                               kata_overhead_memory="10240Mi", kata_overhead_cpu="1"),

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from kgc.core.profile import ClusterLabProfile, ClusterProfile
 from kgc.evidence.guest import parse_guest_output
 from kgc_lab import cluster as labc
 from kgc_lab.cluster import sim_gpu, simulate
+from kgc_lab.cluster.shape import ClusterLabProfile, LabClusterProfile
 from kgc_lab.cluster.simulate import SimOutput, register_chooser
 
 GUEST = Path(__file__).resolve().parents[3] / "fixtures" / "guest"
@@ -87,7 +87,7 @@ def test_the_gpu_chooser_is_registered_and_kinds_are_checked() -> None:
 
 
 def test_kwok_stages_fail_pulls_under_the_unpullable_registry_only() -> None:
-    stages = {s["metadata"]["name"]: s["spec"] for s in labc.kwok_stages(ClusterProfile())}
+    stages = {s["metadata"]["name"]: s["spec"] for s in labc.kwok_stages(LabClusterProfile())}
     key = f'.spec.containers.[].image | startswith("{labc.UNPULLABLE_REGISTRY}/")'
     for name in ("kgc-pod-sandbox-kata", "kgc-pod-sandbox-other"):
         assert {"key": key, "operator": "NotIn", "values": ["true"]} in \
@@ -104,7 +104,7 @@ def test_kwok_stages_fail_pulls_under_the_unpullable_registry_only() -> None:
 
 
 def test_lab_nodes_report_a_host_kernel_and_gpu_labels() -> None:
-    cl = ClusterProfile(lab=ClusterLabProfile(node_kernel="6.1.0-28-amd64"))
+    cl = LabClusterProfile(lab=ClusterLabProfile(node_kernel="6.1.0-28-amd64"))
     for n in labc.node_manifests(cl):
         assert n["status"]["nodeInfo"]["kernelVersion"] == "6.1.0-28-amd64"
         gpu = n["metadata"]["labels"]["kgc.io/gpu"] == "true"
@@ -114,8 +114,8 @@ def test_lab_nodes_report_a_host_kernel_and_gpu_labels() -> None:
 
 
 def test_no_device_plugin_shape_advertises_no_gpu_and_runs_no_plugin() -> None:
-    cl = ClusterProfile(lab=ClusterLabProfile(gpu_resources=(), device_plugin=False))
+    cl = LabClusterProfile(lab=ClusterLabProfile(gpu_resources=(), device_plugin=False))
     assert labc.device_plugin_manifests(cl) == []
     for n in labc.node_manifests(cl):
         assert not [r for r in n["status"]["capacity"] if r.startswith("nvidia.com/")]
-    assert labc.device_plugin_manifests(ClusterProfile())[1]["kind"] == "DaemonSet"
+    assert labc.device_plugin_manifests(LabClusterProfile())[1]["kind"] == "DaemonSet"

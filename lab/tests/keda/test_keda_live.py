@@ -62,11 +62,12 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         assert not rep["left"] and not rep["listening"], rep
 
 
-def profile_with(lab: dict[str, Any], tmp: Path, keda: dict[str, Any]) -> tuple[Profile, Path]:
+def profile_with(lab: dict[str, Any], tmp: Path, keda: dict[str, Any],
+                 platform: dict[str, Any] | None = None) -> tuple[Profile, Path]:
     """The profile the lab wrote (profiles/lab.yaml with its endpoint and HPA sync period)
-    with ``keda`` merged into its keda section."""
+    with ``keda`` merged into its keda section and ``platform`` into the platform section."""
     raw = _merge(yaml.safe_load(Path(lab["profile"]).read_text()),
-                 {"cluster": {"keda": keda}})
+                 {"cluster": {"keda": keda}, "platform": platform or {}})
     path = tmp / "profile.yaml"
     path.write_text(yaml.safe_dump(raw))
     return load_profile(path), path
@@ -323,7 +324,8 @@ def test_a_deployed_endpoint_that_cannot_answer_is_a_trigger_error(
 def test_a_missing_runtime_class_fails_the_preflight_and_creates_nothing(
         lab: dict[str, Any], tmp_path: Path) -> None:
     # a RuntimeClass the lab does not install (it has kata and kata-qemu-nvidia-gpu)
-    prof, _ = profile_with(lab, tmp_path, {"runtime_class": "kata-qemu-nvidia-gpu-snp"})
+    prof, _ = profile_with(lab, tmp_path, {},
+                           {"kata": {"runtime_class": "kata-qemu-nvidia-gpu-snp"}})
     k = lab["kube"]
     before = {n.metadata.name for n in k.core.list_namespace().items}
     v, ev = judge(prof, lab["kubeconfig"])

@@ -280,11 +280,14 @@ def _real_node_gpu_profile(path: Path) -> Path:
     Kata), the lab's busybox image (no registry), the stand-in GPU the test advertises."""
     doc = yaml.safe_load((profiles_dir() / "lab.yaml").read_text())
     doc["name"] = "lab-real-node-gpu"
+    doc["platform"] = {**doc["platform"], "kata": {"runtime_class": "runc"},
+                       "gpu": {"resources": ["nvidia.com/gpu"]}}  # no device plugin judged
+    # (keda, not run here, would compare its runc baseline against runc: nothing to compare)
+    doc["cluster"]["keda"]["baseline_runtime_class"] = None
     doc["cluster"]["gpu"].update({
-        "runtime_class": "runc", "require_overhead": False, "image": BUSYBOX_IMAGE,
-        "resources": ["nvidia.com/gpu"], "count": 1, "pods_per_node": 1, "max_nodes": 1,
+        "require_overhead": False, "image": BUSYBOX_IMAGE,
+        "count": 1, "pods_per_node": 1, "max_nodes": 1,
         "cpu": "100m", "memory": "64Mi", "node_selector": {realnode.REAL_NODE_LABEL: "true"},
-        "device_plugin_selector": None, "device_plugin_namespace": None,
         "schedule_timeout_s": 300, "start_timeout_s": POD_TIMEOUT_S,
         "collector_timeout_s": 120})
     path.write_text(yaml.safe_dump(doc, sort_keys=False))

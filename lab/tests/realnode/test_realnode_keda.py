@@ -31,6 +31,7 @@ from kgc.layers.keda.stats import fmt_num, fmt_s
 from kgc_lab.cluster import realnode
 from kgc_lab.cluster.lab import keda_profile_fields
 from kgc_lab.cluster.scenarios_keda import _merge
+from kgc_lab.cluster.shape import shape_of
 from realnode.conftest import RealLab
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -126,7 +127,7 @@ def test_runc_pods_on_the_real_node_have_real_start_phases_next_to_kwok_kata(
         assert p.name in log, f"containerd never ran {p.name}"
     assert not [p.name for p in kata if p.name in log]
     # the Kata timings are kwok's: its configured sandbox delay (+-20 %, as keda-good)
-    lab = measured["profile"].cluster.lab
+    lab = shape_of(measured["profile"].cluster)
     kata_sandbox = measured["analysis"].stats["kata"]["sandbox"].p50
     want = lab.kata_sandbox_delay_ms / 1000
     assert abs(kata_sandbox - want) <= 0.2 * want, (kata_sandbox, want)

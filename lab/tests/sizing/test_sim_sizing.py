@@ -14,6 +14,7 @@ from kgc.layers.sizing.evidence import GuestSize
 from kgc.layers.sizing.model import expected_vm
 from kgc.layers.sizing.profile import DEFAULT_SHAPES, PROBE_SHAPE, shape_pod
 from kgc_lab.cluster import sim_sizing
+from kgc_lab.cluster.shape import shape_of
 
 KATA = ("kata",)
 
@@ -114,9 +115,9 @@ def test_unsizable_or_non_kata_pods_fail_with_the_reason(mutate, text: str) -> N
 def test_the_lab_profile_describes_the_kata_the_simulated_nodes_run() -> None:
     prof = load_profile(profiles_dir() / "lab.yaml")
     lab = sim_sizing.LAB_KATA
-    rcs = prof.cluster.lab.kata_runtime_classes
+    rcs = shape_of(prof.cluster).kata_runtime_classes  # the lab's own shape
     assert sim_sizing._lab_kata_classes() == tuple(rcs)
-    assert {prof.cluster.sizing.runtime_class, prof.cluster.sizing.gpu_runtime_class} <= set(rcs)
+    assert prof.platform.kata.runtime_class in rcs  # every shape's class, GPU shapes too
     for rc in rcs:
         k = prof.cluster.sizing.kata[rc].to_sizing("x")
         assert (k.runtime, k.static, k.default_vcpus, k.default_memory) == (

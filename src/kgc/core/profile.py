@@ -7,10 +7,11 @@ Unknown keys are refused; every error names the file and the field path
 from __future__ import annotations
 
 import importlib.resources
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import (
@@ -160,10 +161,12 @@ class HostProfile(Strict):
 # -- paths a profile may make the collector read or stat ------------------------------------
 # A profile names files the collector reads into evidence (and bundles). Each field may only
 # point where that kind of file lives, so a profile cannot make kgc copy /etc/shadow or a
-# private key into a bundle. `/tmp/kgc-` is the containerd lab's private instance
-# directories (kgc.lab.containerd). Paths are absolute, clean (no `..`, `.`, `//`) and made
-# of plain characters only (no `$`, blanks, quotes, globs or control characters).
-LAB_PREFIX = "/tmp/kgc-"
+# private key into a bundle. Paths are absolute, clean (no `..`, `.`, `//`) and made of
+# plain characters only (no `$`, blanks, quotes, globs or control characters).
+# The operator (never a profile) may accept more: ``KGC_PATH_ROOTS``, a `:`-separated list
+# of absolute path prefixes every path field also accepts (e.g. the private instance
+# directories of a test installation, whose profiles name files there).
+PATH_ROOTS_ENV = "KGC_PATH_ROOTS"
 CONTAINERD_CONFIG_DIRS = (
     "/etc/containerd",
     "/var/lib/rancher/k3s/agent/etc/containerd",
@@ -208,9 +211,23 @@ def _clean_abs(v: str) -> str:
     return v.rstrip("/") or "/"
 
 
+def extra_path_roots() -> tuple[str, ...]:
+    """The prefixes ``$KGC_PATH_ROOTS`` adds (each absolute and clean, else refused: a typo
+    must not widen what a profile may name)."""
+    out = []
+    for item in os.environ.get(PATH_ROOTS_ENV, "").split(":"):
+        if item:
+            try:
+                out.append(_clean_abs(item))
+            except ValueError as exc:
+                raise ValueError(f"${PATH_ROOTS_ENV}: {exc}") from None
+    return tuple(out)
+
+
 def _under(v: str, prefixes: tuple[str, ...], what: str, suffix: str = "") -> str:
     v = _clean_abs(v)
-    ok = v.startswith(LAB_PREFIX) or any(v == p or v.startswith(p + "/") for p in prefixes)
+    ok = (any(v.startswith(r) for r in extra_path_roots())
+          or any(v == p or v.startswith(p + "/") for p in prefixes))
     if not ok:
         raise ValueError(f"{v!r}: {what} must be under {', '.join(prefixes)}")
     if suffix and not v.endswith(suffix):
@@ -218,12 +235,158 @@ def _under(v: str, prefixes: tuple[str, ...], what: str, suffix: str = "") -> st
     return v
 
 
+# -- the platform: facts every layer reads, declared once ---------------------------------
+# kata-deploy's RuntimeClass for NVIDIA GPU passthrough (its handler has the same name)
+DEFAULT_KATA_RUNTIME_CLASS = "kata-qemu-nvidia-gpu"
+# extended resources that mean "a GPU": passthrough (sandbox device plugin) and container stack
+DEFAULT_GPU_RESOURCES = ("nvidia.com/pgpu", "nvidia.com/gpu")
+DEFAULT_NAMESPACE_PREFIX = "kgc-"
+DEFAULT_RUN_LABEL = "kgc.io/run"
+# a Kubernetes equality-based label selector: key[=value][,key[=value]...] (also !=, ==)
+LABEL_KEY = r"(?:[a-z0-9A-Z.\-]{1,253}/)?[a-zA-Z0-9](?:[a-zA-Z0-9_.\-]{0,61}[a-zA-Z0-9])?"
+_LABEL_VAL = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9_.\-]{0,61}[a-zA-Z0-9])?)?"
+_REQ = re.compile(rf"^\s*!?{LABEL_KEY}\s*(?:(?:==|=|!=)\s*{_LABEL_VAL}\s*)?$")
+_RESOURCE = re.compile(r"[a-z0-9.\-]+/[A-Za-z0-9_.\-]+")
+_NS_PREFIX = re.compile(r"[a-z0-9]([-a-z0-9]*)?")
+
+
+class KataPlatform(Strict):
+    """The Kata RuntimeClass every layer's Kata pods run under, and its handler (the
+    containerd runtime the node layer looks for and the RuntimeClass must name)."""
+
+    runtime_class: str = Field(default=DEFAULT_KATA_RUNTIME_CLASS, min_length=1,
+                               max_length=253)
+    # the RuntimeClass' handler (containerd runtime name); None: same as its name
+    handler: str | None = Field(default=None, min_length=1, max_length=253)
+
+    @property
+    def expected_handler(self) -> str:
+        return self.handler or self.runtime_class
+
+
+class DevicePluginPlatform(Strict):
+    """The GPU device plugin's pods (None: not judged): a label selector, and the namespace
+    they run in (None: every namespace)."""
+
+    selector: str | None = None
+    namespace: str | None = Field(default=None, min_length=1, max_length=63)
+
+    @field_validator("selector")
+    @classmethod
+    def _selector(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        if not v.strip() or not all(_REQ.match(p) for p in v.split(",")):
+            raise ValueError(
+                "must be an equality-based label selector, e.g. "
+                "'app=nvidia-sandbox-device-plugin-daemonset'"
+            )
+        return v
+
+
+class GpuPlatform(Strict):
+    """How the platform's nodes offer GPUs."""
+
+    # extended resources that mean "a GPU" (a GPU pod requests the first one its node
+    # advertises; a layer that cannot choose per node requests the first)
+    resources: tuple[str, ...] = Field(default=DEFAULT_GPU_RESOURCES, min_length=1)
+    device_plugin: DevicePluginPlatform = DevicePluginPlatform()
+
+    @field_validator("resources")
+    @classmethod
+    def _resources(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for r in v:
+            if not _RESOURCE.fullmatch(r):
+                raise ValueError(f"{r!r}: must be an extended resource like 'nvidia.com/gpu'")
+        if len(set(v)) != len(v):
+            raise ValueError("resources are listed twice")
+        return v
+
+
+class PlatformProfile(Strict):
+    """``platform``: the facts of the platform that several layers need, declared once and
+    read by every layer (the node's runtime layer, the gpu, sizing and keda layers, the
+    fleet). A layer keeps its own setting only for a purpose of its own (the keda layer's
+    baseline class, a sizing shape's own class)."""
+
+    kata: KataPlatform = KataPlatform()
+    gpu: GpuPlatform = GpuPlatform()
+    # the run namespaces' name prefix and the label that marks every object of a run
+    namespace_prefix: str = Field(default=DEFAULT_NAMESPACE_PREFIX, min_length=1,
+                                  max_length=20)
+    run_label: str = Field(default=DEFAULT_RUN_LABEL, min_length=1, max_length=316)
+
+    @field_validator("namespace_prefix")
+    @classmethod
+    def _prefix(cls, v: str) -> str:
+        if not _NS_PREFIX.fullmatch(v):
+            raise ValueError("must start a namespace name (lower-case letters, digits, '-')")
+        return v
+
+    @field_validator("run_label")
+    @classmethod
+    def _label(cls, v: str) -> str:
+        if not re.fullmatch(LABEL_KEY, v):
+            raise ValueError("must be a label key, e.g. 'kgc.io/run'")
+        return v
+
+    def views(self) -> dict[str, dict[str, Any]]:
+        """What each section reads of the platform (the section's own view fields, never
+        given in YAML), by section: ``runtime``, ``cluster`` and the cluster layers'."""
+        k, g = self.kata, self.gpu
+        return {
+            "runtime": {"kata_handler": k.expected_handler},
+            "cluster": {"namespace_prefix": self.namespace_prefix, "label": self.run_label},
+            "gpu": {"runtime_class": k.runtime_class, "handler": k.handler,
+                    "resources": g.resources, "device_plugin_selector": g.device_plugin.selector,
+                    "device_plugin_namespace": g.device_plugin.namespace},
+            "sizing": {"runtime_class": k.runtime_class, "gpu_resources": g.resources},
+            "keda": {"runtime_class": k.runtime_class, "gpu_resource": g.resources[0]},
+        }
+
+
+# where each former per-layer copy of a platform fact is declared now: a profile that still
+# sets one is refused with this one line (two copies could disagree, as they did)
+MOVED_TO_PLATFORM: dict[str, str] = {
+    "runtime.kata_handler": "platform.kata.handler",
+    "runtime.runtime_class": "platform.kata.runtime_class",
+    "cluster.namespace_prefix": "platform.namespace_prefix",
+    "cluster.label": "platform.run_label",
+    "cluster.gpu.runtime_class": "platform.kata.runtime_class",
+    "cluster.gpu.handler": "platform.kata.handler",
+    "cluster.gpu.resources": "platform.gpu.resources",
+    "cluster.gpu.device_plugin_selector": "platform.gpu.device_plugin.selector",
+    "cluster.gpu.device_plugin_namespace": "platform.gpu.device_plugin.namespace",
+    "cluster.sizing.runtime_class": "platform.kata.runtime_class",
+    "cluster.sizing.gpu_runtime_class": "platform.kata.runtime_class",
+    "cluster.sizing.gpu_resources": "platform.gpu.resources",
+    "cluster.keda.runtime_class": "platform.kata.runtime_class",
+    "cluster.keda.gpu.resource": "platform.gpu.resources",
+}
+
+
+def moved_key(raw: Any) -> str | None:
+    """The first former per-layer key a raw profile mapping still sets, as the one-line
+    error that names where it is declared now; None when it sets none."""
+    for old, new in MOVED_TO_PLATFORM.items():
+        node = raw
+        for part in old.split("."):
+            node = node.get(part, _ABSENT) if isinstance(node, dict) else _ABSENT
+        if node is not _ABSENT:
+            return (f"{old}: moved to {new} (the platform's facts are declared once, in the "
+                    "`platform` section every layer reads)")
+    return None
+
+
+_ABSENT = object()
+
+
 class RuntimeProfile(Strict):
     """containerd + Kata handler expectations (layer ``runtime``)."""
 
     containerd_config: str = "/etc/containerd/config.toml"
-    kata_handler: str = "kata"
-    runtime_class: str = "kata"
+    # the platform's Kata handler (``platform.kata``: a view the profile fills, not a key)
+    kata_handler: str = Field(default=DEFAULT_KATA_RUNTIME_CLASS, exclude=True)
     require_nri: bool = True
     nri_socket: str = "/var/run/nri/nri.sock"
     kata_config_paths: tuple[str, ...] = (
@@ -301,45 +464,6 @@ class NriProfile(Strict):
     handshake_budget_ms: float = 100.0
 
 
-class ClusterLabProfile(Strict):
-    """Shape of the simulated cluster that ``kgc lab cluster up`` starts (lab only): what the
-    lab's cluster HAS. What the suites EXPECT of a cluster is each layer's own section
-    (``cluster.gpu``, ``cluster.sizing``, ``cluster.keda``)."""
-
-    gpu_nodes: int = Field(default=2, ge=0)
-    gpus_per_node: int = Field(default=4, ge=1)
-    cpu_nodes: int = Field(default=1, ge=0)
-    node_cpu: str = "32"
-    node_memory: str = "256Gi"
-    node_pods: str = "110"
-    # extended resources the GPU nodes advertise (alternating over the nodes, as a fleet
-    # exposes either nvidia.com/gpu or passthrough nvidia.com/pgpu); empty: no device plugin
-    gpu_resources: tuple[str, ...] = ("nvidia.com/gpu", "nvidia.com/pgpu")
-    # a simulated device-plugin DaemonSet (gpu-operator/nvidia-sandbox-device-plugin) whose
-    # pods run on the GPU nodes
-    device_plugin: bool = True
-    # GPU feature discovery's product label on the GPU nodes (matches the recorded guest)
-    gpu_product: str = "NVIDIA-H200"
-    # status.nodeInfo.kernelVersion of every node: a host kernel, never the guest's
-    node_kernel: str = "6.8.0-60-generic"
-    # RuntimeClasses the lab creates: Kata ones (handler = name, with the overhead below,
-    # sandbox delay kata_sandbox_delay_ms) and a baseline one (runc_sandbox_delay_ms)
-    kata_runtime_classes: tuple[str, ...] = ("kata", "kata-qemu-nvidia-gpu")
-    baseline_runtime_class: str = "runc"
-    kata_overhead_cpu: str = "250m"
-    kata_overhead_memory: str = "320Mi"
-    kata_sandbox_delay_ms: int = Field(default=3000, ge=0)
-    runc_sandbox_delay_ms: int = Field(default=300, ge=0)
-    container_start_delay_ms: int = Field(default=200, ge=0)
-    hpa_sync_period_s: int = Field(default=5, ge=1)
-
-    @property
-    def runtime_class(self) -> str:
-        """The lab's first Kata RuntimeClass (what lab self-tests create plain Kata pods
-        with)."""
-        return self.kata_runtime_classes[0] if self.kata_runtime_classes else "kata"
-
-
 def _section(module: str, cls: str, v: Any) -> Any:
     """Validate a profile section a layer owns (its schema lives beside its checks),
     imported when a profile is validated — not when this module is, since the layer
@@ -359,15 +483,15 @@ def _section(module: str, cls: str, v: Any) -> Any:
 
 
 class ClusterProfile(Strict):
-    """Cluster layers (gpu, sizing, keda): the run's namespace and labels, and each layer's
-    own section (its schema lives with the layer; a layer's RuntimeClass and GPU resource
-    names are set there, e.g. ``cluster.gpu.runtime_class``, ``cluster.gpu.resources``).
-    ``lab`` is the shape of the built-in simulated cluster."""
+    """Cluster layers (gpu, sizing, keda): each layer's own section (its schema lives with
+    the layer). The platform's facts they share (the Kata RuntimeClass, the GPU resources,
+    the run namespace prefix and label) are in ``platform``; the profile fills each
+    section's view of them (``namespace_prefix``, ``label`` here)."""
 
-    namespace_prefix: str = "kgc-"
-    label: str = "kgc.io/run"
+    # views of platform.namespace_prefix / platform.run_label (filled by Profile, not keys)
+    namespace_prefix: str = Field(default=DEFAULT_NAMESPACE_PREFIX, exclude=True)
+    label: str = Field(default=DEFAULT_RUN_LABEL, exclude=True)
     simulated: bool = False
-    lab: ClusterLabProfile = ClusterLabProfile()
     gpu: Any = Field(default=None, validate_default=True)
     sizing: Any = Field(default=None, validate_default=True)
     keda: Any = Field(default=None, validate_default=True)
@@ -396,6 +520,7 @@ class Profile(Strict):
     name: str
     description: str = ""
     host: HostProfile = HostProfile()
+    platform: PlatformProfile = PlatformProfile()
     runtime: RuntimeProfile = RuntimeProfile()
     nri: NriProfile = NriProfile()
     cluster: ClusterProfile = Field(default_factory=ClusterProfile)
@@ -405,6 +530,36 @@ class Profile(Strict):
     # release gating: what blocks, how warn/skip count, required layers (kgc.core.policy)
     policy: Policy = Policy()
     source: str = Field(default="", exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_second_copy(cls, data: Any) -> Any:
+        """A platform fact set in a layer's section too is refused, naming its one place."""
+        if isinstance(data, dict) and (why := moved_key(data)):
+            raise ValueError(why)
+        return data
+
+    @model_validator(mode="after")
+    def _sections_read_the_platform(self) -> Profile:
+        """Each section's view of the platform (:meth:`PlatformProfile.views`), so that a
+        layer handed its own section alone still runs on the platform's class and resource;
+        the layer sections are validated again with it (a cross-field rule such as keda's
+        baseline-differs-from-Kata sees the platform's class)."""
+        views = self.platform.views()
+        layers: dict[str, Any] = {}
+        for layer in CLUSTER_LAYERS:
+            sec = getattr(self.cluster, layer)
+            try:
+                layers[layer] = type(sec).model_validate({**sec.model_dump(), **views[layer]})
+            except ValidationError as exc:
+                raise ValueError("; ".join(
+                    f"cluster.{layer}" + (f".{_loc(e['loc'])}" if e["loc"] else "")
+                    + f": {str(e['msg']).removeprefix('Value error, ')}"
+                    for e in exc.errors())) from None
+        object.__setattr__(self, "runtime", self.runtime.model_copy(update=views["runtime"]))
+        object.__setattr__(self, "cluster", self.cluster.model_copy(
+            update={**views["cluster"], **layers}))
+        return self
 
     @model_validator(mode="after")
     def _required_layers_keep_a_subject(self) -> Profile:
@@ -425,6 +580,24 @@ class Profile(Strict):
                     f"give it a subject, or leave {layer!r} out of policy.require_layers "
                     f"({now})")
         return self
+
+
+_S = TypeVar("_S", bound=BaseModel)
+
+
+def layer_section(profile: Any, layer: str, model: type[_S]) -> _S:
+    """The one accessor of a cluster layer's profile section (``cluster.<layer>``): the
+    section itself when ``profile`` already is one, the profile's section, else the
+    section's defaults on the profile's platform (or the default platform) — the same
+    fallback for every layer, so no layer runs on other defaults than another."""
+    if isinstance(profile, model):
+        return profile
+    sec = getattr(getattr(profile, "cluster", None), layer, None)
+    if isinstance(sec, model):
+        return sec
+    platform = getattr(profile, "platform", None)
+    views = (platform if isinstance(platform, PlatformProfile) else PlatformProfile()).views()
+    return model.model_validate(views[layer])
 
 
 def _loc(loc: Sequence[int | str]) -> str:

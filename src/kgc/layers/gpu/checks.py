@@ -34,6 +34,7 @@ from kgc.core.model import (
     skipped,
     warned,
 )
+from kgc.core.profile import layer_section
 from kgc.evidence.guest import GuestEvidence, GuestPciFunction
 from kgc.evidence.present import present
 from kgc.layers.gpu.classify import classify, pod_ran, smi_missing
@@ -60,13 +61,9 @@ def _scoped(scope: Scope, id_: str, **kw: Any) -> Any:
 
 
 def settings(profile: Any) -> GpuProfile:
-    """The GPU settings of a whole profile (``cluster.gpu``) or a bare GpuProfile."""
-    if isinstance(profile, GpuProfile):
-        return profile
-    gpu = getattr(getattr(profile, "cluster", None), "gpu", None)
-    if isinstance(gpu, GpuProfile):
-        return gpu
-    raise TypeError("the profile has no cluster.gpu section (GpuProfile)")
+    """The GPU settings of a whole profile (``cluster.gpu``) or a bare GpuProfile
+    (:func:`kgc.core.profile.layer_section`)."""
+    return layer_section(profile, "gpu", GpuProfile)
 
 
 @dataclass(frozen=True)
@@ -134,7 +131,7 @@ def runtimeclass(ev: ClusterGpuEvidence, profile: Any) -> Outcome:
             f"{', '.join(names) or 'none'})",
             f"Create RuntimeClass {gp.runtime_class} with handler {gp.expected_handler} "
             "(kata-deploy installs kata-qemu-nvidia-gpu and its variants), or set "
-            "cluster.gpu.runtime_class to one of: " + (", ".join(names) or "(none exist)"),
+            "platform.kata.runtime_class to one of: " + (", ".join(names) or "(none exist)"),
             expected=f"RuntimeClass {gp.runtime_class}", found=", ".join(names) or "none",
             runtime_classes=names,
         )
@@ -144,7 +141,7 @@ def runtimeclass(ev: ClusterGpuEvidence, profile: Any) -> Outcome:
             f"{gp.expected_handler!r}",
             f"Set handler: {gp.expected_handler} in RuntimeClass {rc.name} (it must name the "
             "containerd runtime that runs Kata with the NVIDIA GPU config), or set "
-            "cluster.gpu.handler if the cluster is right.",
+            "platform.kata.handler if the cluster is right.",
             expected=gp.expected_handler, found=str(rc.handler), runtime_class=rc.to_dict(),
         )
     return passed(f"RuntimeClass {rc.name} uses handler {rc.handler}",
@@ -232,7 +229,7 @@ def nodes_advertise(ev: ClusterGpuEvidence, profile: Any) -> Outcome:
         f"Deploy the device plugin for VFIO passthrough so these nodes advertise {res} "
         "(NVIDIA GPU Operator with sandboxWorkloads.enabled=true runs "
         "nvidia-sandbox-device-plugin; kubevirt-gpu-device-plugin also works), or set "
-        "cluster.gpu.resources to the name the nodes advertise. Allocatable below capacity "
+        "platform.gpu.resources to the name the nodes advertise. Allocatable below capacity "
         "means the plugin reports devices unhealthy: read its log."
     )
     if not good and not bad:
@@ -264,7 +261,7 @@ def nodes_advertise(ev: ClusterGpuEvidence, profile: Any) -> Outcome:
 def device_plugin(ev: ClusterGpuEvidence, profile: Any) -> Outcome:
     gp = settings(profile)
     if gp.device_plugin_selector is None:
-        return skipped("cluster.gpu.device_plugin_selector is not set: the profile does not "
+        return skipped("platform.gpu.device_plugin.selector is not set: the profile does not "
                        "say which pods are the device plugin")
     if ev.plugin_pods is None:
         return errored(
@@ -329,7 +326,7 @@ def pod_runs(subj: PodSubject, profile: Any) -> Outcome:
         return errored(
             f"no GPU pod was run or recorded: {_no_pod_why(subj.run)}",
             "Make the run create its GPU pod: nodes must advertise the profile's GPU resource "
-            "(see gpu.nodes-advertise, cluster.gpu.resources and node_selector); a bundle "
+            "(see gpu.nodes-advertise, platform.gpu.resources and node_selector); a bundle "
             "whose gpu record has no pod cannot certify the layer — record it again with "
             "`kgc snapshot --kubeconfig`.",
         )

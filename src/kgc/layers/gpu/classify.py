@@ -158,7 +158,7 @@ def _admission(pod: GpuPodEvidence) -> Cause | None:
             f"the API refused the pod: RuntimeClass {m.group(1)!r} does not exist",
             f"Create the RuntimeClass {m.group(1)} (kata-deploy installs the Kata classes, e.g. "
             "kata-qemu-nvidia-gpu with the handler of the same name), or set "
-            "cluster.gpu.runtime_class to one `kubectl get runtimeclass` lists.",
+            "platform.kata.runtime_class to one `kubectl get runtimeclass` lists.",
             err,
         )
     if "violates PodSecurity" in err:
@@ -191,7 +191,7 @@ def _scheduling(pod: GpuPodEvidence, cluster: ClusterGpuEvidence | None) -> Caus
                 "device plugin exposes the GPUs",
                 f"Deploy the device plugin for passthrough GPUs so that GPU nodes advertise {res} "
                 "(NVIDIA GPU Operator with sandboxWorkloads.enabled=true runs the sandbox device "
-                "plugin; or set cluster.gpu.resources to the name the nodes do advertise: "
+                "plugin; or set platform.gpu.resources to the name the nodes do advertise: "
                 "kubectl get nodes -o jsonpath='{.items[*].status.allocatable}').",
                 hit[1],
             )

@@ -10,21 +10,16 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-# the same base as kgc.core.profile.Strict (copied so that this layer does not depend on
-# the core profile module while the lead reworks it)
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+from kgc.core.profile import (
+    DEFAULT_GPU_RESOURCES,
+    DEFAULT_KATA_RUNTIME_CLASS,
+    LABEL_KEY,
+    Strict,
+)
 
 _VERSION = re.compile(r"^\d{1,6}(\.\d{1,6}){0,3}$")
-# a Kubernetes equality-based label selector: key[=value][,key[=value]...] (also !=, ==)
-_LABEL_KEY = r"(?:[a-z0-9A-Z.\-]{1,253}/)?[a-zA-Z0-9](?:[a-zA-Z0-9_.\-]{0,61}[a-zA-Z0-9])?"
-_LABEL_VAL = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9_.\-]{0,61}[a-zA-Z0-9])?)?"
-_REQ = re.compile(rf"^\s*!?{_LABEL_KEY}\s*(?:(?:==|=|!=)\s*{_LABEL_VAL}\s*)?$")
 _QTY = re.compile(r"^\d+(\.\d+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
 
 Quantity = Annotated[str, Field(pattern=_QTY.pattern)]
@@ -47,16 +42,20 @@ def _check_version(v: str | None) -> str | None:
 class GpuProfile(Strict):
     """The GPU pod layer (gpu.*): which pods the run creates and what they must see."""
 
+    # --- views of the platform (``platform.kata``, ``platform.gpu``; filled by the profile,
+    # not keys of this section): the pods' RuntimeClass, its handler (None: its name), the
+    # resources that mean "a GPU" (the first one a node advertises is requested) and the
+    # device plugin's pods (their selector, None: not judged; their namespace)
+    runtime_class: str = Field(default=DEFAULT_KATA_RUNTIME_CLASS, exclude=True)
+    handler: str | None = Field(default=None, exclude=True)
+    resources: tuple[str, ...] = Field(default=DEFAULT_GPU_RESOURCES, exclude=True)
+    device_plugin_selector: str | None = Field(default=None, exclude=True)
+    device_plugin_namespace: str | None = Field(default=None, exclude=True)
     # --- the pod
-    runtime_class: str = Field(default="kata-qemu-nvidia-gpu", min_length=1, max_length=253)
-    # the RuntimeClass' expected handler (containerd runtime name); None: same as its name
-    handler: str | None = Field(default=None, min_length=1, max_length=253)
     # the RuntimeClass must carry overhead.podFixed (the VMM's own footprint)
     require_overhead: bool = True
     # any image with `sh`; nvidia-smi comes from the image or is injected into the guest
     image: str = Field(default="nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04", min_length=1)
-    # extended resources that mean "a GPU" (the first one a node advertises is requested)
-    resources: tuple[str, ...] = Field(default=("nvidia.com/pgpu", "nvidia.com/gpu"), min_length=1)
     count: int = Field(default=1, ge=1, le=16)  # GPUs per pod
     cpu: Quantity = "1"
     memory: Quantity = "4Gi"
@@ -72,9 +71,6 @@ class GpuProfile(Strict):
         "nvidia.com/gpu.present=true",
         "feature.node.kubernetes.io/pci-10de.present=true",
     )
-    # --- the device plugin: its pods must be Ready on every GPU node (None: not judged)
-    device_plugin_selector: str | None = None
-    device_plugin_namespace: str | None = None
     # --- what the guest must see
     product_pattern: str | None = None  # regex searched in nvidia-smi's product name
     product_label: str = "nvidia.com/gpu.product"  # the node label GFD writes
@@ -102,36 +98,13 @@ class GpuProfile(Strict):
             raise ValueError(f"not a valid regular expression: {exc}") from None
         return v
 
-    @field_validator("device_plugin_selector")
-    @classmethod
-    def _selector(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        parts = v.split(",")
-        if not v.strip() or not all(_REQ.match(p) for p in parts):
-            raise ValueError(
-                "must be an equality-based label selector, e.g. "
-                "'app=nvidia-sandbox-device-plugin-daemonset'"
-            )
-        return v
-
     @field_validator("gpu_node_labels")
     @classmethod
     def _labels(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         for item in v:
             key, _, _val = item.partition("=")
-            if not re.fullmatch(_LABEL_KEY, key):
+            if not re.fullmatch(LABEL_KEY, key):
                 raise ValueError(f"{item!r}: must be 'key' or 'key=value'")
-        return v
-
-    @field_validator("resources")
-    @classmethod
-    def _resources(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        for r in v:
-            if not re.fullmatch(r"[a-z0-9.\-]+/[A-Za-z0-9_.\-]+", r):
-                raise ValueError(f"{r!r}: must be an extended resource like 'nvidia.com/gpu'")
-        if len(set(v)) != len(v):
-            raise ValueError("resources are listed twice")
         return v
 
     @model_validator(mode="after")

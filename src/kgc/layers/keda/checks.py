@@ -24,6 +24,7 @@ from kgc.core.model import (
     skipped,
     warned,
 )
+from kgc.core.profile import layer_section
 from kgc.layers.keda.evidence import ClassRun, KedaEvidence
 from kgc.layers.keda.phases import (
     BOUNDS,
@@ -110,12 +111,9 @@ STALL_REMEDIATION: Mapping[str, str] = {
 
 
 def keda_profile(profile: Any) -> KedaProfile:
-    """The layer's profile: a :class:`KedaProfile`, or ``profile.cluster.keda``; the
-    defaults when the profile has no ``keda`` section."""
-    if isinstance(profile, KedaProfile):
-        return profile
-    kp = getattr(getattr(profile, "cluster", None), "keda", None)
-    return kp if isinstance(kp, KedaProfile) else KedaProfile()
+    """The layer's profile: a :class:`KedaProfile`, or ``profile.cluster.keda``
+    (:func:`kgc.core.profile.layer_section`)."""
+    return layer_section(profile, "keda", KedaProfile)
 
 
 @dataclass(frozen=True)
@@ -168,7 +166,7 @@ def _gate(ev: Any, *, preflight: bool = False) -> Outcome | None:
         # ran in Kata, so their latency certifies nothing
         return errored("the Kata class's RuntimeClass is not recorded: nothing says which "
                        "runtime the measured pods ran with",
-                       "Rerun the layer (cluster.keda.runtime_class names the Kata "
+                       "Rerun the layer (platform.kata.runtime_class names the Kata "
                        "RuntimeClass) and report the bundle: the live driver always records "
                        "it.")
     return None

@@ -1,8 +1,7 @@
 """``cluster.keda``: what the KEDA latency layer runs and the budgets it judges against.
 
-Strict like every profile model (unknown keys refused, frozen). The ``Strict`` base is the
-same pattern as :mod:`kgc.core.profile`; it is repeated here so this module does not
-depend on the core's profile module while the core is redesigned.
+Strict like every profile model (unknown keys refused, frozen: :class:`kgc.core.profile.Strict`).
+The Kata RuntimeClass and the GPU resource are the platform's (``platform`` in the profile).
 """
 
 from __future__ import annotations
@@ -10,16 +9,14 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from kgc.core.profile import DEFAULT_GPU_RESOURCES, DEFAULT_KATA_RUNTIME_CLASS, Strict
 
 Phase = Literal["decision", "creation", "scheduling", "sandbox", "start", "ready"]
 Measure = Literal[
     "decision", "creation", "scheduling", "sandbox", "start", "ready", "startup", "e2e"
 ]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 def _positive_values(v: dict[str, float]) -> dict[str, float]:
@@ -77,7 +74,6 @@ class KedaGpu(Strict):
     without free GPUs."""
 
     per_pod: int = Field(default=0, ge=0)
-    resource: str = "nvidia.com/gpu"
 
 
 class KedaEndpoint(Strict):
@@ -193,7 +189,11 @@ class KedaPlacements(Strict):
 class KedaProfile(Strict):
     """The KEDA scale-up latency layer (hooked in as ``cluster.keda``)."""
 
-    runtime_class: str = "kata"
+    # views of the platform (filled by the profile, not keys of this section): the measured
+    # Kata pods' RuntimeClass and the resource their GPU request names
+    runtime_class: str = Field(default=DEFAULT_KATA_RUNTIME_CLASS, exclude=True)
+    gpu_resource: str = Field(default=DEFAULT_GPU_RESOURCES[0], exclude=True)
+    # the layer's own class (its purpose: the cluster apart from Kata, to compare against);
     # None: the baseline pods name no runtimeClassName (the cluster's default handler)
     baseline_runtime_class: str | None = "runc"
     compare_baseline: bool = True

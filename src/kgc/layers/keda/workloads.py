@@ -43,8 +43,8 @@ def workload_manifest(role: str, kp: KedaProfile) -> dict[str, Any]:
     qty: dict[str, Any] = {"cpu": "50m", "memory": "32Mi"}
     limits: dict[str, Any] = {}
     if kp.gpu.per_pod:
-        qty[kp.gpu.resource] = kp.gpu.per_pod
-        limits[kp.gpu.resource] = kp.gpu.per_pod
+        qty[kp.gpu_resource] = kp.gpu.per_pod
+        limits[kp.gpu_resource] = kp.gpu.per_pod
     name = workload_name(role)
     place = kp.placement.baseline if role == "baseline" else kp.placement.kata
     dep = builders.deployment(

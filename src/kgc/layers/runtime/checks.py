@@ -319,7 +319,7 @@ def kata_handler(ev: RuntimeEvidence, profile: Profile) -> Outcome:
         if katas:
             reason += f"; Kata handlers present: {', '.join(katas)}"
             remedy += (
-                f"\n— or, if the RuntimeClass uses {katas[0]!r}, set runtime.kata_handler: "
+                f"\n— or, if the RuntimeClass uses {katas[0]!r}, set platform.kata.handler: "
                 f"{katas[0]} in the profile."
             )
         return failed(reason, remedy, **evidence)

@@ -52,19 +52,11 @@ from kgc.layers.sizing.model import (
     memory_bytes,
     pod_requests,
 )
-from kgc.layers.sizing.profile import MemTotalTolerance, SizingProfile
+from kgc.layers.sizing.profile import MemTotalTolerance, sizing_profile
 
 CHECKS = Registry()
 
 FINISHED_PHASES = ("Succeeded", "Failed")
-
-
-def sizing_profile(profile: Any) -> SizingProfile:
-    """The ``cluster.sizing`` section (defaults until the profile has one)."""
-    if isinstance(profile, SizingProfile):
-        return profile
-    sp = getattr(getattr(profile, "cluster", None), "sizing", None)
-    return sp if isinstance(sp, SizingProfile) else SizingProfile()
 
 
 def _cluster_runtime_class(profile: Any) -> str:

@@ -50,7 +50,13 @@ from kgc.layers.sizing.evidence import (
     SizingEvidence,
     resolve_config,
 )
-from kgc.layers.sizing.profile import PROBE_SHAPE, PodShapeSpec, SizingProfile, shape_manifest
+from kgc.layers.sizing.profile import (
+    PROBE_SHAPE,
+    PodShapeSpec,
+    SizingProfile,
+    shape_manifest,
+    sizing_profile,
+)
 
 COLLECTOR_LABEL = "kgc.io/collector"
 COLLECTOR_KIND = "sizing"
@@ -70,11 +76,6 @@ NODE_NOT_READ = ("node: not read (a cluster run cannot read the nodes' Kata file
 # annotations the sizing model reads (Kata's hypervisor overrides, CRI sandbox sizing)
 _KEEP_ANNOTATIONS = re.compile(r"^(io\.katacontainers\.|io\.kubernetes\.cri\.sandbox-)")
 _PULL_STUCK = ("ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull")
-
-
-def sizing_profile(profile: Any) -> SizingProfile:
-    sp = getattr(getattr(profile, "cluster", None), "sizing", None)
-    return sp if isinstance(sp, SizingProfile) else SizingProfile()
 
 
 def _dns(text: str, limit: int) -> str:
@@ -217,11 +218,9 @@ def gpu_resource(objects: ClusterObjects | None, resources: Sequence[str]) -> st
 
 
 def shape_runtime_class(shape: PodShapeSpec, sp: SizingProfile, cluster_rc: str) -> str:
-    if shape.runtime_class:
-        return shape.runtime_class
-    if shape.gpus and sp.gpu_runtime_class:
-        return sp.gpu_runtime_class
-    return cluster_rc
+    """The shape's own class, else the platform's (GPU shapes too: the gpu layer's pods run
+    under the same class)."""
+    return shape.runtime_class or cluster_rc
 
 
 def kata_runtime_classes(objects: ClusterObjects | None, sp: SizingProfile,
@@ -357,8 +356,7 @@ def plan(objects: ClusterObjects | None, sp: SizingProfile, cluster: Any, *,
                    + " (a GPU shape needs one)")
         elif runtime_class_exists(objects, rc) is False:
             why = (f"not applicable: the cluster has no RuntimeClass {rc!r} (set "
-                   "cluster.sizing.runtime_class / gpu_runtime_class or the shape's "
-                   "runtime_class)")
+                   "platform.kata.runtime_class or the shape's runtime_class)")
         out.append(PodPlan(s.name, rc, m, not_applicable=why))
     return out, notes
 

@@ -9,8 +9,14 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from kgc.core.profile import (
+    DEFAULT_GPU_RESOURCES,
+    DEFAULT_KATA_RUNTIME_CLASS,
+    Strict,
+    layer_section,
+)
 from kgc.layers.sizing.model import (
     KATA_PRESETS,
     KataSizing,
@@ -18,13 +24,6 @@ from kgc.layers.sizing.model import (
     cpu_millis,
     memory_bytes,
 )
-
-
-class Strict(BaseModel):
-    # the pattern of kgc.core.profile.Strict (copied: this module must not import the core
-    # profile, which imports the layers' sections)
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
 
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
@@ -70,8 +69,8 @@ class ShapeContainer(Strict):
 
 
 class PodShapeSpec(Strict):
-    """A pod shape of the live matrix. ``runtime_class`` defaults to the sizing section's
-    (``gpu_runtime_class`` for shapes that request GPUs)."""
+    """A pod shape of the live matrix. ``runtime_class`` defaults to the platform's
+    (``platform.kata.runtime_class``); a shape names its own only to measure another class."""
 
     name: str
     containers: tuple[ShapeContainer, ...]
@@ -195,13 +194,12 @@ class SizingProfile(Strict):
     """``cluster.sizing`` in a profile."""
 
     shapes: tuple[PodShapeSpec, ...] = DEFAULT_SHAPES
-    # the Kata RuntimeClass of the shapes (a shape's own runtime_class wins), and of the
-    # shapes that request GPUs (None: runtime_class)
-    runtime_class: str = Field(default="kata", min_length=1, max_length=253)
-    gpu_runtime_class: str | None = Field(default=None, min_length=1, max_length=253)
-    # extended resources that mean "a GPU": a GPU shape requests the first a node advertises
-    gpu_resources: tuple[str, ...] = Field(default=("nvidia.com/pgpu", "nvidia.com/gpu"),
-                                           min_length=1)
+    # views of the platform (filled by the profile, not keys of this section): the shapes'
+    # Kata RuntimeClass (``platform.kata.runtime_class``; a shape's own runtime_class wins)
+    # and the resources that mean "a GPU" (``platform.gpu.resources``: a GPU shape requests
+    # the first one its node advertises)
+    runtime_class: str = Field(default=DEFAULT_KATA_RUNTIME_CLASS, exclude=True)
+    gpu_resources: tuple[str, ...] = Field(default=DEFAULT_GPU_RESOURCES, exclude=True)
     # RuntimeClass name -> Kata sizing keys, used when the node's Kata files are not readable
     kata: dict[str, KataSizingProfile] = Field(default_factory=dict)
     memtotal: MemTotalTolerance = MemTotalTolerance()
@@ -235,6 +233,11 @@ class SizingProfile(Strict):
         """Why the layer would measure nothing (``field: why``), or None. The profile refuses
         it while the policy requires the layer (:class:`kgc.core.profile.Profile`)."""
         return None if self.shapes else "shapes: the pod-shape matrix is empty"
+
+
+def sizing_profile(profile: Any) -> SizingProfile:
+    """The ``cluster.sizing`` section (:func:`kgc.core.profile.layer_section`)."""
+    return layer_section(profile, "sizing", SizingProfile)
 
 
 def shape_manifest(
