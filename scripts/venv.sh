@@ -13,9 +13,9 @@ if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; th
     echo "[venv] python3 has no venv/ensurepip: install python3-venv (Debian) first" >&2
     exit 1
   fi
-  echo "[venv] python venv (.venv, pip install -e '.[test]' -e lab)"
+  echo "[venv] python venv (.venv, pip install -e '.[test]' -e ./lab)"
   python3 -m venv .venv
   .venv/bin/pip install -q --upgrade pip >/dev/null
-  .venv/bin/pip install -q -e '.[test]' -e lab
+  .venv/bin/pip install -q -e '.[test]' -e ./lab
   echo "$want" > "$stamp"
 fi

@@ -41,13 +41,6 @@ SCANNED = (".py", ".sh", ".yaml", ".yml", ".toml", ".json")
 ALLOWED: dict[str, tuple[str, ...]] = {
     # the command list in `kgc --help`'s docstring names the plug-in command a checkout has
     "cli.py": ("kgc lab ...                       the built-in labs",),
-    # TODO(issue 17, facts): the profile schema's lab paths and the lab's cluster shape
-    "core/profile.py": ("directories (kgc.lab.containerd)",
-                        "simulated cluster that ``kgc lab cluster up`` starts"),
-    # TODO(issue 17, keda): the keda layer reads the lab's state
-    "layers/keda/collect.py": ("is it up? `kgc lab cluster ",),
-    # TODO(issue 17, facts/keda): the gpu checks know the lab's simulated output
-    "layers/gpu/plan.py": ("# evidence: kgc.lab.cluster.simulate)",),
 }
 
 
@@ -102,8 +95,8 @@ def test_no_layer_imports_another_layers_private_names() -> None:
 
 def test_the_lab_is_its_own_distribution() -> None:
     """lab/pyproject.toml provides the lab's commands and depends on the product; the
-    product's pyproject names no lab (no extra, script or entry point); the bootstrap
-    installs both, and re-installs when either pyproject changes."""
+    product's pyproject names no lab (no extra, script or entry point); the venv script
+    (which the bootstrap and `make check` run) installs both, and re-installs when either pyproject changes."""
     import tomllib
 
     root = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
@@ -116,7 +109,8 @@ def test_the_lab_is_its_own_distribution() -> None:
     assert "kata-gpu-conformance" in lab["dependencies"]
     assert lab["scripts"]["kgc-lab"] == "kgc_lab.cli:main"
     assert lab["entry-points"]["kgc.commands"] == {"lab": "kgc_lab.cli:main"}
-    boot = (REPO / "scripts" / "bootstrap.sh").read_text()
+    assert "bash scripts/venv.sh" in (REPO / "scripts" / "bootstrap.sh").read_text()
+    boot = (REPO / "scripts" / "venv.sh").read_text()
     assert "pip install -q -e '.[test]' -e ./lab" in boot
     assert "lab/pyproject.toml" in boot.split("want=", 1)[1].splitlines()[0]
 

@@ -28,8 +28,8 @@ from kgc.layers.gpu.profile import GpuProfile
 SCRIPT_KEY = "collect.sh"
 MOUNT = "/kgc"
 CONTAINER = "collector"
-# every pod that runs the in-guest collector says so (a lab answers such pods with recorded
-# evidence: kgc.lab.cluster.simulate)
+# every pod that runs the in-guest collector says so (a simulated cluster can answer such
+# pods with recorded evidence; the verdicts then say simulated)
 COLLECTOR_LABEL = "kgc.io/collector"
 # a sandbox failure repeated this often will not heal by itself within the budget
 SANDBOX_RETRIES_SETTLE = 3
