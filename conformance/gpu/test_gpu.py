@@ -1,5 +1,5 @@
-"""Layer 4 — GPU pods. When a pod asks for a GPU with the Kata RuntimeClass, it gets that
-GPU inside a real microVM — and when it does not, the cause is named. Judged once per
+"""Layer 4. GPU pod passthrough. When a pod asks for a GPU with the Kata RuntimeClass, it gets
+that GPU inside a real microVM — and when it does not, the cause is named. Judged once per
 cluster (``--kubeconfig``); the node and the pod of each result are in its evidence."""
 
 import pytest

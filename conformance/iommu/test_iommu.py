@@ -1,6 +1,6 @@
-"""Layer 1 — host IOMMU. A node can hand a GPU to a Kata microVM only if its platform has an
-IOMMU, the kernel has turned it on, interrupts are remapped, and every GPU meant for guests
-sits in an IOMMU group."""
+"""Layer 1. Host IOMMU. A node can hand a GPU to a Kata microVM only if its platform has an
+IOMMU, the kernel has turned it on, interrupts are remapped, and every GPU meant for guests sits
+in an IOMMU group."""
 
 import pytest
 

@@ -1,7 +1,7 @@
-"""Layer 6 — KEDA scale-up latency. A platform that scales GPU inference pods from zero
-with KEDA must bring them up within its budget under Kata, and the owners must see where
-the time goes: the run drives two identical scale-to-zero workloads (Kata and the baseline
-runtime) 0 -> K -> 0 with a trigger it controls and times every phase from watch events."""
+"""Layer 6. KEDA scale-up latency. A platform that scales GPU inference pods from zero with KEDA
+must bring them up within its budget under Kata, and the owners must see where the time goes:
+the run drives two identical scale-to-zero workloads (Kata and the baseline runtime) 0 -> K -> 0
+with a trigger it controls and times every phase from watch events."""
 
 import pytest
 

@@ -1,6 +1,6 @@
-"""Layer 5 — live NRI probe. A real NRI plugin registers on the node and must observe pod
-and container events (a handshake alone proves nothing: containerd 1.7 keeps a plugin that
-missed a deadline connected but sends it no events); on its own probe pod only, its
+"""Layer 3. containerd + NRI — the live NRI probe. A real NRI plugin registers on the node and
+must observe pod and container events (a handshake alone proves nothing: containerd 1.7 keeps a
+plugin that missed a deadline connected but sends it no events); on its own probe pod only, its
 environment-variable adjustment must be visible inside the container.
 
 To get events without Kubernetes the probe runs one short-lived host-network probe pod

@@ -1,5 +1,6 @@
-"""Layer 3 — persistence, proven statically: the vfio binding of every target comes back at
-the next boot (modprobe.d, boot loader command line, initramfs, driverctl, udev)."""
+"""Layer 2. VFIO binding and persistence — persistence, proven statically: the vfio binding of
+every target comes back at the next boot (modprobe.d, boot loader command line, initramfs,
+driverctl, udev)."""
 
 import pytest
 

@@ -1,5 +1,6 @@
-"""Layer 4 — the live reboot test. DESTRUCTIVE: reboots the node, only with --allow-reboot,
-never the machine running pytest. The only real proof that passthrough survives a reboot."""
+"""Layer 2. VFIO binding and persistence — the live reboot test. DESTRUCTIVE: reboots the node,
+only with --allow-reboot, never the machine running pytest. The only real proof that passthrough
+survives a reboot."""
 
 import pytest
 

@@ -1,6 +1,6 @@
-"""Layer 4 — containerd runtime. NRI must really be on (by containerd's semantics, not by
-keys it ignores), the Kata handler must be wired where this config version reads it, and
-Kata's own config must plug VFIO GPUs on a PCIe root port."""
+"""Layer 3. containerd + NRI — the containerd runtime. NRI must really be on (by containerd's
+semantics, not by keys it ignores), the Kata handler must be wired where this config version
+reads it, and Kata's own config must plug VFIO GPUs on a PCIe root port."""
 
 import pytest
 

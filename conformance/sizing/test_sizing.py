@@ -1,8 +1,8 @@
-"""Layer 5 — Kata VM sizing. Kata sizes a pod's microVM from its containers' limits on top of
-a default VM (requests are ignored; RuntimeClass overhead does not enlarge the VM). A cluster
-is sized right when Kata's configuration is known, every pod shape's guest has exactly the
-vCPUs and memory Kata's rules predict, no Kata pod relies on requests the VM will not honour,
-and no node hosts more VM memory than it can allocate."""
+"""Layer 5. Resource limits -> VM sizing — Kata VM sizing. Kata sizes a pod's microVM from its
+containers' limits on top of a default VM (requests are ignored; RuntimeClass overhead does not
+enlarge the VM). A cluster is sized right when Kata's configuration is known, every pod shape's
+guest has exactly the vCPUs and memory Kata's rules predict, no Kata pod relies on requests the
+VM will not honour, and no node hosts more VM memory than it can allocate."""
 
 import pytest
 

@@ -1,6 +1,6 @@
-"""Layer 2 — VFIO binding. A GPU reaches a Kata microVM only if it is bound to vfio-pci, its
-VFIO device node exists, its whole IOMMU group is viable, no host driver can grab it first,
-and the devices the host keeps are left alone."""
+"""Layer 2. VFIO binding and persistence — the binding. A GPU reaches a Kata microVM only if it
+is bound to vfio-pci, its VFIO device node exists, its whole IOMMU group is viable, no host
+driver can grab it first, and the devices the host keeps are left alone."""
 
 import pytest
 

@@ -404,7 +404,8 @@ def _record(item: pytest.Item, v: Verdict) -> None:
         import allure
 
         allure.dynamic.title(f"{v.check} — {v.title} [{v.target}]")
-        allure.dynamic.epic(v.layer)
+        for name, value in report.layer_labels(v.layer, item.config.stash[STATE].layers):
+            allure.dynamic.label(name, value)
         allure.dynamic.feature(v.check)
         allure.dynamic.story(v.title)
         allure.dynamic.parent_suite(v.target)
@@ -653,7 +654,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     fin = state.final
     _artefact_summary(tr, config)
     tr.section("kata-gpu-conformance verdicts")
-    for line in report.summary_table(fin["results"]):
+    for line in report.summary_table(fin["results"], registry=state.layers):
         tr.write_line(line)
     det = report.details(fin["results"])
     if det:

@@ -12,6 +12,11 @@ Two kinds of evidence:
   ``replay(dict) -> evidence`` (which raises :class:`~kgc.core.model.EvidenceError` on a
   malformed record).
 
+Every layer declares the numbered layer of the product's card it belongs to (``number``,
+``card``): six card layers, several packages may share one (2 = vfio, persistence, reboot).
+The registry orders by it, and the README, the suites, the console and the report all show
+:attr:`Layer.label` ("2. VFIO binding and persistence") — nowhere else numbers a layer.
+
 A layer that acts on the node or cluster beyond reading (a reboot, a probe plugin, pods)
 names the explicit option that allows it (a :class:`Gate`); without it every check of the
 layer is a ``skip`` that names the flag.
@@ -55,6 +60,9 @@ class Layer:
     scope: Scope
     title: str
     checks: Registry
+    # the product card's layer this package belongs to: its number (1..6) and its title
+    number: int = 0
+    card: str = ""
     # pytest markers besides the layer's own name (e.g. "host" for every node layer)
     markers: tuple[str, ...] = ()
     # snapshot layers: what they read from the node (fixed, or derived from the profile)
@@ -85,6 +93,11 @@ class Layer:
             raise ValueError(f"layer {self.name}: a probe layer records and replays its evidence")
 
     @property
+    def label(self) -> str:
+        """The card layer as every output shows it: "N. title"."""
+        return f"{self.number}. {self.card}"
+
+    @property
     def all_markers(self) -> tuple[str, ...]:
         return (self.name, *self.markers)
 
@@ -100,7 +113,10 @@ def snapshot_layer(
     checks: Registry,
     query: HostQuery | Callable[[Profile], HostQuery],
     parse: Callable[[HostSnapshot, Profile], Any],
+    *,
+    number: int,
+    card: str,
 ) -> Layer:
     """A node layer judged from the node's one batched snapshot (marker ``host``)."""
-    return Layer(name=name, scope=Scope.NODE, title=title, checks=checks, markers=("host",),
-                 query=query, parse=parse)
+    return Layer(name=name, scope=Scope.NODE, title=title, checks=checks, number=number,
+                 card=card, markers=("host",), query=query, parse=parse)

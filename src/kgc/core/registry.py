@@ -10,7 +10,8 @@ from collections.abc import Iterable, Mapping
 from kgc.core.layer import Layer, Scope
 from kgc.core.model import Registry
 
-# Every layer package, in report order.
+# Every layer package. Report order is the card number each declares (Layer.number), then
+# this order among the packages of one card layer.
 LAYER_MODULES = (
     "kgc.layers.iommu",
     "kgc.layers.vfio",
@@ -43,7 +44,20 @@ def _load_all() -> tuple[Layer, ...]:
                 continue
             raise
         out.append(m.LAYER)
-    return tuple(out)
+    return tuple(sorted(_numbered(out), key=lambda lay: lay.number))
+
+
+def _numbered(layers: list[Layer]) -> list[Layer]:
+    """Every layer names its card layer, and the packages of one card layer agree on its
+    title: a wrong declaration fails at load, not as a mislabelled report."""
+    cards: dict[int, str] = {}
+    for lay in layers:
+        if lay.number < 1 or not lay.card:
+            raise ValueError(f"layer {lay.name}: declares no card layer (number, card)")
+        if cards.setdefault(lay.number, lay.card) != lay.card:
+            raise ValueError(f"layer {lay.name}: card layer {lay.number} is "
+                             f"{cards[lay.number]!r}, not {lay.card!r}")
+    return layers
 
 
 def load_layers(names: Iterable[str] | None = None) -> dict[str, Layer]:
@@ -65,10 +79,26 @@ def catalogue(layers: Mapping[str, Layer] | None = None) -> Registry:
     return Registry().merge(*(lay.checks for lay in layers.values()))
 
 
+def cards(layers: Mapping[str, Layer] | None = None) -> dict[int, tuple[str, list[str]]]:
+    """The product card's layers in report order: number -> (label "N. title", packages)."""
+    layers = load_layers() if layers is None else layers
+    out: dict[int, tuple[str, list[str]]] = {}
+    for lay in layers.values():
+        out.setdefault(lay.number, (lay.label, []))[1].append(lay.name)
+    return out
+
+
+def label_of(layer: str, layers: Mapping[str, Layer] | None = None) -> str:
+    """The "N. title" a report shows for a layer package (its own name when it is not one
+    of this build's layers, e.g. a result read from another build's verdict)."""
+    layers = load_layers() if layers is None else layers
+    return layers[layer].label if layer in layers else layer
+
+
 def markers(layers: Mapping[str, Layer] | None = None) -> dict[str, str]:
     """Every pytest marker the suites use, with its description."""
     layers = load_layers() if layers is None else layers
     out = dict(MARKERS)
     for lay in layers.values():
-        out[lay.name] = f"layer {lay.name} ({lay.scope}): {lay.title}"
+        out[lay.name] = f"layer {lay.label} — {lay.name} ({lay.scope}): {lay.title}"
     return out

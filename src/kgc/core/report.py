@@ -115,8 +115,7 @@ def run_identity(
     (default: :func:`kgc.core.registry.load_layers`). Every verdict writer (the pytest
     plugin, ``kgc image check``, the fleet's merge) calls this, so the gate reads the same
     fields whoever wrote the file."""
-    if registry is None:
-        registry = load_layers()
+    registry = _registry(registry)
     have: dict[str, set[str]] = {}
     for r in results:
         have.setdefault(str(r["target"]), set()).add(str(r["check"]))
@@ -184,24 +183,48 @@ def scope_note(selected: Sequence[str], judged: Sequence[str], all_layers: Seque
     return f"for {', '.join(judged) or 'no layer'} only (not judged: {', '.join(left)})"
 
 
-def summary_table(results: Iterable[Mapping[str, Any]], width: int = 110) -> list[str]:
-    """One line per verdict (reasons shortened); the full text follows in
-    :func:`details`."""
-    rows = sorted(results, key=lambda r: (r["target"], r["check"]))
+def _registry(registry: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """This build's layers, unless the caller has them."""
+    return registry if registry is not None else load_layers()
+
+
+def layer_labels(layer: str, registry: Mapping[str, Any] | None = None) -> list[tuple[str, str]]:
+    """The Allure labels that place a result of ``layer`` in the report, from the registry:
+    ``epic`` = the layer package (what the quality gate reads), ``suite`` = its card layer
+    "N. title" (under ``parentSuite`` = the target), ``subSuite`` = the package. The pytest
+    plugin and the fleet's merge both label with this."""
+    from kgc.core.registry import label_of
+
+    return [("epic", layer), ("suite", label_of(layer, _registry(registry))),
+            ("subSuite", layer)]
+
+
+def summary_table(results: Iterable[Mapping[str, Any]], width: int = 110,
+                  registry: Mapping[str, Any] | None = None) -> list[str]:
+    """One line per verdict (reasons shortened), per target under its card layer's
+    "N. title" in report order; the full text follows in :func:`details`."""
+    layers = _registry(registry)
+    order = {name: i for i, name in enumerate(layers)}
+    label = {name: lay.label for name, lay in layers.items()}
+    rows = sorted(results, key=lambda r: (r["target"], order.get(r["layer"], len(order)),
+                                          r["layer"], r["check"]))
     if not rows:
         return ["(no checks ran)"]
     cw = max(len(r["check"]) for r in rows)
     lines = []
-    target = None
+    target = heading = None
     for r in rows:
         if r["target"] != target:
-            target = r["target"]
+            target, heading = r["target"], None
             lines.append(f"-- {target}")
+        if label.get(r["layer"], r["layer"]) != heading:
+            heading = label.get(r["layer"], r["layer"])
+            lines.append(f"  {heading}")
         reason = r["reason"].replace("\n", " ")
-        room = max(20, width - cw - 10)
+        room = max(20, width - cw - 12)
         if len(reason) > room:
             reason = reason[: room - 1] + "…"
-        lines.append(f"  {r['status'].upper():5} {r['check']:<{cw}}  {reason}")
+        lines.append(f"    {r['status'].upper():5} {r['check']:<{cw}}  {reason}")
     c = counts(rows)
     lines.append("  " + ", ".join(f"{n} {s}" for s, n in c.items() if n))
     return lines

@@ -542,12 +542,13 @@ _ALLURE = {"pass": "passed", "warn": "passed", "fail": "failed", "error": "broke
 def allure_result(r: Mapping[str, Any], at_ms: int) -> dict[str, Any]:
     """One Allure result for one verdict (the labels the pytest plugin gives its results)."""
     hid = hashlib.md5(f"{r['target']}::{r['check']}".encode(), usedforsecurity=False).hexdigest()
-    labels = [{"name": "epic", "value": r["layer"]}, {"name": "feature", "value": r["check"]},
-              {"name": "story", "value": r.get("title") or r["check"]},
-              {"name": "parentSuite", "value": r["target"]},
-              {"name": "severity", "value": r["severity"]}, {"name": "tag", "value": r["status"]},
-              {"name": "tag", "value": f"origin:{r.get('origin', 'live')}"},
-              {"name": "tag", "value": "fleet"}]
+    labels = [{"name": n, "value": v} for n, v in report.layer_labels(r["layer"])]
+    labels += [{"name": "feature", "value": r["check"]},
+               {"name": "story", "value": r.get("title") or r["check"]},
+               {"name": "parentSuite", "value": r["target"]},
+               {"name": "severity", "value": r["severity"]}, {"name": "tag", "value": r["status"]},
+               {"name": "tag", "value": f"origin:{r.get('origin', 'live')}"},
+               {"name": "tag", "value": "fleet"}]
     if r.get("category"):
         labels.append({"name": "kgc_category", "value": r["category"]})
     desc = (f"**{r.get('title', '')}**\n\nTarget: `{r['target']}`\n\nStatus: **{r['status']}** — "

@@ -11,6 +11,8 @@ LAYER = snapshot_layer(
     CHECKS,
     QUERY,
     parse,
+    number=1,
+    card="Host IOMMU",
 )
 
 __all__ = ["LAYER", "QUERY", "IommuEvidence", "parse"]

@@ -1,4 +1,4 @@
-"""Layer 3 — persistence: a static proof that each target is bound to vfio-pci again at the
+"""Layer 2 — persistence: a static proof that each target is bound to vfio-pci again at the
 next boot (modprobe.d, kernel command line from the boot loader config, initramfs contents,
 driverctl, udev), without rebooting."""
 
@@ -12,6 +12,8 @@ LAYER = snapshot_layer(
     CHECKS,
     QUERY,
     parse,
+    number=2,
+    card="VFIO binding and persistence",
 )
 
 __all__ = ["LAYER", "QUERY", "PersistenceEvidence", "parse"]

@@ -1,4 +1,4 @@
-"""Layer 3 — persistence: which mechanism binds each target at the next boot (static)."""
+"""Layer 2 — persistence: which mechanism binds each target at the next boot (static)."""
 
 from __future__ import annotations
 

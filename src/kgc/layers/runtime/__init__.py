@@ -40,6 +40,8 @@ LAYER = replace(snapshot_layer(
     CHECKS,
     _query,
     parse,
+    number=3,
+    card="containerd + NRI",
 ), describe=_describe, redact=_redact)
 
 __all__ = ["LAYER", "QUERY", "RuntimeEvidence", "parse", "query_for"]

@@ -11,6 +11,8 @@ LAYER = snapshot_layer(
     CHECKS,
     QUERY,
     parse,
+    number=2,
+    card="VFIO binding and persistence",
 )
 
 __all__ = ["LAYER", "QUERY", "VfioEvidence", "parse"]
