@@ -96,7 +96,8 @@ def test_no_layer_imports_another_layers_private_names() -> None:
 def test_the_lab_is_its_own_distribution() -> None:
     """lab/pyproject.toml provides the lab's commands and depends on the product; the
     product's pyproject names no lab (no extra, script or entry point); the venv script
-    (which the bootstrap and `make check` run) installs both, and re-installs when either pyproject changes."""
+    (which the bootstrap and `make check` run) installs both, and re-installs when either
+    pyproject changes."""
     import tomllib
 
     root = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]

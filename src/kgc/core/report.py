@@ -42,7 +42,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kgc.core.registry import load_layers
+from kgc.core.registry import label_of, load_layers
 
 SCHEMA = "kgc-verdict/1"
 STATUSES = ("pass", "fail", "warn", "skip", "error")
@@ -193,8 +193,6 @@ def layer_labels(layer: str, registry: Mapping[str, Any] | None = None) -> list[
     ``epic`` = the layer package (what the quality gate reads), ``suite`` = its card layer
     "N. title" (under ``parentSuite`` = the target), ``subSuite`` = the package. The pytest
     plugin and the fleet's merge both label with this."""
-    from kgc.core.registry import label_of
-
     return [("epic", layer), ("suite", label_of(layer, _registry(registry))),
             ("subSuite", layer)]
 
