@@ -24,7 +24,7 @@ SECRETS = ("PLANTED-REGISTRY-PASSWORD", "PLANTED-AUTH-B64", "PLANTED-IDENTITY-TO
 CONFIG = """version = 2
 [plugins."io.containerd.nri.v1.nri"]
   disable = false
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.kata]
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.kata-qemu-nvidia-gpu]
   runtime_type = "io.containerd.kata.v2"
 [plugins."io.containerd.grpc.v1.cri".registry.configs."registry.example.com".auth]
   username = "robot"
