@@ -394,14 +394,16 @@ def test_the_keda_layer_passes_as_the_serviceaccount(lab_cluster: LabInfo,
     HPAs) as this account under the lab profile: what the keda lab tests get as admin.
     (gpu: test_gpu_lab.py, sizing: lab/tests/sizing/test_lab_sizing.py, both as this account.)"""
     from kgc.core.engine import Context
-    from kgc.core.profile import load_profile, profiles_dir
+    from kgc.core.profile import load_profile
     from kgc.core.target import ClusterTarget
 
     if lab_cluster.keda_missing:
         pytest.fail("KEDA not built: " + ", ".join(lab_cluster.keda_missing)
                     + " — run scripts/bootstrap.d/30-cluster.sh")
-    ctx = Context(ClusterTarget(str(certify.kubeconfig)), load_profile(profiles_dir()
-                                                                       / "lab.yaml"))
+    # the profile the lab wrote (profiles/lab.yaml plus its trigger endpoint and HPA sync
+    # period: the keda layer reads no lab state)
+    ctx = Context(ClusterTarget(str(certify.kubeconfig)),
+                  load_profile(lab_cluster.state["profile"]))
     got = {v.check: v for v in ctx.judge_all(["keda"])}
     assert len(got) == 9, sorted(got)
     bad = {c: (str(v.status), v.reason) for c, v in got.items()
