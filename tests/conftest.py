@@ -4,7 +4,9 @@ collector (same script, same testinfra local transport, same parser)."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,11 @@ settings.register_profile("kgc", deadline=None,
 settings.load_profile("kgc")
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+# pytest's own fixture for running pytest in this process (`pytester.runpytest_inprocess`):
+# a test about what the plugin does runs the suites here instead of paying a Python +
+# pytest + Kubernetes-client start-up per run (`make check`'s 5-minute bound).
+pytest_plugins = ["pytester"]
 
 # The containerd lab's instances live in /tmp/kgc-*; the profiles it recorded beside its
 # bundles (fixtures/nri) name files there. The product names no lab path: the operator
@@ -90,3 +97,28 @@ def judge_tree(root: Path, profile, layers=("iommu",)) -> dict:
     all_layers = load_layers()
     ctx = Context(NodeTarget("local://", root=str(root)), profile, all_layers)
     return {v.check: v for v in ctx.judge_all(layers)}
+
+
+KgcMain = Callable[..., "subprocess.CompletedProcess[str]"]
+
+
+@pytest.fixture
+def kgc_main(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> KgcMain:
+    """`kgc ARGS` in this process: ``kgc.cli.main(argv)`` with its exit code and its
+    captured stdout/stderr, shaped as the ``subprocess.run`` result the CLI tests read. For
+    a test about a command's behaviour; a test about the real process boundary (the entry
+    point's exit status, what reaches the terminal) spawns ``python -m kgc.cli`` itself."""
+    from kgc import cli
+
+    def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        capsys.readouterr()
+        try:
+            rc = cli.main(list(args))
+        except SystemExit as exc:  # argparse's usage errors and --help/--version
+            rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+        out = capsys.readouterr()
+        return subprocess.CompletedProcess(list(args), rc, out.out, out.err)
+
+    return run
