@@ -103,9 +103,10 @@ KgcMain = Callable[..., "subprocess.CompletedProcess[str]"]
 
 
 @pytest.fixture
-def kgc_main(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> KgcMain:
-    """`kgc ARGS` in this process: ``kgc.cli.main(argv)`` with its exit code and its
-    captured stdout/stderr, shaped as the ``subprocess.run`` result the CLI tests read. For
+def kgc_main(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> KgcMain:
+    """`kgc ARGS` in this process: ``kgc.cli.main(argv)`` with its exit code and what it
+    wrote to file descriptors 1 and 2 (capfd: also what a child or C code writes there),
+    shaped as the ``subprocess.run`` result the CLI tests read. For
     a test about a command's behaviour; a test about the real process boundary (the entry
     point's exit status, what reaches the terminal) spawns ``python -m kgc.cli`` itself."""
     from kgc import cli
@@ -113,12 +114,12 @@ def kgc_main(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
     def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
         if cwd is not None:
             monkeypatch.chdir(cwd)
-        capsys.readouterr()
+        capfd.readouterr()
         try:
             rc = cli.main(list(args))
         except SystemExit as exc:  # argparse's usage errors and --help/--version
             rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
-        out = capsys.readouterr()
+        out = capfd.readouterr()
         return subprocess.CompletedProcess(list(args), rc, out.out, out.err)
 
     return run
