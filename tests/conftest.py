@@ -123,3 +123,19 @@ def kgc_main(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch)
         return subprocess.CompletedProcess(list(args), rc, out.out, out.err)
 
     return run
+
+
+@pytest.fixture
+def certify_here(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """`kgc certify` in this process spawns no pytest: the command line it would spawn
+    (``python -m pytest`` over the installed suites, checked) runs here through pytester.
+    The list collects those command lines."""
+    spawned: list[list[str]] = []
+
+    def call(argv: list[str]) -> int:
+        spawned.append(argv)
+        assert argv[:3] == [sys.executable, "-m", "pytest"], argv
+        return int(pytester.runpytest_inprocess(*argv[3:]).ret)
+
+    monkeypatch.setattr("kgc.cli.subprocess.call", call)
+    return spawned

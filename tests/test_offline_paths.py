@@ -47,19 +47,11 @@ def _pytest(pytester: pytest.Pytester, args: list[str], out: Path) -> list[dict]
     return _verdicts(int(r.ret), out, "\n".join(r.outlines[-60:] + r.errlines[-20:]))
 
 
-def _certify(kgc_main: KgcMain, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
-             args: list[str], out: Path) -> list[dict]:
-    """`kgc certify ARGS --report-dir OUT` in this process: the pytest command line it
-    spawns (``python -m pytest`` over the installed suites) is checked and run here."""
-    spawned: list[list[str]] = []
-
-    def call(argv: list[str]) -> int:
-        spawned.append(argv)
-        assert argv[:3] == [sys.executable, "-m", "pytest"], argv
-        return int(pytester.runpytest_inprocess(*argv[3:]).ret)
-
-    monkeypatch.setattr("kgc.cli.subprocess.call", call)
-    r = kgc_main("certify", *args, "--report-dir", str(out), cwd=pytester.path)
+def _certify(kgc_main: KgcMain, spawned: list[list[str]], cwd: Path, args: list[str],
+             out: Path) -> list[dict]:
+    """`kgc certify ARGS --report-dir OUT` in this process (the certify_here fixture runs
+    the pytest command line it spawns here)."""
+    r = kgc_main("certify", *args, "--report-dir", str(out), cwd=cwd)
     assert len(spawned) == 1, spawned
     return _verdicts(r.returncode, out, r.stdout[-3000:] + r.stderr[-2000:])
 
@@ -71,11 +63,11 @@ def test_fixture_bundles_exist() -> None:
 @pytest.mark.parametrize("bundle,profile", CASES, ids=[c[0].name for c in CASES])
 def test_three_offline_paths_agree(bundle: Path, profile: str, tmp_path: Path,
                                    kgc_main: KgcMain, pytester: pytest.Pytester,
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
+                                   certify_here: list[list[str]]) -> None:
     ev = _evaluate(kgc_main, bundle, profile)
     py = _pytest(pytester, ["-p", "no:cacheprovider", "-q", "--snapshot", str(bundle),
                             "--profile", profile], tmp_path / "py")
-    cert = _certify(kgc_main, pytester, monkeypatch,
+    cert = _certify(kgc_main, certify_here, pytester.path,
                     ["-q", "--snapshot", str(bundle), "--profile", profile], tmp_path / "cert")
     assert _key(ev) == _key(py) == _key(cert)
     # every node layer is judged (or says why not), nothing cluster-scoped sneaks in
