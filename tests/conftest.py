@@ -31,11 +31,19 @@ pytest_plugins = ["pytester"]
 # processes they start) do.
 os.environ.setdefault("KGC_PATH_ROOTS", "/tmp/kgc-")
 
+import kgc.cli  # noqa: E402,F401
 from kgc.core.engine import Context  # noqa: E402
 from kgc.core.profile import load_profile  # noqa: E402
 from kgc.core.registry import load_layers  # noqa: E402
 from kgc.core.target import NodeTarget  # noqa: E402
 from systree import SysTree, intel_good  # noqa: E402
+
+# pytester restores sys.modules after each in-process run (and at its teardown): a module
+# first imported there would be dropped while the layer registry's cache (and whatever
+# else keeps objects) still holds its classes, and a later import would make new ones.
+# Everything the in-process runs use (kgc.cli, kgc_main's) is imported here, before any
+# snapshot is taken.
+load_layers()
 
 REPO = Path(__file__).resolve().parents[1]
 
