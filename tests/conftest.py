@@ -4,7 +4,9 @@ collector (same script, same testinfra local transport, same parser)."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,17 +20,30 @@ settings.load_profile("kgc")
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+# pytest's own fixture for running pytest in this process (`pytester.runpytest_inprocess`):
+# a test about what the plugin does runs the suites here instead of paying a Python +
+# pytest + Kubernetes-client start-up per run (`make check`'s 5-minute bound).
+pytest_plugins = ["pytester"]
+
 # The containerd lab's instances live in /tmp/kgc-*; the profiles it recorded beside its
 # bundles (fixtures/nri) name files there. The product names no lab path: the operator
 # accepts them ($KGC_PATH_ROOTS, kgc.core.profile), here the self-tests (and the kgc
 # processes they start) do.
 os.environ.setdefault("KGC_PATH_ROOTS", "/tmp/kgc-")
 
+import kgc.cli  # noqa: E402,F401
 from kgc.core.engine import Context  # noqa: E402
 from kgc.core.profile import load_profile  # noqa: E402
 from kgc.core.registry import load_layers  # noqa: E402
 from kgc.core.target import NodeTarget  # noqa: E402
 from systree import SysTree, intel_good  # noqa: E402
+
+# pytester restores sys.modules after each in-process run (and at its teardown): a module
+# first imported there would be dropped while the layer registry's cache (and whatever
+# else keeps objects) still holds its classes, and a later import would make new ones.
+# Everything the in-process runs use (kgc.cli, kgc_main's) is imported here, before any
+# snapshot is taken.
+load_layers()
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -90,3 +105,45 @@ def judge_tree(root: Path, profile, layers=("iommu",)) -> dict:
     all_layers = load_layers()
     ctx = Context(NodeTarget("local://", root=str(root)), profile, all_layers)
     return {v.check: v for v in ctx.judge_all(layers)}
+
+
+KgcMain = Callable[..., "subprocess.CompletedProcess[str]"]
+
+
+@pytest.fixture
+def kgc_main(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> KgcMain:
+    """`kgc ARGS` in this process: ``kgc.cli.main(argv)`` with its exit code and what it
+    wrote to file descriptors 1 and 2 (capfd: also what a child or C code writes there),
+    shaped as the ``subprocess.run`` result the CLI tests read. For
+    a test about a command's behaviour; a test about the real process boundary (the entry
+    point's exit status, what reaches the terminal) spawns ``python -m kgc.cli`` itself."""
+    from kgc import cli
+
+    def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        capfd.readouterr()
+        try:
+            rc = cli.main(list(args))
+        except SystemExit as exc:  # argparse's usage errors and --help/--version
+            rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+        out = capfd.readouterr()
+        return subprocess.CompletedProcess(list(args), rc, out.out, out.err)
+
+    return run
+
+
+@pytest.fixture
+def certify_here(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """`kgc certify` in this process spawns no pytest: the command line it would spawn
+    (``python -m pytest`` over the installed suites, checked) runs here through pytester.
+    The list collects those command lines."""
+    spawned: list[list[str]] = []
+
+    def call(argv: list[str]) -> int:
+        spawned.append(argv)
+        assert argv[:3] == [sys.executable, "-m", "pytest"], argv
+        return int(pytester.runpytest_inprocess(*argv[3:]).ret)
+
+    monkeypatch.setattr("kgc.cli.subprocess.call", call)
+    return spawned

@@ -1,4 +1,6 @@
-"""The suite as users run it: `pytest -m host` in a subprocess, outputs read back."""
+"""The suite as users run it: `pytest -m host`, outputs read back. In this process
+(pytester) where the test is about what the plugin judges and writes; in a real process
+where it is about the process (exit status of a usage error, the console, xdist)."""
 
 from __future__ import annotations
 
@@ -6,36 +8,58 @@ import json
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, KgcMain
 from kgc.core.profile import load_profile
 from kgc.core.report import profile_digest
 from systree import intel_good
 
+# What `pytest -m host` adds to the suites' command line (no random order: the console
+# summary is compared in order).
+SUITE = ("-m", "host and not destructive", "-p", "no:randomly")
+Run = Callable[..., "subprocess.CompletedProcess[str]"]
+
 
 def run_suite(*args: str, report_dir: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    """The suites in a real `python -m pytest` process from the repository."""
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-m",
-            "host and not destructive",
-            "-p",
-            "no:randomly",
-            "--report-dir",
-            str(report_dir),
-            *args,
-        ],
+        [sys.executable, "-m", "pytest", *SUITE, "--report-dir", str(report_dir), *args],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
     )
+
+
+@pytest.fixture
+def pytest_in(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Run:
+    """`pytest ARGS` from CWD in this process (pytester): the plugin's behaviour without a
+    Python + pytest start-up per run; shaped as the subprocess result the tests read. What
+    only a real process shows (the exit status of a usage error, which pytester cannot
+    report, the console of a whole run, xdist) stays in run_suite's processes."""
+
+    def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        monkeypatch.chdir(cwd)
+        r = pytester.runpytest_inprocess(*args)
+        return subprocess.CompletedProcess(list(args), int(r.ret), "\n".join(r.outlines),
+                                           "\n".join(r.errlines))
+
+    return run
+
+
+@pytest.fixture
+def suite_here(pytest_in: Run) -> Run:
+    """run_suite in this process."""
+
+    def run(*args: str, report_dir: Path) -> subprocess.CompletedProcess[str]:
+        return pytest_in(REPO, *SUITE, "--report-dir", str(report_dir), *args)
+
+    return run
 
 
 def verdicts(report_dir: Path) -> dict:
@@ -73,32 +97,27 @@ def test_this_machine_has_no_iommu_and_the_suite_says_so(tmp_path: Path) -> None
     assert "iommu.enabled" in proc.stdout and "overall: FAIL" in proc.stdout
 
 
-def test_a_healthy_node_tree_certifies(tmp_path: Path) -> None:
+def test_a_healthy_node_tree_certifies(tmp_path: Path, suite_here: Run) -> None:
     node = intel_good(tmp_path / "node")
-    proc = run_suite("conformance/iommu", "--kgc-root", str(node.root), report_dir=tmp_path / "r")
+    proc = suite_here("conformance/iommu", "--kgc-root", str(node.root), report_dir=tmp_path / "r")
     assert proc.returncode == 0, proc.stdout[-3000:]
     doc = verdicts(tmp_path / "r")
     assert doc["overall"] == "pass"
     assert doc["counts"]["pass"] == len(doc["results"]) >= 8
 
 
-def test_bundle_replay_gives_the_live_verdicts(tmp_path: Path) -> None:
+def test_bundle_replay_gives_the_live_verdicts(tmp_path: Path, kgc_main: KgcMain,
+                                               suite_here: Run) -> None:
     node = intel_good(tmp_path / "node")
     node.write("proc/interrupts", "0: 1 IO-APIC timer\n")  # one failing check, for contrast
     bundle = tmp_path / "node.json"
-    snap = subprocess.run(
-        [sys.executable, "-m", "kgc.cli", "snapshot", "--root", str(node.root), "-o", str(bundle)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    snap = kgc_main("snapshot", "--root", str(node.root), "-o", str(bundle), cwd=REPO)
+    assert snap.returncode == 0, snap.stderr
     assert "1 round trip" in snap.stdout
-    live = run_suite(
+    live = suite_here(
         "conformance/iommu", "--kgc-root", str(node.root), report_dir=tmp_path / "live"
     )
-    replay = run_suite(
+    replay = suite_here(
         "conformance/iommu", "--snapshot", str(bundle), report_dir=tmp_path / "replay"
     )
     assert live.returncode == replay.returncode == 1
@@ -112,20 +131,18 @@ def test_bundle_replay_gives_the_live_verdicts(tmp_path: Path) -> None:
     assert essence(tmp_path / "replay")["iommu.interrupt-remapping"][0] == "fail"
 
 
-def test_fleet_of_bundles_with_xdist_gives_one_merged_report(tmp_path: Path) -> None:
+def test_fleet_of_bundles_with_xdist_gives_one_merged_report(tmp_path: Path,
+                                                             kgc_main: KgcMain) -> None:
+    """The bundles are recorded in this process; the fleet run is a real pytest process
+    (xdist's workers are processes anyway)."""
     bundles = []
     for i in range(3):
         node = intel_good(tmp_path / f"n{i}")
         if i == 1:
             node.write("proc/interrupts", "0: 1 IO-APIC timer\n")  # interrupt remapping off
         b = tmp_path / f"node{i}.json"
-        subprocess.run(
-            [sys.executable, "-m", "kgc.cli", "snapshot", "--root", str(node.root), "-o", str(b)],
-            cwd=REPO,
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
+        snap = kgc_main("snapshot", "--root", str(node.root), "-o", str(b), cwd=REPO)
+        assert snap.returncode == 0, snap.stderr
         doc = json.loads(b.read_text())
         doc["target"] = f"node{i}"
         b.write_text(json.dumps(doc))
@@ -149,7 +166,8 @@ def test_fleet_of_bundles_with_xdist_gives_one_merged_report(tmp_path: Path) -> 
     assert proc.returncode == 1 and doc["overall"] == "fail"
 
 
-def test_misspelt_profile_key_is_a_usage_error_naming_the_field(tmp_path: Path) -> None:
+def test_misspelt_profile_key_is_a_usage_error_naming_the_field(tmp_path: Path,
+                                                                kgc_main: KgcMain) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bad\nhost:\n  iommu:\n    mdoe: passthrough\n")
     proc = run_suite("conformance/iommu", "--profile", str(bad), report_dir=tmp_path)
@@ -158,53 +176,38 @@ def test_misspelt_profile_key_is_a_usage_error_naming_the_field(tmp_path: Path) 
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     assert not any(tmp_path.iterdir()) or list(tmp_path.iterdir()) == [bad]
-    cli = subprocess.run(
-        [sys.executable, "-m", "kgc.cli", "profile", "check", str(bad)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    cli = kgc_main("profile", "check", str(bad), cwd=REPO)
     assert cli.returncode == 2 and "host.iommu.mdoe" in cli.stderr and "Traceback" not in cli.stderr
 
 
 @pytest.mark.parametrize("profile", sorted(p.stem for p in (REPO / "profiles").glob("*.yaml")))
-def test_every_shipped_profile_is_valid(profile: str) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "kgc.cli", "profile", "check", profile],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+def test_every_shipped_profile_is_valid(profile: str, kgc_main: KgcMain) -> None:
+    proc = kgc_main("profile", "check", profile, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
 
 
-def test_unknown_option_is_the_standard_usage_error(tmp_path: Path) -> None:
+def test_unknown_option_is_the_standard_usage_error(tmp_path: Path,
+                                                     kgc_main: KgcMain) -> None:
     proc = run_suite("--no-such-kgc-option", report_dir=tmp_path)
     assert proc.returncode == 4
     assert "unrecognized arguments: --no-such-kgc-option" in proc.stderr
-    cli = subprocess.run(
-        [sys.executable, "-m", "kgc.cli", "--bogus"], capture_output=True, text=True, check=False
-    )
+    cli = kgc_main("--bogus")
     assert cli.returncode == 2 and "usage: kgc" in cli.stderr
 
 
 # -- the plugin never judges nothing in silence (issue 21, item 6) -----------------------------
-def _pytest_in(cwd: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-                           "-p", "no:randomly", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout, check=False)
+NO_RANDOM = ("-p", "no:cacheprovider", "-p", "no:randomly")
 
 
-def test_pyargs_runs_the_installed_suites_like_their_paths(tmp_path: Path) -> None:
+def test_pyargs_runs_the_installed_suites_like_their_paths(tmp_path: Path,
+                                                           pytest_in: Run) -> None:
     """`pytest --pyargs kgc.conformance -m iommu` from anywhere: the plugin is on, the checks
     are judged and verdict.json is written (it used to switch itself off: every check
     skipped, exit 0, no verdict)."""
     node = intel_good(tmp_path / "node")
     out = tmp_path / "r"
-    proc = _pytest_in(tmp_path, "--pyargs", "kgc.conformance", "-m", "iommu", "--kgc-root",
-                      str(node.root), "--report-dir", str(out))
+    proc = pytest_in(tmp_path, *NO_RANDOM, "--pyargs", "kgc.conformance", "-m", "iommu",
+                     "--kgc-root", str(node.root), "--report-dir", str(out))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     doc = verdicts(out)
     assert doc["overall"] == "pass" and doc["counts"]["pass"] == len(doc["results"]) >= 8
@@ -219,34 +222,35 @@ def test_pyargs_runs_the_installed_suites_like_their_paths(tmp_path: Path) -> No
     assert "iommu" not in run["selection"]["layers_not_selected"]
     assert set(run["selection"]["targets"].values()) == {"node"}
     # a module of the package, too; and this machine (no IOMMU) is not certified
-    proc = _pytest_in(tmp_path, "--pyargs", "kgc.conformance.iommu.test_iommu",
-                      "--report-dir", str(tmp_path / "here"))
+    proc = pytest_in(tmp_path, *NO_RANDOM, "--pyargs", "kgc.conformance.iommu.test_iommu",
+                     "--report-dir", str(tmp_path / "here"))
     assert proc.returncode == 1, proc.stdout[-3000:]
     assert verdicts(tmp_path / "here")["overall"] == "fail"
 
 
 def test_pyargs_cluster_layer_with_an_unreachable_cluster_is_not_certified(
-        tmp_path: Path) -> None:
+        tmp_path: Path, pytest_in: Run) -> None:
     kube = tmp_path / "kubeconfig"
     kube.write_text(
         "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
         "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
         "users: [{name: u, user: {token: t}}]\n"
         "contexts: [{name: c, context: {cluster: c, user: u}}]\n")
-    proc = _pytest_in(tmp_path, "--pyargs", "kgc.conformance", "-m", "gpu", "--kubeconfig",
-                      str(kube), "--report-dir", str(tmp_path / "r"))
+    proc = pytest_in(tmp_path, *NO_RANDOM, "--pyargs", "kgc.conformance", "-m", "gpu",
+                     "--kubeconfig", str(kube), "--report-dir", str(tmp_path / "r"))
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     doc = verdicts(tmp_path / "r")
     assert doc["overall"] == "fail" and doc["results"]
     assert not any(r["status"] == "pass" for r in doc["results"])
 
 
-def test_a_suite_the_plugin_does_not_run_errors_instead_of_skipping(tmp_path: Path) -> None:
+def test_a_suite_the_plugin_does_not_run_errors_instead_of_skipping(tmp_path: Path,
+                                                                    pytest_in: Run) -> None:
     """A copy of a suite outside the installed suites (the plugin stays out of the way
     there): every check errors and says how to run the suites; never a silent exit 0."""
     (tmp_path / "test_copy.py").write_text(
         (REPO / "conformance" / "iommu" / "test_iommu.py").read_text())
-    proc = _pytest_in(tmp_path, "test_copy.py", "-rA")
+    proc = pytest_in(tmp_path, *NO_RANDOM, "test_copy.py", "-rA")
     assert proc.returncode == 1, proc.stdout[-3000:]
     assert "skipped" not in proc.stdout.splitlines()[-1]
     assert "8 error" in proc.stdout.splitlines()[-1], proc.stdout[-2000:]

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import KgcMain
+
 SECRETS = ("PLANTED-REGISTRY-PASSWORD", "PLANTED-AUTH-B64", "PLANTED-IDENTITY-TOKEN",
            "PLANTED-HEADER-TOKEN", "PLANTED-SSH-PASSWORD")
 
@@ -54,32 +56,42 @@ def _grep_all(where: list[Path], text: str) -> list[str]:
     return hits
 
 
-def test_no_planted_secret_reaches_verdicts_junit_allure_bundles_or_console(tmp_path) -> None:
+def _pytest(pytester: pytest.Pytester, capfd: pytest.CaptureFixture[str], cwd: Path,
+            *args: str) -> tuple[int, str]:
+    """pytest ARGS in this process from CWD: its exit code and its console — what it wrote
+    through sys.stdout/stderr (pytester's capture) and to the file descriptors (capfd)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(cwd)
+        capfd.readouterr()
+        r = pytester.runpytest_inprocess("-p", "no:cacheprovider", *args)
+        fd = capfd.readouterr()
+    return int(r.ret), "\n".join(r.outlines + r.errlines) + fd.out + fd.err
+
+
+def test_no_planted_secret_reaches_verdicts_junit_allure_bundles_or_console(
+        tmp_path: Path, kgc_main: KgcMain, pytester: pytest.Pytester,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    """The suite run, the snapshot and the evaluation happen in this process (pytester,
+    kgc_main): their console is everything they wrote, at the Python and at the
+    file-descriptor level."""
     node = _tree(tmp_path / "node")
     work = tmp_path / "work"
     work.mkdir()
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "runtime",
-         "--kgc-root", str(node), "-rA"],
-        cwd=work, capture_output=True, text=True, timeout=300, check=False)
-    assert run.returncode in (0, 1), run.stdout[-3000:]
+    rc, run = _pytest(pytester, capfd, work, "-m", "runtime", "--kgc-root", str(node), "-rA")
+    assert rc in (0, 1), run[-3000:]
     assert (work / "reports" / "verdict.json").is_file()
-    snap = subprocess.run(
-        [sys.executable, "-m", "kgc.cli", "snapshot", "--root", str(node), "-o",
-         str(work / "node.json")],
-        cwd=work, capture_output=True, text=True, timeout=300, check=False)
+    snap = kgc_main("snapshot", "--root", str(node), "-o", str(work / "node.json"), cwd=work)
     assert snap.returncode == 0, snap.stderr
-    ev = subprocess.run([sys.executable, "-m", "kgc.cli", "evaluate", str(work / "node.json"),
-                         "--json"], cwd=work, capture_output=True, text=True, timeout=300,
-                        check=False)
+    ev = kgc_main("evaluate", str(work / "node.json"), "--json", cwd=work)
+    # a password in a target is refused outright (never handed to sshpass -p): a bad-input
+    # exit while pytest configures, which only a real process reports as its exit status 2
     live = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "iommu", "--hosts",
          "ssh://root:PLANTED-SSH-PASSWORD@127.0.0.1:1", "--report-dir", str(work / "ssh")],
         cwd=work, capture_output=True, text=True, timeout=300, check=False)
-    # a password in a target is refused outright (never handed to sshpass -p)
     assert live.returncode == 2 and "carries a password" in live.stdout + live.stderr
-    console = run.stdout + run.stderr + snap.stdout + snap.stderr + ev.stdout + ev.stderr \
-        + live.stdout + live.stderr
+    console = run + snap.stdout + snap.stderr + ev.stdout + ev.stderr + live.stdout \
+        + live.stderr
     assert not _grep_all([work], console)
     # the redaction kept what the checks judge and the non-secret configuration
     verdicts = {r["check"]: r for r in json.loads(ev.stdout)["results"]}

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from vdoc import DIGEST, NODE_LAYERS, complete, full_node, result, verdict, write
 
+from conftest import KgcMain
 from kgc.core.policy import Policy
 from kgc.core.profile import load_profile
 from kgc.core.report import profile_digest
@@ -105,12 +106,14 @@ def test_targets_pair_by_name_and_a_single_renamed_target_is_compared() -> None:
 
 
 # -- the command line ---------------------------------------------------------------------------
-def kgc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+# The commands run in this process (the kgc_main fixture: kgc.cli.main, stdout/stderr
+# captured); test_the_real_entry_point runs the real `python -m kgc.cli` processes once.
+def kgc_process(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "kgc.cli", *args], capture_output=True,
                           text=True, cwd=cwd, timeout=120, check=False)
 
 
-def test_kgc_gate_and_diff_exit_codes(tmp_path: Path) -> None:
+def test_kgc_gate_and_diff_exit_codes(tmp_path: Path, kgc: KgcMain) -> None:
     prof = tmp_path / "lab-gate.yaml"
     prof.write_text("name: lab-gate\npolicy:\n  require_layers: [iommu, vfio, persistence, "
                     "reboot, runtime, nri]\n")
@@ -146,7 +149,8 @@ def test_kgc_gate_and_diff_exit_codes(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("content", [None, b"", b"{", b'{"schema": "other/1"}',
                                      b'{"format": "kgc-bundle/2"}', b"\x00\x01binary"])
-def test_bad_input_is_exit_2_one_line_nothing_written(tmp_path: Path, content) -> None:
+def test_bad_input_is_exit_2_one_line_nothing_written(tmp_path: Path, content,
+                                                      kgc: KgcMain) -> None:
     f = tmp_path / "v.json"
     if content is not None:
         f.write_bytes(content)
@@ -161,7 +165,7 @@ def test_bad_input_is_exit_2_one_line_nothing_written(tmp_path: Path, content) -
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
-def test_unknown_profile_of_a_verdict_is_bad_input(tmp_path: Path) -> None:
+def test_unknown_profile_of_a_verdict_is_bad_input(tmp_path: Path, kgc: KgcMain) -> None:
     v = write(tmp_path / "v.json", verdict(full_node(), profile="someone-elses"))
     out = kgc("gate", str(v), cwd=tmp_path)
     assert out.returncode == 2 and "give --profile" in out.stderr
@@ -184,13 +188,13 @@ def _lab_profile(path: Path, *, name: str = "lab-strict", mode: str = "any",
     return path
 
 
-def _judge(bundle: str, profile: Path, out: Path, *args: str) -> Path:
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-                           "--snapshot", str(BUNDLES / f"{bundle}.json"), "--profile",
-                           str(profile), "--report-dir", str(out), *args],
-                          cwd=out.parent, capture_output=True, text=True, timeout=300,
-                          check=False)
-    assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-2000:]
+def _judge(pytester: pytest.Pytester, bundle: str, profile: Path, out: Path,
+           *args: str) -> Path:
+    """`pytest --snapshot BUNDLE` in this process (pytester): the verdict it wrote."""
+    r = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-q", "--snapshot",
+                                     str(BUNDLES / f"{bundle}.json"), "--profile", str(profile),
+                                     "--report-dir", str(out), *args)
+    assert r.ret in (0, 1), "\n".join(r.outlines[-60:] + r.errlines[-20:])
     return out / "verdict.json"
 
 
@@ -205,15 +209,16 @@ def _texts(out: subprocess.CompletedProcess[str]) -> str:
     return "\n".join(f["text"] + "\n" + f["remediation"] for f in doc["blocking"])
 
 
-def test_deselecting_the_failing_blockers_does_not_gate_green(tmp_path: Path) -> None:
+def test_deselecting_the_failing_blockers_does_not_gate_green(
+        tmp_path: Path, kgc: KgcMain, pytester: pytest.Pytester) -> None:
     """`-k "not ..."` over the checks that fail: the run is PASS for its layers, but the gate
     needs every check it blocks on (the run used to gate CERTIFIED)."""
     prof = _lab_profile(tmp_path / "strict.yaml")
-    full = _judge("runtime-bind-only", prof, tmp_path / "full")
+    full = _judge(pytester, "runtime-bind-only", prof, tmp_path / "full")
     assert kgc("gate", str(full), "--profile", str(prof), cwd=tmp_path).returncode == 1
     k = ("not no_host_driver_can_claim and not covered_by_a_boot_time and "
          "not bound_to_vfio_pci_again")
-    cut = _judge("runtime-bind-only", prof, tmp_path / "cut", "-k", k)
+    cut = _judge(pytester, "runtime-bind-only", prof, tmp_path / "cut", "-k", k)
     doc = json.loads(cut.read_text())
     assert _failed_outside_the_waiver(doc) == set()  # nothing the run judged blocks
     sel = doc["run"]["selection"]
@@ -234,16 +239,17 @@ def test_deselecting_the_failing_blockers_does_not_gate_green(tmp_path: Path) ->
 
 
 def test_a_lenient_copy_under_the_strict_profiles_name_does_not_gate_green(
-        tmp_path: Path) -> None:
+        tmp_path: Path, kgc: KgcMain, pytester: pytest.Pytester) -> None:
     """The strict profile wants translated IOMMU domains (the good bundle has passthrough
     ones); a copy under its name allows any: judged with the copy, the run passes — the
     gate, which loads the strict file, refuses it by the profile's content."""
     strict = _lab_profile(tmp_path / "strict.yaml", mode="translated")
     (tmp_path / "copy").mkdir()
     lenient = _lab_profile(tmp_path / "copy" / "strict.yaml", mode="any")
-    v = _judge("good", lenient, tmp_path / "r")
+    v = _judge(pytester, "good", lenient, tmp_path / "r")
     assert _failed_outside_the_waiver(json.loads(v.read_text())) == set()
-    assert _failed_outside_the_waiver(json.loads(_judge("good", strict, tmp_path / "s")
+    assert _failed_outside_the_waiver(json.loads(_judge(pytester, "good", strict,
+                                                        tmp_path / "s")
                                                  .read_text())) == {"iommu.mode"}
     out = kgc("gate", str(v), "--profile", str(strict), "--json", cwd=tmp_path)
     assert out.returncode == 1, out.stdout
@@ -258,7 +264,8 @@ def test_a_lenient_copy_under_the_strict_profiles_name_does_not_gate_green(
     assert out.returncode == 0, out.stdout
 
 
-def test_a_copy_under_a_builtin_name_never_picks_the_gates_policy(tmp_path: Path) -> None:
+def test_a_copy_under_a_builtin_name_never_picks_the_gates_policy(tmp_path: Path,
+                                                                  kgc: KgcMain) -> None:
     """Without --profile the gate reads a built-in name as the shipped profile, not the
     file the verdict says it came from (a lenient `lab.yaml` anywhere)."""
     lenient = tmp_path / "lab.yaml"
@@ -273,7 +280,8 @@ def test_a_copy_under_a_builtin_name_never_picks_the_gates_policy(tmp_path: Path
     assert "required layer vfio" in _texts(out)  # the built-in's policy: every layer
 
 
-def test_a_verdict_without_digest_or_selection_is_refused(tmp_path: Path) -> None:
+def test_a_verdict_without_digest_or_selection_is_refused(tmp_path: Path,
+                                                          kgc: KgcMain) -> None:
     rs = complete(full_node())
     ok = kgc("gate", str(write(tmp_path / "ok.json", verdict(rs))), "--profile", "lab",
              "--json", cwd=tmp_path)
@@ -287,7 +295,8 @@ def test_a_verdict_without_digest_or_selection_is_refused(tmp_path: Path) -> Non
         assert "run it again" in _texts(out) or "copy" in _texts(out)
 
 
-def test_a_target_in_run_targets_without_results_blocks(tmp_path: Path) -> None:
+def test_a_target_in_run_targets_without_results_blocks(tmp_path: Path,
+                                                        kgc: KgcMain) -> None:
     prof = tmp_path / "node.yaml"
     prof.write_text("name: lab\npolicy:\n  require_layers: [iommu, vfio]\n")
     dig = profile_digest(load_profile(prof))
@@ -333,7 +342,8 @@ def test_a_check_that_vanished_is_a_regression_and_a_dropped_failure_is_not_fixe
     assert "REGRESSED" in text
 
 
-def test_kgc_diff_exits_1_when_a_check_or_a_target_vanished(tmp_path: Path) -> None:
+def test_kgc_diff_exits_1_when_a_check_or_a_target_vanished(tmp_path: Path,
+                                                             kgc: KgcMain) -> None:
     rs = complete(full_node())
     old = write(tmp_path / "old.json", verdict(rs + complete([], target="node-b")))
     new = write(tmp_path / "new.json", verdict(rs))
@@ -382,3 +392,30 @@ def test_a_failure_that_now_skips_is_not_fixed() -> None:
     t = r.targets[0]
     assert t.fixed == [] and [(c.check, c.old, c.new) for c in t.changed] == [
         ("vfio.driver", "fail", "skip")]
+
+
+@pytest.fixture
+def kgc(kgc_main: KgcMain) -> KgcMain:
+    """`kgc ARGS` in this process (tests/conftest.py's kgc_main)."""
+    return kgc_main
+
+
+def test_the_real_entry_point_exit_codes_one_stderr_line_nothing_written(
+        tmp_path: Path) -> None:
+    """The process boundary, once per command: `python -m kgc.cli gate|diff` exit 1 on a red
+    verdict / a regression, and 2 on bad input with one stderr line, no stdout, no file."""
+    green = write(tmp_path / "green.json", verdict(complete(full_node())))
+    red = write(tmp_path / "red.json", verdict(complete(full_node(**{"vfio.driver": "fail"}))))
+    out = kgc_process("gate", str(red), "--profile", "lab", cwd=tmp_path)
+    assert out.returncode == 1 and "vfio.driver on node-a (fail, critical)" in out.stdout
+    out = kgc_process("diff", str(green), str(red), "--profile", "lab", cwd=tmp_path)
+    assert out.returncode == 1 and "REGRESSED" in out.stdout
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b"{")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for args in (["gate", str(bad)], ["diff", str(green), str(bad)]):
+        out = kgc_process(*args, "--profile", "lab", cwd=tmp_path)
+        assert out.returncode == 2 and out.stdout == "", (args, out.stdout, out.stderr)
+        assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+        assert out.stderr.startswith(f"kgc {args[0]}: ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
+from conftest import KgcMain
 from kgc.kube import KubeError, connect
 from kgc.kube.config import kubeconfig_paths, resolve
 
@@ -260,18 +261,44 @@ def kubectls_request(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[
         yield {"tmp": tmp, "env": env, "real": real, "decoy": decoy, "auth": auth}
 
 
+def run_here(cmd: list[str], out: Path, env: dict[str, str], kgc_main: KgcMain,
+             pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
+    """The command line in this process, under ENV's HOME and KUBECONFIG and from OUT: pytest
+    through pytester, kgc through kgc.cli.main (certify: with certify_here). Its exit code
+    and output. The real processes are test_an_unknown_context_is_one_line_and_exit_2's."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("HOME", "KUBECONFIG"):
+        if name in env:
+            monkeypatch.setenv(name, env[name])
+        else:
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(out)
+    argv = [c.replace("{out}", str(out)) for c in cmd]
+    if argv[:3] == [PY, "-m", "pytest"]:
+        r = pytester.runpytest_inprocess(*argv[3:])
+        return int(r.ret), "\n".join(r.outlines[-40:] + r.errlines[-40:])
+    assert argv[:3] == [PY, "-m", "kgc.cli"], argv
+    p = kgc_main(*argv[3:])
+    return p.returncode, p.stdout[-2000:] + "\n" + p.stderr[-2000:]
+
+
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_every_command_reaches_kubectls_cluster(command: str,
-                                                kubectls_request: dict[str, Any]) -> None:
+                                                kubectls_request: dict[str, Any],
+                                                kgc_main: KgcMain, pytester: pytest.Pytester,
+                                                certify_here: list[list[str]],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
     real, decoy = kubectls_request["real"], kubectls_request["decoy"]
     real.calls.clear()
     decoy.calls.clear()
     out = kubectls_request["tmp"] / command.replace(" ", "-")
-    proc = run(COMMANDS[command], out, kubectls_request["env"])
-    why = f"rc {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+    rc, text = run_here(COMMANDS[command], out, kubectls_request["env"], kgc_main, pytester,
+                        monkeypatch)
+    why = f"rc {rc}\n{text}"
     assert real.calls, f"{command} never reached b's cluster: {why}"
     assert not decoy.calls, f"{command} reached the decoy: {decoy.calls}"
     assert {c[2] for c in real.calls} == kubectls_request["auth"], why
+    assert len(certify_here) == (command == "kgc certify")
     if command == "kgc snapshot":
         doc = json.loads((out / "bundle.json").read_text())
         assert (doc["scope"], doc["target"]) == ("cluster", "c"), doc.get("target")
