@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from kgc import __version__
+from kgc import __version__, progress
 from kgc.core import report
 from kgc.core.bundle import BundleError, load_bundle
 from kgc.core.engine import Context, Unavailable
@@ -314,6 +314,8 @@ def pytest_configure(config: pytest.Config) -> None:
         if wi.get("kgc_alluredir") and config.option.allure_report_dir is None:
             config.option.allure_report_dir = wi["kgc_alluredir"]
         return
+    if config.option.verbose >= 0:  # progress of long work on stderr, quiet under -q
+        config.stash[PROGRESS] = progress.install(_ProgressLines(config))
     if config.option.collectonly:
         return
     state.active = True
@@ -339,6 +341,39 @@ def _deprecated_spellings(config: pytest.Config) -> None:
         setattr(opt, dest, given)
         if not hasattr(config, "workerinput"):
             print(deprecation(old, new), file=sys.stderr)
+
+
+PROGRESS = pytest.StashKey[Any]()
+
+
+class _ProgressLines(progress.StderrHandler):
+    """kgc's progress lines (:mod:`kgc.progress`) on the terminal's stderr while a test
+    runs: pytest's capture is suspended for the write (the lines are for the operator
+    watching, not the test's captured output) and pytest's line of dots is ended first."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        super().__init__()
+        self.config = config
+
+    def write(self, line: str) -> None:
+        import threading
+
+        capman = self.config.pluginmanager.get_plugin("capturemanager")
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        if capman is None or threading.current_thread() is not threading.main_thread():
+            super().write(line)
+            return
+        with capman.global_and_fixture_disabled():
+            if tr is not None:
+                tr.ensure_newline()
+                self.config.get_terminal_writer().flush()
+            super().write(line)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    handler = config.stash.get(PROGRESS, None)
+    if handler is not None:
+        progress.uninstall(handler)
 
 
 class _XdistHooks:
