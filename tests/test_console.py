@@ -175,3 +175,16 @@ def test_the_keda_table_is_printed_once_per_text(in_process, tmp_path: Path) -> 
     assert len(heads) == 1 and "kgc-lab, other-cluster" in heads[0], heads
     assert sum("(seconds; percentiles by nearest rank)" in ln for ln in lines) == 1
     assert lines[-1].startswith("overall: PASS")
+
+
+def test_a_warn_is_kgcs_section_not_pytests_warnings_summary(in_process) -> None:  # type: ignore[no-untyped-def]  # noqa: E501
+    """A warn verdict (iommu.kernel-support on a Firecracker guest kernel, a recorded
+    bundle) is raised as a KgcWarning; pytest's warnings summary repeated it by test id."""
+    bundle = REPO / "fixtures" / "guest" / "h200-firecracker.bundle.json"
+    rc, lines, _ = in_process("-m", "iommu", "--snapshot", str(bundle))
+    assert rc == 1
+    assert not [ln for ln in lines if "warnings summary" in ln or "KgcWarning" in ln]
+    assert [ln for ln in lines if "to look at: 1 warned" in ln]
+    rc, lines, _ = in_process("-m", "iommu", "--snapshot", str(bundle), "-rw")
+    assert [ln for ln in lines if "warnings summary" in ln]
+    assert lines[-1].startswith("overall: FAIL")
