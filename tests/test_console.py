@@ -188,3 +188,19 @@ def test_a_warn_is_kgcs_section_not_pytests_warnings_summary(in_process) -> None
     rc, lines, _ = in_process("-m", "iommu", "--snapshot", str(bundle), "-rw")
     assert [ln for ln in lines if "warnings summary" in ln]
     assert lines[-1].startswith("overall: FAIL")
+
+
+def test_one_broken_target_is_a_few_lines_of_kgc_output() -> None:
+    """An unreachable node's 15 checks share one error: the table row and one entry in the
+    error section (its checks counted by layer, not listed one by one)."""
+    why = "cannot reach ssh://root@127.0.0.1:1: Connection refused"
+    rows = [{"target": "far", "check": f"{lay}.c{i}", "layer": lay, "status": "error",
+             "severity": "blocker", "title": "t", "reason": why,
+             "remediation": "ssh -p 1 root@127.0.0.1 true"}
+            for lay in ("iommu", "vfio", "runtime") for i in range(5)]
+    table = report.summary_table(rows, width=80)
+    secs = report.sections(rows, width=80)
+    assert [t for t, _ in secs] == ["what to fix: 15 could not decide (error)"]
+    body = secs[0][1]
+    assert body[0] == "[ERROR] 15 checks of iommu, runtime, vfio on far (blocker): t", body
+    assert len(table) - 2 + len(body) <= 7, (table, body)  # less the heading and the counts

@@ -269,9 +269,20 @@ def summary_table(results: Iterable[Mapping[str, Any]], width: int | None = None
     return lines
 
 
+MANY_CHECKS = 6  # more checks than this share one reason: counted, by layer, not listed
+
+
+def _checks_words(rows: Sequence[Mapping[str, Any]], checks: Sequence[str]) -> str:
+    if len(checks) <= MANY_CHECKS:
+        return ", ".join(checks)
+    layers = list(dict.fromkeys(str(r["layer"]) for r in rows if r["check"] in checks))
+    return f"{len(checks)} checks of {', '.join(layers)}"
+
+
 def _applies_to(rows: Sequence[Mapping[str, Any]]) -> str:
     """What one shared reason applies to: "c1, c2 on t1, t2" when every target has the same
-    checks, else "c1 on t1; c2, c3 on t2"."""
+    checks, else "c1 on t1; c2, c3 on t2"; many checks (an unreachable target's every
+    check) are "15 checks of iommu, vfio on t1"."""
     per: dict[str, list[str]] = {}
     for r in rows:
         checks = per.setdefault(str(r["target"]), [])
@@ -279,8 +290,8 @@ def _applies_to(rows: Sequence[Mapping[str, Any]]) -> str:
             checks.append(str(r["check"]))
     sets = {tuple(v) for v in per.values()}
     if len(sets) == 1:
-        return f"{', '.join(next(iter(sets)))} on {', '.join(per)}"
-    return "; ".join(f"{', '.join(v)} on {t}" for t, v in per.items())
+        return f"{_checks_words(rows, next(iter(sets)))} on {', '.join(per)}"
+    return "; ".join(f"{_checks_words(rows, v)} on {t}" for t, v in per.items())
 
 
 def _grouped(results: Iterable[Mapping[str, Any]], statuses: Sequence[str],
