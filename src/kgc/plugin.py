@@ -22,9 +22,12 @@ from __future__ import annotations
 import importlib.resources
 import importlib.util
 import json
+import os
 import platform
 import re
+import shlex
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -254,9 +257,6 @@ CACHE_OPTIONS = ("lf", "failedfirst", "newfirst", "stepwise", "stepwise_skip", "
 def _explicit_args(config: pytest.Config) -> list[str]:
     """What the user typed: the command line and ``$PYTEST_ADDOPTS`` (not an ini file's
     addopts, which a checkout sets for its self-tests)."""
-    import os
-    import shlex
-
     return [str(a) for a in config.invocation_params.args] + shlex.split(
         os.environ.get("PYTEST_ADDOPTS", ""))
 
@@ -356,8 +356,6 @@ class _ProgressLines(progress.StderrHandler):
         self.config = config
 
     def write(self, line: str) -> None:
-        import threading
-
         capman = self.config.pluginmanager.get_plugin("capturemanager")
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
         if capman is None or threading.current_thread() is not threading.main_thread():
