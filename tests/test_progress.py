@@ -137,3 +137,48 @@ def test_a_conformance_run_shows_progress_on_stderr_and_none_under_q(
     else:
         assert len(said) == 8 and said[0].startswith("kgc: collecting for test_"), r.errlines
     assert not progress.log.handlers  # the sink leaves with the run
+
+
+class _Node:
+    """A node that reboots: answers with the old boot_id three times, then with a new one."""
+
+    name = "node-x"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def reboot_refusal(self) -> None:
+        return None
+
+    def run(self, script: str) -> tuple[int, str, str]:
+        return 0, "kgc-reboot-scheduled\n", ""
+
+    def collect(self, query: Any) -> Any:
+        from kgc.core.hostfs import HostSnapshot
+        from kgc.layers.reboot.collect import BOOT_ID
+
+        self.calls += 1
+        return HostSnapshot(files={BOOT_ID: "new\n" if self.calls > 3 else "old\n"})
+
+
+def test_the_reboot_test_says_what_it_waits_for(monkeypatch: pytest.MonkeyPatch,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    from types import SimpleNamespace
+
+    from tenacity import wait_fixed
+
+    from kgc.core.hostfs import HostSnapshot
+    from kgc.layers.reboot import collect
+
+    caplog.set_level(logging.INFO, logger=progress.LOGGER)
+    monkeypatch.setattr(collect, "NodeTarget", _Node)  # the live-node gate lets the stand-in by
+    monkeypatch.setattr(collect, "wait_fixed", lambda _s: wait_fixed(1.1))
+    ctx = SimpleNamespace(target=_Node(), options={"reboot_timeout_s": 30},
+                          host=lambda: HostSnapshot(files={collect.BOOT_ID: "old\n"}))
+    ev = collect.gather(ctx)  # type: ignore[arg-type]
+    assert ev.status == "done", ev
+    got = lines(caplog)
+    assert got[0] == ("reboot: node-x is rebooting; waiting up to 30 s for it to answer with "
+                      "a new boot_id"), got
+    assert got[1].startswith("waiting for node-x to come back from its reboot (")
+    assert got[1].endswith("s of 30 s left): answering with the old boot_id (not rebooted yet)")
