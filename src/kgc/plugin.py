@@ -22,8 +22,12 @@ from __future__ import annotations
 import importlib.resources
 import importlib.util
 import json
+import os
 import platform
+import re
+import shlex
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -31,7 +35,7 @@ from typing import Any
 
 import pytest
 
-from kgc import __version__
+from kgc import __version__, progress
 from kgc.core import report
 from kgc.core.bundle import BundleError, load_bundle
 from kgc.core.engine import Context, Unavailable
@@ -245,12 +249,48 @@ def _report_dir(config: pytest.Config) -> Path:
     return p if p.is_absolute() else Path(config.invocation_params.dir) / p
 
 
+# the options of pytest's cache plugin: a user who gives one asks for the cache
+CACHE_OPTIONS = ("lf", "failedfirst", "newfirst", "stepwise", "stepwise_skip", "cacheshow",
+                 "cacheclear")
+
+
+def _explicit_args(config: pytest.Config) -> list[str]:
+    """What the user typed: the command line and ``$PYTEST_ADDOPTS`` (not an ini file's
+    addopts, which a checkout sets for its self-tests)."""
+    return [str(a) for a in config.invocation_params.args] + shlex.split(
+        os.environ.get("PYTEST_ADDOPTS", ""))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """A conformance run leaves nothing but its reports in the user's directory: pytest's
+    cache (``.pytest_cache/``, last-failed test ids) is off unless the user asks for it
+    (``-p cacheprovider`` or one of its options: ``--lf``, ``--ff``, ``--nf``, ``--sw``,
+    ``--cache-show``, ``--cache-clear``). Here, before pytest_configure, the one moment the
+    plugin can still leave it out of the run."""
+    if not config.pluginmanager.has_plugin("cacheprovider"):
+        return
+    if any(getattr(config.option, o, False) for o in CACHE_OPTIONS):
+        return
+    args = _explicit_args(config)
+    if any(a in ("-pcacheprovider", "cacheprovider") for a in args):
+        return
+    if not _suite_args(config) and not config.option.kgc_snapshot:
+        return  # not a conformance run: pytest as usual
+    for name in ("cacheprovider", "stepwise"):  # stepwise reads the cache (pytest: -p no:)
+        config.pluginmanager.set_blocked(name)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     install_log_filter(config)  # secrets out of captured logs, private attachments
     for name, desc in markers().items():
         config.addinivalue_line("markers", f"{name}: {desc}")
     config.addinivalue_line("markers", "layer(name): the layer a conformance suite certifies")
+    # the plugin marks every suite test with it (one xdist worker per target): registered
+    # here too, so a run without pytest-xdist does not warn PytestUnknownMarkWarning
+    config.addinivalue_line("markers", "xdist_group(name): tests of one target run in one "
+                            "xdist worker (--dist loadgroup)")
     try:
         profile = load_profile(config.option.kgc_profile or DEFAULT_PROFILE)
     except ProfileError as exc:
@@ -262,6 +302,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(state, "kgc-state")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistHooks(), "kgc-xdist")
+    config.pluginmanager.register(_Console(), "kgc-console")
     worker = hasattr(config, "workerinput")
     conformance = _suite_args(config)
     if not conformance and not config.option.kgc_snapshot:
@@ -273,6 +314,8 @@ def pytest_configure(config: pytest.Config) -> None:
         if wi.get("kgc_alluredir") and config.option.allure_report_dir is None:
             config.option.allure_report_dir = wi["kgc_alluredir"]
         return
+    if config.option.verbose >= 0:  # progress of long work on stderr, quiet under -q
+        config.stash[PROGRESS] = progress.install(_ProgressLines(config))
     if config.option.collectonly:
         return
     state.active = True
@@ -298,6 +341,37 @@ def _deprecated_spellings(config: pytest.Config) -> None:
         setattr(opt, dest, given)
         if not hasattr(config, "workerinput"):
             print(deprecation(old, new), file=sys.stderr)
+
+
+PROGRESS = pytest.StashKey[Any]()
+
+
+class _ProgressLines(progress.StderrHandler):
+    """kgc's progress lines (:mod:`kgc.progress`) on the terminal's stderr while a test
+    runs: pytest's capture is suspended for the write (the lines are for the operator
+    watching, not the test's captured output) and pytest's line of dots is ended first."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        super().__init__()
+        self.config = config
+
+    def write(self, line: str) -> None:
+        capman = self.config.pluginmanager.get_plugin("capturemanager")
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        if capman is None or threading.current_thread() is not threading.main_thread():
+            super().write(line)
+            return
+        with capman.global_and_fixture_disabled():
+            if tr is not None:
+                tr.ensure_newline()
+                self.config.get_terminal_writer().flush()
+            super().write(line)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    handler = config.stash.get(PROGRESS, None)
+    if handler is not None:
+        progress.uninstall(handler)
 
 
 class _XdistHooks:
@@ -466,15 +540,6 @@ def _artefacts(item: pytest.Item, state: KgcState, ctx: Context | None, v: Verdi
                           extension=name.rpartition(".")[2])
     except ImportError:
         pass
-
-
-def _artefact_summary(tr: Any, config: pytest.Config) -> None:
-    for (target, layer), files in config.stash.get(ARTEFACTS, {}).items():
-        for name, mime, data in files:
-            if mime == "text/plain":
-                tr.section(f"{layer} on {target}: {name}")
-                for line in data.decode(errors="replace").splitlines():
-                    tr.write_line(line)
 
 
 def format_verdict(v: Verdict) -> str:
@@ -646,29 +711,142 @@ def _environment(state: KgcState) -> dict[str, str]:
     return env
 
 
+# -- the console -----------------------------------------------------------------------
+# A conformance run ends with kgc's summary and nothing after it: the layers' text
+# artefacts, the verdict table, a section per status that needs a reader, the report's
+# path, and the overall line last (printed after pytest's own last line, from the outermost
+# pytest_sessionfinish). pytest's FAILURES section, short test summary and warnings summary
+# would repeat the same verdicts by test function: for kgc's checks (a suite test that
+# recorded a verdict) they are left out, unless the user asked for them with ``--tb`` /
+# ``-r`` on the command line. A suite test that broke before it judged (``CHECK.(suite)``)
+# keeps pytest's traceback: that is what its bug report needs.
+def _kgc_check_report(rep: Any) -> bool:
+    """A report of a suite test whose check recorded its verdict (shown by kgc)."""
+    for key, val in getattr(rep, "user_properties", None) or ():
+        if key == USER_PROP and isinstance(val, str):
+            try:
+                check = str(json.loads(val).get("check", ""))
+            except (ValueError, AttributeError):
+                return False
+            return not check.endswith(".(suite)")
+    return False
+
+
+def _kgc_warning(rep: Any) -> bool:
+    return KgcWarning.__name__ in str(getattr(rep, "message", ""))
+
+
+def _asked(config: pytest.Config) -> tuple[bool, bool]:
+    """(``--tb`` given, ``-r`` given) by the user: then pytest's sections show kgc's checks
+    too (its traceback style, its short summary), as asked."""
+    args = _explicit_args(config)
+    tb = any(a == "--tb" or a.startswith("--tb=") for a in args)
+    chars = any(re.fullmatch(r"-[a-zA-Z]*r.*", a) for a in args)
+    return tb, chars
+
+
+HIDDEN = pytest.StashKey[dict[str, list[Any]]]()
+_SHOWN_BY_KGC = {"failed": _kgc_check_report, "error": _kgc_check_report,
+                 "skipped": _kgc_check_report, "warnings": _kgc_warning}
+
+
+def _hide(config: pytest.Config, stats: dict[str, list[Any]], cats: tuple[str, ...]) -> None:
+    """Leave kgc's reports of ``cats`` out of pytest's terminal stats (kept in HIDDEN)."""
+    saved = config.stash.setdefault(HIDDEN, {})
+    for cat in cats:
+        saved.setdefault(cat, list(stats.get(cat, [])))
+        if cat in stats:
+            stats[cat] = [r for r in saved[cat] if not _SHOWN_BY_KGC[cat](r)]
+
+
+def _restore(config: pytest.Config, stats: dict[str, list[Any]], cats: tuple[str, ...]) -> None:
+    saved = config.stash.get(HIDDEN, {})
+    for cat in cats:
+        if cat in saved:
+            stats[cat] = saved.pop(cat)
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """Runs between pytest's FAILURES sections and its short test summary: what the user
+    asked for with ``-r`` but not ``--tb`` comes back for the short summary; what ``--tb``
+    showed and ``-r`` did not ask for leaves it."""
     state = config.stash.get(STATE, None)
-    if state is None or not state.active or state.final is None:
+    if state is None or not state.active:
         return
-    tr = terminalreporter
+    tb, chars = _asked(config)
+    if chars and not tb:
+        _restore(config, terminalreporter.stats, ("failed", "error", "skipped"))
+    elif tb and not chars:
+        _hide(config, terminalreporter.stats, ("failed", "error", "skipped"))
+
+
+class _Console:
+    """The outermost terminal hooks of a conformance run (registered on the controller)."""
+
+    @staticmethod
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config):  # type: ignore[no-untyped-def]  # noqa: E501
+        state = config.stash.get(STATE, None)
+        if state is None or not state.active:
+            return (yield)
+        tb, chars = _asked(config)
+        stats = terminalreporter.stats
+        # pytest's FAILURES/ERRORS sections (--tb) and its short summary and warnings
+        # summary (-r) leave kgc's checks out unless asked for
+        _hide(config, stats, (() if tb else ("failed", "error"))
+              + (() if chars else ("skipped", "warnings")))
+        try:
+            return (yield)
+        finally:  # pytest's last line (summary_stats) counts every test again
+            _restore(config, stats, tuple(_SHOWN_BY_KGC))
+
+    @staticmethod
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_sessionfinish(session: pytest.Session):  # type: ignore[no-untyped-def]
+        result = yield
+        config = session.config
+        state = config.stash.get(STATE, None)
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        if state is not None and state.active and state.final is not None and tr is not None:
+            _kgc_summary(tr, config, state)
+        return result
+
+
+def _artefact_summary(tr: Any, config: pytest.Config) -> None:
+    """The layers' text artefacts (the KEDA per-phase table), each text once: the same
+    table for several targets is one section naming them."""
+    texts: dict[tuple[str, str, bytes], list[str]] = {}
+    for (target, layer), files in config.stash.get(ARTEFACTS, {}).items():
+        for name, mime, data in files:
+            if mime == "text/plain":
+                texts.setdefault((layer, name, data), []).append(target)
+    for (layer, name, data), targets in texts.items():
+        tr.section(f"{layer} on {', '.join(targets)}: {name}")
+        for line in data.decode(errors="replace").splitlines():
+            tr.write_line(line)
+
+
+def _kgc_summary(tr: Any, config: pytest.Config, state: KgcState) -> None:
     fin = state.final
+    assert fin is not None
+    ok = fin["overall"] == "pass"
+    overall = f"overall: {fin['overall'].upper()} {fin['run']['scope']} — {fin['reason']}"
+    if config.option.no_summary or config.option.verbose < -1:  # --no-summary, -qq
+        tr.write_line(overall, red=not ok, green=ok, bold=True)
+        return
+    width = config.get_terminal_writer().fullwidth
     _artefact_summary(tr, config)
     tr.section("kata-gpu-conformance verdicts")
-    for line in report.summary_table(fin["results"], registry=state.layers):
+    for line in report.summary_table(fin["results"], width=width, registry=state.layers):
         tr.write_line(line)
-    det = report.details(fin["results"])
-    if det:
-        tr.section("what to fix (fail, error, warn)")
-        for line in det:
+    for title, lines in report.sections(fin["results"], width=width):
+        tr.section(title)
+        for line in lines:
             tr.write_line(line)
     tr.write_line("")
-    ok = fin["overall"] == "pass"
-    tr.write_line(
-        f"overall: {fin['overall'].upper()} {fin['run']['scope']} — {fin['reason']}",
-        red=not ok, green=ok, bold=True)
-    tr.write_line(f"report: {_report_dir(config) / 'verdict.json'}")
-    if sys.stdout.isatty():
-        tr.write_line("HTML: kgc report")
     if config.option.kgc_accept_new_host_keys:
         tr.write_line("WARNING: SSH host keys were accepted without verification "
                       "(--ssh-accept-new-host-keys)", red=True, bold=True)
+    tr.write_line(f"report: {_report_dir(config) / 'verdict.json'}"
+                  + ("  (HTML: kgc report)" if sys.stdout.isatty() else ""))
+    tr.write_line(overall, red=not ok, green=ok, bold=True)

@@ -38,6 +38,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -197,10 +198,36 @@ def layer_labels(layer: str, registry: Mapping[str, Any] | None = None) -> list[
             ("subSuite", layer)]
 
 
-def summary_table(results: Iterable[Mapping[str, Any]], width: int = 110,
+def terminal_width(width: int | None = None) -> int:
+    """``width``, else the terminal's as pytest reads it (``$COLUMNS``, the tty, else 80;
+    under 40 counts as 80), so kgc's commands and a pytest run wrap alike."""
+    if width:
+        return width
+    cols = shutil.get_terminal_size(fallback=(80, 24)).columns
+    return cols if cols >= 40 else 80
+
+
+def wrap(text: str, width: int, first: str = "", rest: str | None = None) -> list[str]:
+    """``text`` on lines of at most ``width`` (a word longer than the room, a path or a URL,
+    stays whole), the first prefixed ``first``, the others ``rest`` (default: as many spaces).
+    Never cut: a reason is read whole, the terminal width only decides where it breaks."""
+    rest = " " * len(first) if rest is None else rest
+    flat = " ".join(str(text).split())
+    return textwrap.wrap(flat, width=max(width, len(first) + 20), initial_indent=first,
+                         subsequent_indent=rest, break_long_words=False,
+                         break_on_hyphens=False) or [first.rstrip()]
+
+
+_SEV = {"blocker": 0, "critical": 1, "normal": 2, "minor": 3, "trivial": 4}
+
+
+def summary_table(results: Iterable[Mapping[str, Any]], width: int | None = None,
                   registry: Mapping[str, Any] | None = None) -> list[str]:
-    """One line per verdict (reasons shortened), per target under its card layer's
-    "N. title" in report order; the full text follows in :func:`details`."""
+    """One row per verdict, per target under its card layer's "N. title" in report order;
+    each reason whole, wrapped to ``width`` (default: the terminal's) under the reason
+    column. Within a target, a reason already shown names the row that shows it; a target
+    whose every check did not pass for one reason (an unreachable node) is one row."""
+    width = terminal_width(width)
     layers = _registry(registry)
     order = {name: i for i, name in enumerate(layers)}
     label = {name: lay.label for name, lay in layers.items()}
@@ -209,40 +236,99 @@ def summary_table(results: Iterable[Mapping[str, Any]], width: int = 110,
     if not rows:
         return ["(no checks ran)"]
     cw = max(len(r["check"]) for r in rows)
-    lines = []
-    target = heading = None
+    lines: list[str] = []
+    by_target: dict[str, list[Mapping[str, Any]]] = {}
     for r in rows:
-        if r["target"] != target:
-            target, heading = r["target"], None
-            lines.append(f"-- {target}")
-        if label.get(r["layer"], r["layer"]) != heading:
-            heading = label.get(r["layer"], r["layer"])
-            lines.append(f"  {heading}")
-        reason = r["reason"].replace("\n", " ")
-        room = max(20, width - cw - 12)
-        if len(reason) > room:
-            reason = reason[: room - 1] + "…"
-        lines.append(f"    {r['status'].upper():5} {r['check']:<{cw}}  {reason}")
+        by_target.setdefault(r["target"], []).append(r)
+    for target, trows in by_target.items():
+        lines.append(f"-- {target}")
+        said = {(r["status"], r["reason"]) for r in trows}
+        if len(trows) > 2 and len(said) == 1 and trows[0]["status"] != "pass":
+            lays = list(dict.fromkeys(r["layer"] for r in trows))
+            head = (f"    {trows[0]['status'].upper():5} all {len(trows)} checks "
+                    f"({', '.join(lays)}): ")
+            lines.extend(wrap(trows[0]["reason"], width, head, " " * 10))
+            continue
+        heading = None
+        first: dict[tuple[str, str], str] = {}
+        for r in trows:
+            if label.get(r["layer"], r["layer"]) != heading:
+                heading = label.get(r["layer"], r["layer"])
+                lines.append(f"  {heading}")
+            key = (r["status"], r["reason"])
+            reason = (f"(the same as {first[key]})" if key in first else r["reason"])
+            first.setdefault(key, r["check"])
+            lead = f"    {r['status'].upper():5} {r['check']:<{cw}}  "
+            if width - len(lead) < 30:  # a narrow terminal: the reason on its own lines
+                lines.append(lead.rstrip())
+                lines.extend(wrap(reason, width, " " * 10))
+            else:
+                lines.extend(wrap(reason, width, lead))
     c = counts(rows)
     lines.append("  " + ", ".join(f"{n} {s}" for s, n in c.items() if n))
     return lines
 
 
-def details(results: Iterable[Mapping[str, Any]]) -> list[str]:
-    """The full reason and remediation of every fail, error and warn (kube-bench's
-    remediation section), blockers first. Remediation keeps its line breaks."""
-    order = {"fail": 0, "error": 1, "warn": 2}
-    sev = {"blocker": 0, "critical": 1, "normal": 2, "minor": 3, "trivial": 4}
-    rows = sorted(
-        (r for r in results if r["status"] in order),
-        key=lambda r: (order[r["status"]], sev.get(r.get("severity", ""), 9), r["target"],
-                       r["check"]),
-    )
-    lines: list[str] = []
+MANY_CHECKS = 6  # more checks than this share one reason: counted, by layer, not listed
+
+
+def _checks_words(rows: Sequence[Mapping[str, Any]], checks: Sequence[str]) -> str:
+    if len(checks) <= MANY_CHECKS:
+        return ", ".join(checks)
+    layers = list(dict.fromkeys(str(r["layer"]) for r in rows if r["check"] in checks))
+    return f"{len(checks)} checks of {', '.join(layers)}"
+
+
+def _applies_to(rows: Sequence[Mapping[str, Any]]) -> str:
+    """What one shared reason applies to: "c1, c2 on t1, t2" when every target has the same
+    checks, else "c1 on t1; c2, c3 on t2"; many checks (an unreachable target's every
+    check) are "15 checks of iommu, vfio on t1"."""
+    per: dict[str, list[str]] = {}
     for r in rows:
-        lines.append(f"[{r['status'].upper()}] {r['check']} on {r['target']} "
-                     f"({r.get('severity', '')}): {r.get('title', '')}")
-        lines.append(f"  why: {r['reason']}")
+        checks = per.setdefault(str(r["target"]), [])
+        if r["check"] not in checks:
+            checks.append(str(r["check"]))
+    sets = {tuple(v) for v in per.values()}
+    if len(sets) == 1:
+        return f"{_checks_words(rows, next(iter(sets)))} on {', '.join(per)}"
+    return "; ".join(f"{_checks_words(rows, v)} on {t}" for t, v in per.items())
+
+
+def _grouped(results: Iterable[Mapping[str, Any]], statuses: Sequence[str],
+             key: Any) -> list[list[Mapping[str, Any]]]:
+    """The verdicts of ``statuses``, grouped by ``key`` (first seen first), each group's
+    rows and the groups sorted: by status, then the group's most severe check, then name."""
+    groups: dict[Any, list[Mapping[str, Any]]] = {}
+    for r in sorted((r for r in results if r["status"] in statuses),
+                    key=lambda r: (r["target"], r["check"])):
+        groups.setdefault(key(r), []).append(r)
+    return sorted(groups.values(), key=lambda g: (
+        statuses.index(g[0]["status"]), min(_SEV.get(r.get("severity", ""), 9) for r in g),
+        g[0]["check"], g[0]["target"]))
+
+
+def _detail_key(r: Mapping[str, Any]) -> tuple[str, ...]:
+    return (r["status"], str(r["reason"]), str(r.get("remediation") or ""),
+            repr(r.get("expected")), repr(r.get("found")))
+
+
+def details(results: Iterable[Mapping[str, Any]], width: int | None = None,
+            statuses: Sequence[str] = ("fail", "error", "warn")) -> list[str]:
+    """The full reason and remediation of every fail, error and warn (kube-bench's
+    remediation section), blockers first. Verdicts that say the same thing (status,
+    reason, remediation, expected, found) are one entry naming every check and target it
+    applies to. The reason wraps to ``width``; remediation keeps its lines as written (a
+    command stays one line to paste: the terminal folds it, a newline would split it)."""
+    width = terminal_width(width)
+    lines: list[str] = []
+    for g in _grouped(results, statuses, _detail_key):
+        r = g[0]
+        sev = min((str(x.get("severity", "")) for x in g), key=lambda s: _SEV.get(s, 9))
+        titles = {x.get("title", "") for x in g}
+        title = f": {r.get('title', '')}" if len(titles) == 1 and r.get("title") else ""
+        lines.extend(wrap(f"[{r['status'].upper()}] {_applies_to(g)} ({sev}){title}", width,
+                          "", "    "))
+        lines.extend(wrap(str(r["reason"]), width, "  why: ", " " * 7))
         if r.get("expected") is not None or r.get("found") is not None:
             lines.append(f"  expected: {r.get('expected')}")
             lines.append(f"  found:    {r.get('found')}")
@@ -251,6 +337,44 @@ def details(results: Iterable[Mapping[str, Any]]) -> list[str]:
             lines.extend(f"    {ln}" for ln in str(r["remediation"]).splitlines())
         lines.append("")
     return lines
+
+
+def skips(results: Iterable[Mapping[str, Any]], width: int | None = None) -> list[str]:
+    """Every skip with its whole reason; the checks that skip for one reason are one entry
+    (a layer the run recorded no evidence for is one line, not one per check)."""
+    width = terminal_width(width)
+    lines: list[str] = []
+    for g in _grouped(results, ("skip",), lambda r: str(r["reason"])):
+        lines.extend(wrap(f"[SKIP] {_applies_to(g)}", width, "", "    "))
+        lines.extend(wrap(str(g[0]["reason"]), width, "  why: ", " " * 7))
+    return lines
+
+
+SECTIONS = (
+    ("fail", "what to fix: {n} failed"),
+    ("error", "what to fix: {n} could not decide (error)"),
+    ("warn", "to look at: {n} warned"),
+    ("skip", "not judged: {n} skipped"),
+)
+
+
+def sections(results: Iterable[Mapping[str, Any]],
+             width: int | None = None) -> list[tuple[str, list[str]]]:
+    """The console's sections after the verdict table, one per status that needs a
+    reader, in this order: fail, error, warn (reason and remediation, blockers first),
+    then skip (every reason). ``(title, lines)``; a status no verdict has is left out."""
+    rs = list(results)
+    c = counts(rs)
+    out = []
+    for status, title in SECTIONS:
+        if not c.get(status):
+            continue
+        lines = (skips(rs, width) if status == "skip"
+                 else details(rs, width, statuses=(status,)))
+        while lines and not lines[-1]:
+            lines.pop()
+        out.append((title.format(n=c[status]), lines))
+    return out
 
 
 def write_allure_environment(alluredir: Path, env: Mapping[str, str]) -> None:

@@ -43,6 +43,7 @@ from kgc.core.registry import catalogue, load_layers
 from kgc.core.target import NodeTarget
 from kgc.image.disk import HEAD_BYTES, ImageError, ImageFile, layout
 from kgc.image.qemu import Hardware, QemuVM, VMError
+from kgc.progress import install, note, uninstall
 
 OVMF_PAIRS = (
     ("/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd"),
@@ -254,6 +255,8 @@ def boot_image(image: str | Path, profile: Profile, *, report_dir: Path,
         layers = load_layers()
         node = [n for n, lay_ in layers.items() if lay_.scope is Scope.NODE]
         tname = f"image:{image.name} (booted)"
+        note("booting %s in QEMU through its own boot loader (%s); waiting up to %g s for "
+             "SSH (%s)", image.name, "UEFI" if firmware else "BIOS", boot_timeout_s, access.how)
         try:
             boot_s = vm.start()
         except VMError as exc:
@@ -276,6 +279,7 @@ def boot_image(image: str | Path, profile: Profile, *, report_dir: Path,
         ctx = Context(target=target, profile=profile, layers=layers,
                       options={"allow_reboot": True, "reboot_timeout_s": reboot_timeout_s,
                                "console_log": str(vm.console_log)})
+        note("SSH answered after %.0f s; judging the host layers", boot_s)
         t0 = time.monotonic()
         verdicts = ctx.judge_all([n for n in node if n != "reboot"])
         host_s = time.monotonic() - t0
@@ -344,6 +348,7 @@ def _run_meta(started: float, profile: Profile, tname: str, node: list[str],
 def boot_check(a: argparse.Namespace) -> int:
     """The CLI: `kgc image check IMAGE --boot` (ImageError -> exit 2 by the caller)."""
     prof = load_profile(a.profile)
+    sink = install()  # minutes of booting and rebooting: say what is awaited, on stderr
     try:
         res = boot_image(a.image, prof, report_dir=Path(a.report_dir), ssh_key=a.ssh_key,
                          host_key=a.boot_host_key, user=a.ssh_user,
@@ -354,6 +359,8 @@ def boot_check(a: argparse.Namespace) -> int:
         # by the reboot layer; this is QEMU or SSH plumbing)
         print(f"kgc image --boot: {' '.join(str(exc).split())[:2000]}", file=sys.stderr)
         return 3
+    finally:
+        uninstall(sink)
     im = res.run["image"]
     if im["seconds"]:
         print(f"booted {im['path']} through its own boot loader ({im['firmware']}); access: "

@@ -41,6 +41,7 @@ from kubernetes.client.rest import ApiException
 from kgc.kube.client import KubeError, api_error
 from kgc.kube.run import Run
 from kgc.kube.watch import Stamp, Watcher
+from kgc.progress import note
 
 MAX_LOG_BYTES = 4 * 1024 * 1024
 MAX_EVENTS_PER_POD = 200
@@ -159,6 +160,27 @@ class _InFlight:
     manifest: Mapping[str, Any]
     started: float
     outcome: PodOutcome
+    said: str = "created"  # the last state the progress lines reported
+
+
+def _state(pod: Mapping[str, Any] | None) -> str:
+    """The pod's state as the progress lines tell it: created, scheduled, running."""
+    if _phase(pod) == "Running":
+        return "running"
+    return "scheduled" if _scheduled(pod) else "created"
+
+
+def _report(f: _InFlight, pod: Mapping[str, Any] | None, now: float,
+            schedule_timeout_s: float, finish_timeout_s: float) -> None:
+    """A progress line when the pod moved on (scheduled, running), with its budget left."""
+    state = _state(pod)
+    if state == f.said:
+        return
+    f.said = state
+    node = _d(_d(pod).get("spec")).get("nodeName")
+    left = max(0.0, finish_timeout_s - (now - f.started))
+    note("pod %s %s%s after %.0f s (%.0f s of its %g s budget left)", f.outcome.name, state,
+         f" on {node}" if node else "", now - f.started, left, finish_timeout_s)
 
 
 def _read_log(run: Run, name: str, container: str) -> tuple[str | None, str | None]:
@@ -231,6 +253,10 @@ def run_pods(
     outcomes = {n: PodOutcome(n) for n in names}
     pending = collections.deque(zip(names, manifests, strict=True))
     inflight: dict[str, _InFlight] = {}
+    done = 0
+    note("%d pod(s) to run in %s, at most %d at once (scheduled within %g s, finished "
+         "within %g s each)", len(names), run.namespace, max_parallel, schedule_timeout_s,
+         finish_timeout_s)
     w = _BatchWatch(run)
     try:
         _refused_as_kube_error(w.start, run)
@@ -243,8 +269,12 @@ def run_pods(
                 except (ApiException, KubeError) as exc:
                     oc = outcomes[name]
                     oc.create_error, oc.settled = _message(exc), "the API refused the pod"
+                    done += 1
+                    note("pod %s refused by the API (%d of %d done): %s", name, done,
+                         len(names), oc.create_error[:200])
                     continue
                 inflight[name] = _InFlight(manifest, t0, outcomes[name])
+                note("pod %s created", name)
             ended: list[_InFlight] = []
             with w.lock:
                 now = time.monotonic()
@@ -260,6 +290,7 @@ def run_pods(
                         oc.waited_s = round(now - f.started, 3)
                         ended.append(f)
                         continue
+                    _report(f, w.pods.get(name), now, schedule_timeout_s, finish_timeout_s)
                     limit = f.started + (finish_timeout_s if _scheduled(w.pods.get(name))
                                          else schedule_timeout_s)
                     nearest = limit if nearest is None else min(nearest, limit)
@@ -269,6 +300,9 @@ def run_pods(
             for f in ended:
                 oc = f.outcome
                 del inflight[oc.name]
+                done += 1
+                note("pod %s: %s after %.0f s (%d of %d done)", oc.name, oc.settled,
+                     oc.waited_s, done, len(names))
                 oc.events = _final_events(run, oc.name, _uid(oc.pod), oc.events)
                 if oc.finished or _terminated(oc.pod, container):
                     oc.log, oc.log_error = _read_log(run, oc.name, container)

@@ -30,6 +30,7 @@ from kubernetes.client.rest import ApiException
 from kgc.kube import runrole
 from kgc.kube.client import Kube, KubeError
 from kgc.kube.wait import NotYet, WaitTimeout, wait_for_deleted, watch_until
+from kgc.progress import note
 
 DEFAULT_PREFIX = "kgc-"
 DEFAULT_LABEL = "kgc.io/run"
@@ -214,6 +215,8 @@ class Run:
         (:mod:`kgc.kube.runrole`) and wait until pods can be created in it."""
         self.create({"apiVersion": "v1", "kind": "Namespace",
                      "metadata": {"name": self.namespace, "labels": dict(self.pod_security)}})
+        note("namespace %s created (the run's objects are labelled %s)", self.namespace,
+             self.selector)
         if self.bind_role:
             self.notes.append(f"run role {runrole.RUN_ROLE}: {runrole.bind_run_role(self)}")
 
@@ -242,6 +245,8 @@ class Run:
     def teardown(self) -> list[str]:
         if self.keep:
             return []
+        note("tearing down namespace %s%s", self.namespace,
+             f" (waiting up to {self.teardown_wait_s:g} s)" if self.teardown_wait_s > 0 else "")
         self.removed = cleanup(self.kube, self.label_key, run_id=self.run_id,
                                wait_s=self.teardown_wait_s)
         return self.removed

@@ -26,6 +26,7 @@ from kubernetes.client.rest import ApiException
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from kgc.kube.client import Kube
+from kgc.progress import Waiting
 
 T = TypeVar("T")
 O = TypeVar("O")  # noqa: E741 - an API object
@@ -78,12 +79,16 @@ def wait_for(
     an exception of a ``retry_on`` type. Any other exception propagates at once (that is
     how a caller aborts the wait: e.g. the process it waits on has died)."""
 
+    waiting = Waiting(what, timeout_s)
+
     def attempt() -> T:
         try:
             value = probe()
         except retry_on as exc:
+            waiting.update(f"{type(exc).__name__}: {exc}")
             raise _Pending(f"{type(exc).__name__}: {exc}") from exc
         if not value:
+            waiting.update(value.observed if isinstance(value, NotYet) else None)
             raise _Pending(value.observed if isinstance(value, NotYet) else value)
         return value
 
@@ -134,6 +139,7 @@ def watch_until(
     deadline = time.monotonic() + timeout_s
     objects: dict[str, Any] = {}
     last: Any = None
+    waiting = Waiting(what, timeout_s)  # a line when it takes time and what it sees changes
 
     def check() -> T | None:
         nonlocal last
@@ -146,6 +152,7 @@ def watch_until(
             last = describe(objects)
         else:
             last = f"{len(objects)} object(s): {', '.join(sorted(objects)) or '-'}"
+        waiting.update(last)
         return None
 
     def relist() -> str:

@@ -50,6 +50,7 @@ from kgc.layers.gpu.plan import (
     settled,
 )
 from kgc.layers.gpu.profile import GpuProfile
+from kgc.progress import note
 
 CONFIGMAP = "kgc-gpu-collector"
 LIST_TIMEOUT_S = 60
@@ -196,8 +197,12 @@ def gather(ctx: Any) -> GpuRunEvidence:
             k.server_version()
         except KubeError as exc:
             raise TargetError(str(exc), exc.remediation) from None
+        note("gpu: preflight of %s (nodes, RuntimeClass %s, GPU resources)", k.server,
+             gp.runtime_class)
         cluster = preflight(k, gp)
         plans, notes = plan(cluster, gp)
+        note("gpu: %d GPU pod(s) planned on %d node(s)%s", len(plans),
+             len({p.node for p in plans}), "" if plans else f": {'; '.join(notes)[:300]}")
         pods = run_plan(k, ctx.profile.cluster, gp, cluster, plans) if plans else []
         return GpuRunEvidence(cluster, tuple(pods), tuple(notes))
     finally:

@@ -4,7 +4,6 @@ turned into a :class:`~kgc.layers.keda.evidence.Stall` naming its phase.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -16,8 +15,7 @@ from kgc.layers.keda.profile import KedaProfile
 from kgc.layers.keda.stalls import conditions_text, event_hint, ready_stalls
 from kgc.layers.keda.trigger import Setup, TriggerError, now, set_value
 from kgc.layers.keda.watches import RoleState, ScaleWatcher, assemble
-
-log = logging.getLogger("kgc.keda")
+from kgc.progress import note
 
 
 def _live_pods_words(st: RoleState, limit: int = 3) -> str:
@@ -47,7 +45,8 @@ def repetition(k: kube.Kube, run: kube.Run, kp: KedaProfile, su: Setup, index: i
                 stalls[r].append(Stall("trigger", t.endpoint_s, t.endpoint_s, str(exc), None,
                                        at))
             return assemble(w, index, K, None, None, stalls), False
-        log.info("keda repetition %d: trigger raised to %d", index, K)
+        note("keda repetition %d of %d: trigger raised to %d (%s)", index, kp.repetitions, K,
+             ", ".join(roles))
 
         pending = set(roles)
         try:
@@ -94,7 +93,8 @@ def repetition(k: kube.Kube, run: kube.Run, kp: KedaProfile, su: Setup, index: i
                                               waited_s=at.mono - trig.mono, at=at,
                                               hints=hints))
                 go_on = False
-        log.info("keda repetition %d: scale-up %s", index, "complete" if go_on else "stalled")
+        note("keda repetition %d of %d: scale-up %s; lowering the trigger to 0", index,
+             kp.repetitions, "complete" if go_on else "stalled")
 
         try:
             lowered = set_value(su.trigger, 0, t.endpoint_s)
@@ -122,6 +122,8 @@ def repetition(k: kube.Kube, run: kube.Run, kp: KedaProfile, su: Setup, index: i
                     f"{_live_pods_words(st)}; Deployment replicas {st.replicas}; "
                     f"ScaledObject {conditions_text(st.so)}", None, at))
             go_on = False
+        note("keda repetition %d of %d done%s", index, kp.repetitions,
+             "" if go_on else " (stalled: the run ends here)")
         return assemble(w, index, K, trig, lowered, stalls), go_on
     finally:
         w.stop()

@@ -30,6 +30,7 @@ from kgc.core.hostfs import (
 from kgc.core.model import EvidenceError
 from kgc.core.target import NodeTarget, TargetError
 from kgc.evidence.pci import PCI_QUERY, parse_pci
+from kgc.progress import Waiting, note
 
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 QUERY = PCI_QUERY | HostQuery(files=(BOOT_ID,))
@@ -157,14 +158,20 @@ def gather(ctx: Context) -> RebootEvidence:
                               f"{(out + err).strip()[:500]}", boot_id_before=old, before=before)
     t0 = time.monotonic()
     last_error: list[str] = []
+    note("reboot: %s is rebooting; waiting up to %.0f s for it to answer with a new boot_id",
+         target.name, timeout)
+    waiting = Waiting(f"{target.name} to come back from its reboot", timeout)
 
     def probe() -> HostSnapshot | None:
         try:
             s = target.collect(QUERY)
         except TargetError as exc:
             last_error[:] = [str(exc)[:300]]
+            waiting.update(f"not answering ({last_error[0][:120]})")
             raise
         bid = s.text(BOOT_ID)
+        if not bid or bid == old:
+            waiting.update("answering with the old boot_id (not rebooted yet)")
         return s if bid and bid != old else None
 
     try:

@@ -57,6 +57,7 @@ from kgc.layers.sizing.profile import (
     shape_manifest,
     sizing_profile,
 )
+from kgc.progress import note
 
 COLLECTOR_LABEL = "kgc.io/collector"
 COLLECTOR_KIND = "sizing"
@@ -517,6 +518,8 @@ def gather(ctx: Any) -> SizingEvidence:
                                  labels=run.labels, probe_classes=probe_rcs)
             notes.extend(pnotes)
             live = [p for p in plans if not p.not_applicable]
+            note("sizing: %d shape pod(s) to measure (%d not applicable to this cluster)",
+                 len(live), len(plans) - len(live))
             if live:
                 run.create(collector_configmap(run.namespace, run.labels))
             outcomes = dict(zip((id(p) for p in live), _run_all(run, live, sp), strict=True))
