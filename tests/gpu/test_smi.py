@@ -327,3 +327,56 @@ def test_fixture_files_are_named_in_the_readme() -> None:
     readme = (SMI_FIX / "README.md").read_text()
     for p in Path(SMI_FIX).glob("*.xml"):
         assert f"`{p.name}`" in readme, p.name
+
+
+def test_mig_enabled_but_pending_disabled_warns_under_a_mig_profile() -> None:
+    a100 = sub(xml("a100-sxm4-mig.xml"), "<pending_mig>Enabled", "<pending_mig>Disabled")
+    v = judge("gpu.mig", guest(a100), h200_profile(allocation="mig"))
+    assert v.status is Status.WARN and "pending disabled after the next GPU reset" in v.reason
+
+
+def test_a_report_without_mig_mode_cannot_tell_whole_from_slice() -> None:
+    start, end = H200_XML.index("<mig_mode>"), H200_XML.index("</mig_mode>")
+    g = guest(H200_XML[:start] + H200_XML[end + len("</mig_mode>"):])
+    v = judge("gpu.mig", g)
+    assert v.status is Status.ERROR and "no MIG mode" in v.reason
+
+
+def test_a_report_without_health_fields_is_a_skip_not_a_pass() -> None:
+    bare = ('<?xml version="1.0" ?><nvidia_smi_log><attached_gpus>1</attached_gpus>'
+            '<gpu id="00000000:00:06.0"><product_name>NVIDIA H200</product_name>'
+            "<uuid>GPU-1</uuid><fb_memory_usage><total>143771 MiB</total></fb_memory_usage>"
+            "</gpu></nvidia_smi_log>")
+    assert judge("gpu.health", guest(bare)).status is Status.SKIP
+    assert judge("gpu.mig", guest(bare)).status is Status.ERROR
+
+
+HEALTH_TAGS = st.sampled_from([
+    "gpu", "attached_gpus", "uuid", "mig_mode", "current_mig", "pending_mig", "mig_devices",
+    "mig_device", "fb_memory_usage", "total", "ecc_mode", "current_ecc", "ecc_errors",
+    "volatile", "aggregate", "dram_uncorrectable", "single_bit", "double_bit",
+    "remapped_rows", "remapped_row_failure", "remapped_row_pending", "retired_pages",
+    "pending_retirement", "gpu_recovery_action", "clocks_event_reasons",
+    "clocks_event_reason_hw_slowdown"])
+VALUES = st.sampled_from(["0", "1", "7", "Yes", "No", "N/A", "Enabled", "Disabled", "Active",
+                          "Not Active", "None", "Reset", "40448 MiB", "x", ""])
+
+
+def _tree() -> st.SearchStrategy[str]:
+    leaf = st.builds(lambda t, v: f"<{t}>{v}</{t}>", HEALTH_TAGS, VALUES)
+    return st.recursive(leaf, lambda kids: st.builds(
+        lambda t, ks: f"<{t}>{''.join(ks)}</{t}>", HEALTH_TAGS, st.lists(kids, max_size=4)),
+        max_leaves=25)
+
+
+@FUZZ
+@given(_tree())
+def test_report_shaped_trees_are_judged_without_a_crash(body: str) -> None:
+    g = guest(f'<?xml version="1.0" ?><nvidia_smi_log>{body}</nvidia_smi_log>')
+    assert g.smi is not None
+    for c in SMI_CHECKS:
+        v = judge(c, g)
+        if v.status is Status.PASS and c == "gpu.smi-count":
+            assert g.smi.attached_gpus == len(g.smi.gpus) == 1
+        if v.status is Status.PASS and c == "gpu.health":
+            assert any(x.health for x in g.smi.gpus)
