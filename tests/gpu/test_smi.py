@@ -144,6 +144,9 @@ def test_memory_judges_the_mig_slice_not_the_gpu_total() -> None:
     assert v.evidence["whole_gpu_mib"] == {"GPU-27b94a00-ed54-5c24-b1fd-1054085de32a": 40960}
     ok = judge("gpu.memory", g, h200_profile(min_memory_mib=19968, allocation="mig"))
     assert ok.status is Status.PASS and "MIG enabled" in ok.reason
+    assert ok.found == ("GPU-27b94a00-ed54-5c24-b1fd-1054085de32a MIG device 0 (GI 1): 19968 "
+                        "MiB, GPU-27b94a00-ed54-5c24-b1fd-1054085de32a MIG device 1 (GI 2): "
+                        "19968 MiB")
 
 
 def test_h100_with_a_40_gib_slice_fails_an_80_gib_minimum() -> None:
@@ -380,3 +383,33 @@ def test_report_shaped_trees_are_judged_without_a_crash(body: str) -> None:
             assert g.smi.attached_gpus == len(g.smi.gpus) == 1
         if v.status is Status.PASS and c == "gpu.health":
             assert any(x.health for x in g.smi.gpus)
+
+
+def test_an_ecc_mode_change_pending_is_a_warning() -> None:
+    v = judge("gpu.health", guest(sub(H200_XML, "<pending_ecc>Enabled", "<pending_ecc>Disabled")))
+    assert v.status is Status.WARN and "ECC mode Enabled, pending Disabled" in v.reason
+
+
+def test_correctable_errors_are_named_but_pass() -> None:
+    v = judge("gpu.health", guest(sub(H200_XML, "<dram_correctable>0", "<dram_correctable>5")))
+    assert v.status is Status.PASS
+    assert "correctable ECC errors ecc_errors/volatile/dram_correctable=5" in v.reason
+
+
+def test_a_mig_device_uncorrectable_sram_error_fails() -> None:
+    a100 = sub(xml("a100-sxm4-mig.xml"), "<sram_uncorrectable>0</sram_uncorrectable>",
+               "<sram_uncorrectable>1</sram_uncorrectable>")
+    v = judge("gpu.health", guest(a100), h200_profile(allocation="mig"))
+    assert v.status is Status.FAIL and "MIG device 0" in v.reason
+    assert "uncorrectable SRAM ECC error(s)" in v.reason
+
+
+def test_volatile_and_aggregate_uncorrectable_get_their_own_fix() -> None:
+    vol = judge("gpu.health", guest(sub(H200_XML, "<dram_uncorrectable>0",
+                                        "<dram_uncorrectable>1")))
+    assert "Reset the GPU" in vol.remediation and "RMA" in vol.remediation
+    agg = H200_XML.split("<aggregate>", 1)
+    text = agg[0] + "<aggregate>" + sub(agg[1], "<dram_uncorrectable>0", "<dram_uncorrectable>7")
+    lifetime = judge("gpu.health", guest(text))
+    assert "were contained" in lifetime.remediation and "Reset the GPU" not in \
+        lifetime.remediation
