@@ -45,8 +45,16 @@ def test_the_gpu_model_is_the_one_the_profile_certifies(certify):
     certify("gpu.product")
 
 
+def test_the_workload_gets_the_whole_gpu_or_the_mig_slices_the_profile_expects(certify):
+    certify("gpu.mig")
+
+
 def test_each_gpu_has_at_least_the_profile_memory(certify):
     certify("gpu.memory")
+
+
+def test_nvidia_smi_reports_each_gpu_healthy(certify):
+    certify("gpu.health")
 
 
 def test_the_guest_driver_is_at_least_the_profile_minimum(certify):

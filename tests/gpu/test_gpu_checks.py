@@ -65,9 +65,9 @@ def pod_check(check: str, r: GpuRunEvidence, i: int = 0,
 def test_catalogue_has_stable_ids_and_scopes() -> None:
     assert PREFLIGHT == ["gpu.device-plugin", "gpu.nodes-advertise", "gpu.runtimeclass",
                          "gpu.runtimeclass-overhead"]
-    assert PER_POD == ["gpu.compute", "gpu.cuda", "gpu.driver", "gpu.in-vm", "gpu.memory",
-                       "gpu.node-labels", "gpu.pci-function", "gpu.pod-runs", "gpu.product",
-                       "gpu.smi-count", "gpu.unique"]
+    assert PER_POD == ["gpu.compute", "gpu.cuda", "gpu.driver", "gpu.health", "gpu.in-vm",
+                       "gpu.memory", "gpu.mig", "gpu.node-labels", "gpu.pci-function",
+                       "gpu.pod-runs", "gpu.product", "gpu.smi-count", "gpu.unique"]
     assert {c.id for c in CHECKS} == set(SCOPE)
     for c in CHECKS:
         assert c.title and c.remediation and c.doc is not None

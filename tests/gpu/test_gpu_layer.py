@@ -40,7 +40,7 @@ def statuses(run: GpuRunEvidence, profile: Any = None) -> dict[str, str]:
 
 def test_the_layer_is_cluster_scoped_with_the_whole_catalogue() -> None:
     assert LAYER.scope is Scope.CLUSTER and LAYER.markers == ("cluster",)
-    assert [c.id for c in LAYER.checks] == [c.id for c in CHECKS] and len(LAYER.checks) == 15
+    assert [c.id for c in LAYER.checks] == [c.id for c in CHECKS] and len(LAYER.checks) == 17
     assert load_layers()["gpu"] is LAYER
     for c in LAYER.checks:
         orig = CHECKS.get(c.id)
@@ -121,7 +121,7 @@ def test_offline_the_real_h200_bundle_passes_and_the_cpu_only_one_fails(
     assert proc.returncode == rc, proc.stderr
     doc = json.loads(proc.stdout)
     got = {r["check"]: r["status"] for r in doc["results"] if r["layer"] == "gpu"}
-    assert len(got) == 15
+    assert len(got) == 17
     assert {c for c, s in got.items() if s in ("fail", "error")} == fails
     if not fails:
         assert {s for c, s in got.items() if c != "gpu.unique"} == {"pass"}

@@ -67,8 +67,8 @@ LAB = "cluster"
 WAIT_S = 60.0
 CHECKS = ("gpu.runtimeclass", "gpu.runtimeclass-overhead", "gpu.nodes-advertise",
           "gpu.device-plugin", "gpu.pod-runs", "gpu.in-vm", "gpu.pci-function",
-          "gpu.smi-count", "gpu.product", "gpu.memory", "gpu.driver", "gpu.cuda",
-          "gpu.node-labels", "gpu.unique", "gpu.compute")
+          "gpu.smi-count", "gpu.mig", "gpu.product", "gpu.memory", "gpu.health", "gpu.driver",
+          "gpu.cuda", "gpu.node-labels", "gpu.unique", "gpu.compute")
 _GUEST_CHECKS = CHECKS[5:]
 
 
@@ -195,8 +195,8 @@ SCENARIOS = (
         "gpu-not-in-guest",
         "the GPU nodes' VMs get no GPU: the pods' output is the recorded CPU-only capture",
         {**_expect(gpu_pci_function="fail", gpu_smi_count="fail"),
-         **dict.fromkeys(("gpu.product", "gpu.memory", "gpu.driver", "gpu.cuda",
-                          "gpu.node-labels", "gpu.unique", "gpu.compute"), "skip")},
+         **dict.fromkeys(("gpu.mig", "gpu.product", "gpu.memory", "gpu.health", "gpu.driver",
+                          "gpu.cuda", "gpu.node-labels", "gpu.unique", "gpu.compute"), "skip")},
         _cpu_only_guests,
     ),
     GpuScenario(

@@ -208,7 +208,7 @@ def test_pytest_as_the_serviceaccount_then_snapshot_and_evaluate_agree_with_no_s
     live_doc = json.loads((tmp_path / "reports" / "verdict.json").read_text())
     assert live_doc["overall"] == "pass"
     live_gpu = {r["check"]: r for r in live_doc["results"] if r["layer"] == "gpu"}
-    assert len(live_gpu) == 15 and {r["status"] for r in live_gpu.values()} == {"pass"}
+    assert len(live_gpu) == 17 and {r["status"] for r in live_gpu.values()} == {"pass"}
     assert all(r["simulated"] for r in live_gpu.values())
     assert all(r["target"] == live_gpu["gpu.runtimeclass"]["target"] for r in live_gpu.values())
 

@@ -166,6 +166,60 @@ def clip(text: str | None, n: int = MAX_TEXT_CHARS) -> str | None:
 
 
 # --------------------------------------------------------------------------- nvidia-smi
+MAX_HEALTH_FIELDS = 128  # health leaves kept per GPU (a report carries about 60)
+MAX_MIG_DEVICES = 16  # an H100 has at most 7 MIG devices
+MAX_SMI_MESSAGES = 20  # nvidia-smi's own diagnostic lines kept
+
+# The subtrees of a ``<gpu>`` (and of a ``<mig_device>``) that say whether the GPU is healthy;
+# kept verbatim as "path: text" and judged by kgc.layers.gpu.smi (gpu.health). Of the clock
+# event ("throttle" before driver 535) reasons only the slowdowns are health; page lists and
+# per-process data are not kept.
+_HEALTH_TREES = ("ecc_mode", "ecc_errors", "retired_pages", "remapped_rows",
+                 "clocks_event_reasons", "clocks_throttle_reasons", "gpu_recovery_action",
+                 "ecc_error_count")
+_SLOWDOWN = re.compile(r"(hw_slowdown|hw_thermal_slowdown|hw_power_brake_slowdown|"
+                       r"sw_thermal_slowdown)$")
+# lines nvidia-smi prints about NVML/driver failures, beside or instead of its report
+SMI_MESSAGE = re.compile(r"^\s*(WARNING:|Unable to determine the device handle|Failed to "
+                         r"initialize NVML|NVML library version|No devices were found|"
+                         r"NVIDIA-SMI has failed|Unable to)", re.I)
+
+
+@dataclass(frozen=True)
+class SmiMigDevice:
+    """One ``<mig_device>`` of a GPU in MIG mode: a slice the workload may get."""
+
+    index: int | None
+    gpu_instance_id: int | None
+    compute_instance_id: int | None
+    memory_total_mib: int | None
+    multiprocessors: int | None = None
+    health: Mapping[str, str] = field(default_factory=dict)  # ecc_error_count/...
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "gpu_instance_id": self.gpu_instance_id,
+                "compute_instance_id": self.compute_instance_id,
+                "memory_total_mib": self.memory_total_mib,
+                "multiprocessors": self.multiprocessors, "health": dict(self.health)}
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "mig_device") -> SmiMigDevice:
+        f = Fields(d, where)
+        return cls(index=f.opt_int("index"), gpu_instance_id=f.opt_int("gpu_instance_id"),
+                   compute_instance_id=f.opt_int("compute_instance_id"),
+                   memory_total_mib=f.opt_int("memory_total_mib"),
+                   multiprocessors=f.opt_int("multiprocessors"),
+                   health=f.str_map("health", optional=True))
+
+    def describe(self) -> str:
+        mem = f"{self.memory_total_mib} MiB" if self.memory_total_mib is not None else "? MiB"
+        sms = f", {self.multiprocessors} SMs" if self.multiprocessors is not None else ""
+        return (f"MIG device {self.index if self.index is not None else '?'} (GI "
+                f"{self.gpu_instance_id if self.gpu_instance_id is not None else '?'}, CI "
+                f"{self.compute_instance_id if self.compute_instance_id is not None else '?'}"
+                f", {mem}{sms})")
+
+
 @dataclass(frozen=True)
 class SmiGpu:
     bus_id: str | None
@@ -174,6 +228,13 @@ class SmiGpu:
     memory_total_mib: int | None
     pci_device_id: str | None  # e.g. "233510DE" as nvidia-smi prints it
     virtualization_mode: str | None = None  # "Pass-Through" inside a VM with a VFIO GPU
+    mig_current: str | None = None  # mig_mode/current_mig: Enabled, Disabled, N/A
+    mig_pending: str | None = None  # mig_mode/pending_mig (after the next GPU reset)
+    # the MIG devices listed (() when the report says None); None: no <mig_devices> at all
+    mig_devices: tuple[SmiMigDevice, ...] | None = None
+    # the health fields as the report printed them ("ecc_errors/volatile/dram_uncorrectable":
+    # "0", "remapped_rows/remapped_row_failure": "No", ...); {}: the report carries none
+    health: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -183,6 +244,11 @@ class SmiGpu:
             "memory_total_mib": self.memory_total_mib,
             "pci_device_id": self.pci_device_id,
             "virtualization_mode": self.virtualization_mode,
+            "mig_current": self.mig_current,
+            "mig_pending": self.mig_pending,
+            "mig_devices": (None if self.mig_devices is None
+                            else [m.to_dict() for m in self.mig_devices]),
+            "health": dict(self.health),
         }
 
     @classmethod
@@ -195,7 +261,20 @@ class SmiGpu:
             memory_total_mib=f.opt_int("memory_total_mib"),
             pci_device_id=f.opt_str("pci_device_id"),
             virtualization_mode=f.opt_str("virtualization_mode"),
+            mig_current=f.opt_str("mig_current"),
+            mig_pending=f.opt_str("mig_pending"),
+            mig_devices=f.opt_objs("mig_devices", SmiMigDevice.from_dict),
+            health=f.str_map("health", optional=True),
         )
+
+    @property
+    def mig_enabled(self) -> bool:
+        return (self.mig_current or "").strip().lower() == "enabled"
+
+    @property
+    def name(self) -> str:
+        """How a verdict names this GPU: its UUID, else its bus id."""
+        return self.uuid or self.bus_id or "?"
 
     def describe(self) -> str:
         mem = f"{self.memory_total_mib} MiB" if self.memory_total_mib is not None else "? MiB"
@@ -231,9 +310,25 @@ class NvidiaSmi:
         )
 
 
+@dataclass(frozen=True)
+class SmiRead:
+    """What ``nvidia-smi -q -x`` printed: its report (None when there is none or it is
+    malformed), what is wrong with it, and nvidia-smi's own lines outside the report (NVML
+    errors such as ``Unable to determine the device handle for GPU ...: GPU is lost``)."""
+
+    report: NvidiaSmi | None
+    error: str | None = None  # the report is there but unusable: why
+    messages: tuple[str, ...] = ()
+
+
 def _mib(text: str | None) -> int | None:
     m = re.match(r"\s*(\d{1,12})\s*MiB", text or "")
     return int(m.group(1)) if m else None
+
+
+def _int_text(text: str | None) -> int | None:
+    t = (text or "").strip()
+    return int(t) if t.isdigit() and len(t) <= 12 else None
 
 
 def _text(el: Element, path: str) -> str | None:
@@ -244,24 +339,99 @@ def _text(el: Element, path: str) -> str | None:
     return clip(t, 256) if t else None
 
 
-def parse_nvidia_smi_xml(text: str | None) -> NvidiaSmi | None:
-    """``nvidia-smi -q -x`` -> :class:`NvidiaSmi`; None when it is not such a report.
+def _health(el: Element) -> dict[str, str]:
+    """The health subtrees of a ``<gpu>``/``<mig_device>`` as {"a/b/c": "text"}: leaves only,
+    in document order, bounded."""
+    out: dict[str, str] = {}
+
+    def walk(node: Element, path: str) -> None:
+        kids = list(node)
+        if not kids:
+            if len(out) < MAX_HEALTH_FIELDS and (not path.startswith("clocks_")
+                                                 or _SLOWDOWN.search(path)):
+                out[clip(path, 200) or ""] = clip(" ".join((node.text or "").split()), 64) or ""
+            return
+        for k in kids:
+            if "pagelist" not in k.tag:
+                walk(k, f"{path}/{k.tag}")
+
+    for tree in _HEALTH_TREES:
+        for node in el.findall(tree):
+            walk(node, tree)
+    return out
+
+
+def _mig_devices(g: Element) -> tuple[SmiMigDevice, ...] | None:
+    box = g.find("mig_devices")
+    if box is None:
+        return None
+    return tuple(
+        SmiMigDevice(
+            index=_int_text(m.findtext("index")),
+            gpu_instance_id=_int_text(m.findtext("gpu_instance_id")),
+            compute_instance_id=_int_text(m.findtext("compute_instance_id")),
+            memory_total_mib=_mib(m.findtext("fb_memory_usage/total")),
+            multiprocessors=_int_text(m.findtext("device_attributes/shared/"
+                                                 "multiprocessor_count")),
+            health=_health(m),
+        )
+        for m in box.findall("mig_device")[:MAX_MIG_DEVICES]
+    )
+
+
+def smi_messages(text: str | None) -> tuple[str, ...]:
+    """nvidia-smi's diagnostic lines (:data:`SMI_MESSAGE`) in any of its outputs."""
+    lines = (ln.strip() for ln in (text or "")[:MAX_XML_CHARS].splitlines())
+    return tuple(clip(ln, 300) or "" for ln in lines if SMI_MESSAGE.match(ln))[:MAX_SMI_MESSAGES]
+
+
+_REPORT = re.compile(r"(<\?xml[^>]{0,200}>\s*)?(<!DOCTYPE[^>\[]{0,512}>\s*)?<nvidia_smi_log\b")
+
+
+def read_nvidia_smi_xml(text: str | None) -> SmiRead:
+    """``nvidia-smi -q -x`` output -> :class:`SmiRead`. Never raises.
+
+    The report is cut out of the output (nvidia-smi may print NVML errors before or after
+    it; they are kept in ``messages``). A report that is there but cannot be used --
+    not well-formed, over :data:`MAX_XML_CHARS`, declaring entities, another root -- is
+    ``report=None`` with ``error`` naming what is wrong, never a partial report.
 
     Hardened: defusedxml refuses entity declarations (no billion laughs) and never fetches
-    the external DTD the report names; the input is bounded to :data:`MAX_XML_CHARS`.
+    the external DTD the report names.
     """
-    if not text or "<nvidia_smi_log" not in text or len(text) > MAX_XML_CHARS:
-        return None
+    if not text:
+        return SmiRead(None)
+    m = _REPORT.search(text[:MAX_XML_CHARS])
+    if m is None:
+        return SmiRead(None, None, smi_messages(text))
+    if len(text) > MAX_XML_CHARS:
+        return SmiRead(None, f"the report is {len(text)} characters, over the "
+                             f"{MAX_XML_CHARS} kgc reads", smi_messages(text[:m.start()]))
+    if re.search(r"<!(DOCTYPE[^>]*\[|ENTITY)", text[:m.start()]):
+        return SmiRead(None, "refused: the document declares its own DTD or entities (a "
+                             "genuine report only names nvsmi_device_vNN.dtd)",
+                       smi_messages(text[:m.start()]))
+    end = text.find("</nvidia_smi_log>", m.start())
+    stop = len(text) if end < 0 else end + len("</nvidia_smi_log>")
+    outside = smi_messages(text[:m.start()] + "\n" + text[stop:])
     # nvidia-smi names an external DTD (SYSTEM "nvsmi_device_vNN.dtd"); drop the declaration
     # so that even a parser configured to forbid DTDs accepts the genuine report.
-    body = re.sub(r"<!DOCTYPE[^>\[]{0,512}>", "", text, count=1)
+    body = text[m.start():stop]
+    body = re.sub(r"<!DOCTYPE[^>\[]{0,512}>", "", body, count=1)
     try:
         root = _safe_fromstring(body, forbid_dtd=True, forbid_entities=True,
                                 forbid_external=True)
-    except (ParseError, DefusedXmlException, ValueError):
-        return None
+    except ParseError as exc:
+        why = "cut short (no </nvidia_smi_log>)" if end < 0 else "not well-formed XML"
+        return SmiRead(None, f"{why}: {exc}", outside)
+    except DefusedXmlException as exc:
+        return SmiRead(None, f"refused by the hardened XML parser: {type(exc).__name__}",
+                       outside)
+    except ValueError as exc:
+        return SmiRead(None, f"not readable XML: {exc}", outside)
     if root.tag != "nvidia_smi_log":
-        return None
+        return SmiRead(None, f"the document's root is <{clip(root.tag, 40)}>, not "
+                             "<nvidia_smi_log>", outside)
     gpus = []
     for g in root.findall("gpu"):
         gpus.append(
@@ -272,16 +442,26 @@ def parse_nvidia_smi_xml(text: str | None) -> NvidiaSmi | None:
                 memory_total_mib=_mib(g.findtext("fb_memory_usage/total")),
                 pci_device_id=_text(g, "pci/pci_device_id"),
                 virtualization_mode=_text(g, "gpu_virtualization_mode/virtualization_mode"),
+                mig_current=_text(g, "mig_mode/current_mig"),
+                mig_pending=_text(g, "mig_mode/pending_mig"),
+                mig_devices=_mig_devices(g),
+                health=_health(g),
             )
         )
-    attached = _text(root, "attached_gpus")
-    return NvidiaSmi(
+    report = NvidiaSmi(
         driver_version=_text(root, "driver_version"),
         cuda_version=_text(root, "cuda_version"),
         gpus=tuple(gpus),
-        attached_gpus=int(attached) if attached and attached.isdigit() else None,
+        attached_gpus=_int_text(root.findtext("attached_gpus")),
         source="xml",
     )
+    return SmiRead(report, None, outside)
+
+
+def parse_nvidia_smi_xml(text: str | None) -> NvidiaSmi | None:
+    """``nvidia-smi -q -x`` -> :class:`NvidiaSmi`; None when it is not such a report (or
+    :func:`read_nvidia_smi_xml` says what is wrong with it)."""
+    return read_nvidia_smi_xml(text).report
 
 
 def parse_nvidia_smi_csv(text: str | None) -> NvidiaSmi | None:
@@ -475,6 +655,10 @@ class GuestEvidence:
     smi: NvidiaSmi | None = None
     smi_rc: int | None = None  # exit status of `nvidia-smi -q -x` (127: not found)
     smi_error: str | None = None  # what nvidia-smi printed when it failed
+    # the XML report is there but unusable (malformed, cut short, refused): why
+    smi_xml_error: str | None = None
+    # nvidia-smi's own diagnostic lines beside its report or table (NVML errors, warnings)
+    smi_messages: tuple[str, ...] = ()
     dev_nvidia: tuple[str, ...] = ()
     cuda_check: dict[str, Any] | None = None  # the torch probe's JSON (see kgc.guest)
     dmesg: tuple[str, ...] | None = None  # guest kernel lines about BARs/vfio/NVRM
@@ -512,6 +696,8 @@ class GuestEvidence:
             "smi": None if self.smi is None else self.smi.to_dict(),
             "smi_rc": self.smi_rc,
             "smi_error": self.smi_error,
+            "smi_xml_error": self.smi_xml_error,
+            "smi_messages": list(self.smi_messages),
             "dev_nvidia": list(self.dev_nvidia),
             "cuda_check": self.cuda_check,
             "dmesg": None if self.dmesg is None else list(self.dmesg),
@@ -537,6 +723,8 @@ class GuestEvidence:
             smi=f.opt_obj("smi", NvidiaSmi.from_dict),
             smi_rc=f.opt_int("smi_rc"),
             smi_error=f.opt_str("smi_error"),
+            smi_xml_error=f.opt_str("smi_xml_error"),
+            smi_messages=f.opt_strs("smi_messages") or (),
             dev_nvidia=f.strs("dev_nvidia"),
             cuda_check=None if cuda is None else dict(cuda),
             dmesg=f.opt_strs("dmesg"),
@@ -591,15 +779,21 @@ def parse_guest(snap: HostSnapshot) -> GuestEvidence:
         problems.append("no MemTotal in /proc/meminfo")
 
     smi_cmd = snap.command("nvidia_smi_xml")
-    smi = parse_nvidia_smi_xml(smi_cmd.output if smi_cmd else None)
+    read = read_nvidia_smi_xml(smi_cmd.output if smi_cmd else None)
+    smi = read.report
     smi_error = None
+    table = snap.command("nvidia_smi")
+    messages = tuple(dict.fromkeys(read.messages + smi_messages(table.output if table else None)))
+    if read.error is not None:
+        problems.append(f"nvidia-smi -q -x printed an unusable report: {read.error[:160]}")
     if smi_cmd is not None and smi_cmd.rc != 0:
         smi_error = _first_line(smi_cmd.output) or f"exit {smi_cmd.rc}, no output"
         problems.append(f"nvidia-smi -q -x exited {smi_cmd.rc}: {smi_error[:120]}")
-    elif smi_cmd is not None and smi is None:
+    elif smi_cmd is not None and smi is None and read.error is None:
+        # no report at all (not a malformed one: that is judged as such, never replaced)
         csv_cmd = snap.command("nvidia_smi_csv")
         smi = parse_nvidia_smi_csv(csv_cmd.output if csv_cmd and csv_cmd.rc == 0 else None)
-        problems.append("nvidia-smi -q -x printed no parseable report"
+        problems.append("nvidia-smi -q -x printed no report"
                         + ("; used the CSV query instead" if smi else ""))
 
     cc = snap.command("cuda_check")
@@ -641,6 +835,8 @@ def parse_guest(snap: HostSnapshot) -> GuestEvidence:
         smi=smi,
         smi_rc=smi_cmd.rc if smi_cmd else None,
         smi_error=smi_error,
+        smi_xml_error=read.error,
+        smi_messages=messages[:MAX_SMI_MESSAGES],
         dev_nvidia=dev_nvidia,
         cuda_check=cuda,
         dmesg=dmesg,

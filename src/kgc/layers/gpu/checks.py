@@ -37,6 +37,7 @@ from kgc.core.model import (
 from kgc.core.profile import layer_section
 from kgc.evidence.guest import GuestEvidence, GuestPciFunction
 from kgc.evidence.present import present
+from kgc.layers.gpu import smi as nvsmi
 from kgc.layers.gpu.classify import classify, pod_ran, smi_missing
 from kgc.layers.gpu.evidence import (
     ClusterGpuEvidence,
@@ -457,6 +458,23 @@ def pci_function(subj: PodSubject, profile: Any) -> Outcome:
     return passed(f"{len(gpus)} NVIDIA GPU function(s) in the guest: {desc}", **ev)
 
 
+def _smi_named(pod: GpuPodEvidence, g: GuestEvidence, code: str) -> Outcome | None:
+    """The failure nvidia-smi names (NVML's own words, :data:`kgc.layers.gpu.smi.
+    NVML_FAILURES`), as the outcome that says so; None when no line names one."""
+    named = nvsmi.named_failures([g.smi_error, *g.smi_messages])
+    if not named:
+        return None
+    f, line = named[0]
+    more = [ln for _, ln in named[1:]]
+    return failed(
+        f"{pod.ref}: nvidia-smi {code}: {f.meaning} (\"{line}\")"
+        + (f"; also: {'; '.join(more)}" if more else ""),
+        f.fix, expected="nvidia-smi reports every GPU", found=f.id, **_pod_ev(pod),
+        nvml=[line, *more], smi_failure=f.id, source=f.source,
+        dmesg=[ln for ln in g.dmesg or () if "NVRM" in ln][:10],
+    )
+
+
 def _smi(pod: GpuPodEvidence, g: GuestEvidence) -> Outcome | None:
     """None when nvidia-smi reported; else the outcome that says why it did not."""
     miss = smi_missing(pod)
@@ -468,6 +486,9 @@ def _smi(pod: GpuPodEvidence, g: GuestEvidence) -> Outcome | None:
             return failed(f"{pod.ref}: nvidia-smi did not answer within the collector's timeout",
                           "The driver in the guest hangs: read the guest's NVRM messages "
                           "(dmesg) and the Kata shim log.", **_pod_ev(pod))
+        named = _smi_named(pod, g, f"failed (exit {g.smi_rc})")
+        if named is not None:
+            return named
         return failed(
             f"{pod.ref}: nvidia-smi failed (exit {g.smi_rc}): {g.smi_error}",
             "nvidia-smi runs but cannot talk to a GPU: the NVIDIA driver in the guest did not "
@@ -476,6 +497,12 @@ def _smi(pod: GpuPodEvidence, g: GuestEvidence) -> Outcome | None:
             expected="nvidia-smi exit 0", found=f"exit {g.smi_rc}", **_pod_ev(pod),
             dmesg=[ln for ln in g.dmesg or () if "NVRM" in ln][:10],
         )
+    if g.smi_xml_error is not None:
+        return errored(f"{pod.ref}: nvidia-smi -q -x printed a report kgc cannot use: "
+                       f"{g.smi_xml_error}",
+                       "Run `nvidia-smi -q -x` in a pod on that node by hand: a report that "
+                       "is cut short means nvidia-smi or the collector was killed mid-way "
+                       "(the collector's timeout, the pod's memory limit).", **_pod_ev(pod))
     if g.smi is None:
         return errored(f"{pod.ref}: nvidia-smi printed no report kgc could parse "
                        f"({'; '.join(g.problems) or 'no output'})", **_pod_ev(pod))
@@ -499,8 +526,27 @@ def smi_count(subj: PodSubject, profile: Any) -> Outcome:
         return bad
     assert g.smi is not None
     seen = [x.describe() for x in g.smi.gpus]
-    ev = {**_pod_ev(pod), "gpus": seen}
+    ev = {**_pod_ev(pod), "gpus": seen, "attached_gpus": g.smi.attached_gpus,
+          "nvml": list(g.smi_messages)}
     n = len(g.smi.gpus)
+    attached = g.smi.attached_gpus
+    if attached is None:
+        return errored(f"{pod.ref}: nvidia-smi's report has no attached_gpus count kgc can "
+                       f"read (it lists {n} GPU(s)): cannot tell whether it lists every "
+                       "attached GPU", **ev)
+    if attached != n:
+        named = _smi_named(pod, g, f"lists {n} of its {attached} attached GPU(s)")
+        if named is not None:
+            return named
+        return failed(
+            f"{pod.ref}: nvidia-smi reports {attached} attached GPU(s) but lists {n}: "
+            + (", ".join(seen) or "none") + "; the driver has GPU(s) NVML cannot read",
+            "An attached GPU that nvidia-smi does not list could not be opened (lost, or not "
+            "initialized): read the guest's kernel log (dmesg: NVRM, Xid) and run "
+            "`nvidia-smi -q` in a pod on that node.",
+            expected=f"attached_gpus = listed GPUs = {pod.count}",
+            found=f"attached_gpus {attached}, listed {n}", **ev,
+        )
     if n != pod.count:
         more = n > pod.count
         return failed(
@@ -514,7 +560,11 @@ def smi_count(subj: PodSubject, profile: Any) -> Outcome:
              "(see gpu.pci-function)."),
             expected=str(pod.count), found=str(n), **ev,
         )
-    return passed(f"nvidia-smi sees {n} GPU(s) as requested: {', '.join(seen)}", **ev)
+    lost = _smi_named(pod, g, f"lists all {n} GPU(s) but says")
+    if lost is not None:  # e.g. a GPU lost beside the ones listed
+        return lost
+    return passed(f"nvidia-smi sees {n} GPU(s) as requested (attached_gpus {attached}): "
+                  f"{', '.join(seen)}", **ev)
 
 
 def _smi_gpus(subj: PodSubject) -> tuple[GpuPodEvidence, GuestEvidence] | Outcome:
@@ -563,9 +613,82 @@ def product(subj: PodSubject, profile: Any) -> Outcome:
 
 @_scoped(
     "pod",
+    "gpu.mig",
+    title="The pod's workload gets what the profile expects of each GPU: the whole GPU, or "
+    "MIG devices (MIG mode current and pending)",
+    remediation="Set the GPUs' MIG mode to what the profile expects (cluster.gpu.allocation).",
+    severity=Severity.CRITICAL,
+)
+def mig(subj: PodSubject, profile: Any) -> Outcome:
+    gp = settings(profile)
+    got = _smi_gpus(subj)
+    if isinstance(got, Outcome):
+        return got
+    pod, g = got
+    assert g.smi is not None
+    states = {x.name: nvsmi.mig_state(x) for x in g.smi.gpus}
+    ev = {**_pod_ev(pod), "mig": states,
+          "mig_devices": {x.name: [m.describe() for m in x.mig_devices or ()]
+                          for x in g.smi.gpus if x.mig_devices}}
+    found = "; ".join(f"{k}: {v}" for k, v in states.items())
+    unknown = [x.name for x in g.smi.gpus if x.mig_current is None]
+    if unknown and g.smi.source == "xml":
+        return errored(f"{pod.ref}: nvidia-smi's report has no MIG mode (mig_mode/current_mig) "
+                       f"for {', '.join(unknown)}: cannot tell a whole GPU from a MIG slice",
+                       **ev)
+    if unknown:  # the CSV fallback carries no MIG mode
+        return skipped(f"{pod.ref}: nvidia-smi's CSV query (used instead of -q -x) carries no "
+                       "MIG mode", **ev)
+    want = gp.allocation
+    if want == "whole":
+        sliced = [x for x in g.smi.gpus
+                  if x.mig_enabled or (x.mig_pending or "").lower() == "enabled"]
+        if sliced:
+            what = "; ".join(f"{x.name}: {states[x.name]}" for x in sliced)
+            return failed(
+                f"{pod.ref}: the workload does not get the whole GPU: {what}",
+                "The GPU is in MIG mode (or will be after its next reset): CUDA in the pod sees "
+                "its MIG devices (none when no GPU instance exists), not the whole GPU. On the "
+                "host, disable MIG (nvidia-smi -i <gpu> -mig 0, then reset the GPU; with the GPU "
+                "Operator set the node label nvidia.com/mig.config=all-disabled), or set "
+                "cluster.gpu.allocation: mig if slices are what this platform certifies.",
+                expected="MIG disabled (current and pending)", found=found, **ev,
+            )
+        return passed(f"the workload gets the whole GPU: {found}",
+                      expected="MIG disabled (current and pending)", found=found, **ev)
+    not_mig = [x for x in g.smi.gpus if not x.mig_enabled]
+    empty = [x for x in g.smi.gpus if x.mig_enabled and not x.mig_devices]
+    pending_off = [x for x in g.smi.gpus if x.mig_enabled
+                   and (x.mig_pending or "").lower() == "disabled"]
+    if not_mig or empty:
+        parts = [f"{x.name} is not in MIG mode ({states[x.name]})" for x in not_mig]
+        parts += [f"{x.name} is in MIG mode with no MIG device: CUDA sees no device"
+                  for x in empty]
+        return failed(
+            f"{pod.ref}: the profile expects MIG devices: " + "; ".join(parts),
+            "Enable MIG on the host and create the GPU and compute instances the platform "
+            "certifies (nvidia-smi mig -cgi <profiles> -C; with the GPU Operator the node label "
+            "nvidia.com/mig.config), or set cluster.gpu.allocation: whole.",
+            expected="MIG enabled with >= 1 MIG device", found=found, **ev,
+        )
+    if pending_off:
+        return warned(
+            f"{pod.ref}: MIG is enabled now but pending disabled: "
+            + "; ".join(f"{x.name}: {states[x.name]}" for x in pending_off),
+            "The next GPU reset turns MIG off and the pods get whole GPUs: set the pending MIG "
+            "mode back to enabled on the host (nvidia-smi -i <gpu> -mig 1).",
+            expected="MIG enabled (current and pending)", found=found, **ev,
+        )
+    return passed(f"the workload gets MIG devices: {found}",
+                  expected="MIG enabled with >= 1 MIG device", found=found, **ev)
+
+
+@_scoped(
+    "pod",
     "gpu.memory",
-    title="Each GPU has at least the profile's minimum memory",
-    remediation="Use GPUs with the memory the profile certifies.",
+    title="The GPU memory the workload gets (each GPU, or each MIG device) is at least the "
+    "profile's minimum",
+    remediation="Use GPUs (or MIG devices) with the memory the profile certifies.",
     severity=Severity.CRITICAL,
 )
 def memory(subj: PodSubject, profile: Any) -> Outcome:
@@ -575,26 +698,86 @@ def memory(subj: PodSubject, profile: Any) -> Outcome:
         return got
     pod, g = got
     assert g.smi is not None
-    mems = {x.uuid or x.bus_id or "?": x.memory_total_mib for x in g.smi.gpus}
+    mems: dict[str, int | None] = {}
+    for x in g.smi.gpus:
+        mems.update(nvsmi.workload_memory(x))
     found = ", ".join(f"{k}: {v if v is not None else '?'} MiB" for k, v in mems.items())
+    # the memory a workload gets is the whole GPU's only when MIG is off; say which it is
+    mig_note = "; ".join((f"{x.name}: " if len(g.smi.gpus) > 1 else "") + nvsmi.mig_state(x)
+                         for x in g.smi.gpus)
+    ev = {**_pod_ev(pod), "mig": mig_note,
+          "whole_gpu_mib": {x.name: x.memory_total_mib for x in g.smi.gpus}}
     if gp.min_memory_mib is None:
-        return skipped(f"cluster.gpu.min_memory_mib is not set (the guest sees {found})",
-                       **_pod_ev(pod))
+        return skipped(f"cluster.gpu.min_memory_mib is not set (the workload gets {found}; "
+                       f"{mig_note})", **ev)
+    want = f">= {gp.min_memory_mib} MiB"
+    empty = [x.name for x in g.smi.gpus if x.mig_enabled and not x.mig_devices]
+    if empty:
+        return failed(
+            f"{pod.ref}: {', '.join(empty)} is in MIG mode with no MIG device: the workload "
+            f"gets no GPU memory ({mig_note})",
+            "A GPU in MIG mode gives CUDA only its MIG devices: create the GPU instances the "
+            "platform certifies, or disable MIG on the host (see gpu.mig).",
+            expected=want, found="no MIG device", **ev,
+        )
     unknown = [k for k, v in mems.items() if v is None]
     if unknown:
         return errored(f"{pod.ref}: nvidia-smi reported no memory total for {', '.join(unknown)}",
-                       **_pod_ev(pod))
+                       **ev)
     small = {k: v for k, v in mems.items() if v is not None and v < gp.min_memory_mib}
     if small:
+        sliced = any(x.mig_enabled for x in g.smi.gpus)
         return failed(
-            f"{pod.ref}: GPU memory below {gp.min_memory_mib} MiB: "
-            + ", ".join(f"{k} has {v} MiB" for k, v in small.items()),
-            "The GPU in the guest has less memory than the profile certifies: a smaller model, "
-            "or a MIG/vGPU slice instead of the whole GPU; pass the whole GPU through.",
-            expected=f">= {gp.min_memory_mib} MiB", found=found, **_pod_ev(pod),
+            f"{pod.ref}: GPU memory the workload gets is below {gp.min_memory_mib} MiB: "
+            + ", ".join(f"{k} has {v} MiB" for k, v in small.items()) + f" ({mig_note})",
+            ("The GPU is in MIG mode: the workload gets a MIG device's memory, not the whole "
+             "GPU's. Use larger MIG devices, or disable MIG to pass the whole GPU (see gpu.mig)."
+             if sliced else
+             "The GPU in the guest has less memory than the profile certifies: a smaller model, "
+             "or a vGPU slice instead of the whole GPU; pass the whole GPU through."),
+            expected=want, found=found, **ev,
         )
-    return passed(f"GPU memory {found} (>= {gp.min_memory_mib} MiB)",
-                  expected=f">= {gp.min_memory_mib} MiB", found=found, **_pod_ev(pod))
+    return passed(f"GPU memory the workload gets: {found} ({mig_note}; {want})",
+                  expected=want, found=found, **ev)
+
+
+@_scoped(
+    "pod",
+    "gpu.health",
+    title="nvidia-smi reports each GPU healthy: no uncorrectable ECC errors, no pending or "
+    "failed row remapping or page retirement, no hardware slowdown, no recovery action",
+    remediation="Reset, repair or replace the GPU as its health fields say.",
+    severity=Severity.CRITICAL,
+)
+def health(subj: PodSubject, profile: Any) -> Outcome:
+    got = _smi_gpus(subj)
+    if isinstance(got, Outcome):
+        return got
+    pod, g = got
+    assert g.smi is not None
+    bad: list[nvsmi.Finding] = nvsmi.inforom_findings(g.smi_messages)
+    fine: dict[str, list[str]] = {}
+    for x in g.smi.gpus:
+        b, f = nvsmi.health_findings(x)
+        bad += b
+        fine[x.name] = f
+    ev = {**_pod_ev(pod), "judged": fine,
+          "health": {x.name: dict(x.health) for x in g.smi.gpus},
+          "findings": [f"{f.gpu}: {f.what}" for f in bad]}
+    if not bad and not any(fine.values()):
+        return skipped(f"{pod.ref}: nvidia-smi's report carries no health field kgc judges "
+                       f"(source: {g.smi.source})", **ev)
+    fails = [f for f in bad if f.status is Status.FAIL]
+    worst = fails or bad
+    if worst:
+        fixes = list(dict.fromkeys(f.fix for f in worst))
+        what = "; ".join(f"{f.gpu}: {f.what}" for f in worst)
+        make = failed if fails else warned
+        return make(f"{pod.ref}: {what}", " ".join(fixes),
+                    expected="no uncorrectable error, nothing pending or failed",
+                    found=what, **ev)
+    summary = "; ".join(f"{k}: {', '.join(v)}" for k, v in fine.items() if v)
+    return passed(f"GPU health: {summary}", **ev)
 
 
 def _min_version(subj: PodSubject, what: str, setting: str, minimum: str | None,

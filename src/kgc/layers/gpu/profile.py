@@ -8,7 +8,7 @@ driver or a bigger card is just as good.
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -75,6 +75,10 @@ class GpuProfile(Strict):
     product_pattern: str | None = None  # regex searched in nvidia-smi's product name
     product_label: str = "nvidia.com/gpu.product"  # the node label GFD writes
     min_memory_mib: int | None = Field(default=None, ge=1)
+    # what the pod's workload gets of each GPU: "whole" (MIG disabled, now and after the next
+    # reset: the whole GPU and its memory) or "mig" (the GPU is in MIG mode and the pod works
+    # on its MIG devices; min_memory_mib then holds for each MIG device)
+    allocation: Literal["whole", "mig"] = "whole"
     min_driver: str | None = None  # e.g. "550.54"
     min_cuda: str | None = None  # e.g. "12.4"
     # --- budgets
