@@ -4,7 +4,7 @@ Pure. :func:`classify` reads one :class:`GpuPodEvidence` (plus the cluster evide
 "no device plugin" from "all GPUs in use") and returns a :class:`Cause`: a stable id, a
 one-line summary naming the concrete thing, the remediation that fits it, and the text it
 was recognised from. A cause it cannot name is an ``error`` with the pod's events attached —
-never a bare timeout.
+never a bare timeout: a Warning event no pattern names is quoted in that error.
 
 The texts matched are the ones the components print (cited so they can be re-checked):
 
@@ -24,7 +24,11 @@ The texts matched are the ones the components print (cited so they can be re-che
   guest ``pci 0000:01:01.0: BAR 1: no space for [mem size 0x10000000 64bit pref]``
   (kata-containers#4211, #835); ``CDI device injection failed: unresolvable CDI devices
   nvidia.com/pgpu=vfio1`` (kata-containers#12549, #10891); ``CreateContainerRequest timed
-  out`` / ``timed out connecting to vsock`` (kata-containers#10628, #10470).
+  out`` (kata-containers#10628, #10470);
+- Kata's agent, shim, device manager, QEMU and the guest's NVIDIA driver: the table
+  :data:`KATA`, each entry citing the source that prints its text (agent, virtcontainers,
+  pkg/device, QEMU hw/vfio and hw/mem, the open nvidia.ko) and the captured cases in
+  fixtures/gpu/kata-events/events.yaml.
 """
 
 from __future__ import annotations
