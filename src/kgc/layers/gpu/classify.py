@@ -412,11 +412,13 @@ KATA: tuple[_Known, ...] = (
     ),
     # the VMM or agent went away: virtcontainers/qemu.go "qemu is not running", monitor.go
     # "failed to ping hypervisor process", kata_agent.go "Dead agent", ttrpc "ttrpc: closed"
-    # (containerd-shim-v2/wait.go), govmm "Unable to launch ...: signal: killed"
+    # (containerd-shim-v2/wait.go), qemu.go "Failed to connect to QEMU instance (timeout %ds)",
+    # govmm "Unable to launch ...: signal: killed"
     # (kata-containers/runtime#388)
     _Known(
         "vmm-died",
         re.compile(r"qemu is not running|failed to ping hypervisor process|Dead agent|"
+                   r"Failed to connect to QEMU instance[^\n\"]{0,60}|"
                    r"ttrpc: closed|QEMU exited with an error|Unable to launch [^\n:]{1,200}: "
                    r"signal: killed"),
         lambda m, n: (f"the Kata VM on {n} died (\"{m.group(0)}\"): the VMM went away, not the "
@@ -427,11 +429,14 @@ KATA: tuple[_Known, ...] = (
                       "RuntimeClass overhead.podFixed and lower cluster.gpu.memory."),
     ),
     # the agent never answered: client.go "timed out connecting to vsock %d:%d", kata_agent.go
-    # "Failed to Check if grpc server is working" (kata-containers#2499, #4211)
+    # "Failed to Check if grpc server is working" (kata-containers#2499, #4211); runtime-rs
+    # agent/src/sock/vsock.rs "vsock: failed to connect to {:?} within {:?} (attempts=..)" and
+    # hybrid_vsock.rs "hybrid vsock: failed to connect to {:?}"
     _Known(
         "agent-unreachable",
         re.compile(r"timed out connecting to vsock[^\n\"]{0,40}|Failed to Check if grpc "
-                   r"server is working[^\n\"]{0,80}", re.I),
+                   r"server is working[^\n\"]{0,80}|(?:hybrid )?vsock: failed to connect to "
+                   r"[^\n\"]{0,160}", re.I),
         lambda m, n: (f"the Kata agent in the VM on {n} never answered over vsock: "
                       f"\"{m.group(0)[:200]}\""),
         lambda m, n: (f"The guest did not boot far enough to answer: check that {n} has usable "
