@@ -581,12 +581,14 @@ def _runtime(pod: GpuPodEvidence) -> Cause | None:
                 )
     for e in reversed(pod.events):
         if e.reason == "FailedCreatePodSandBox":
-            return _fail(
-                "sandbox-failed",
-                f"the runtime could not create the pod sandbox on {node}: "
-                f"\"{_bounded(e.message)[:400]}\"",
+            # a sandbox failure no pattern names: quoted, and an error (kgc cannot say why)
+            return Cause(
+                "sandbox-failed", Status.ERROR,
+                f"the runtime could not create the pod sandbox on {node} and kgc does not "
+                f"recognise why: \"{_bounded(e.message)[:400]}\"",
                 f"Read the Kata shim log on {node} (journalctl -t kata or containerd's log) "
-                "around the event time; `kata-runtime check` verifies the node can run VMs.",
+                "around the event time; `kata-runtime check` verifies the node can run VMs; "
+                "please report the message so kgc can name it.",
                 e.message,
             )
     return None
