@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 DEFAULT = ["src/kgc/layers/gpu/checks.py", "src/kgc/layers/gpu/classify.py",
            "src/kgc/layers/gpu/plan.py", "src/kgc/layers/gpu/smi.py"]
 TESTS = ["tests/gpu/test_gpu_checks.py", "tests/gpu/test_classify.py", "tests/gpu/test_plan.py",
-         "tests/gpu/test_smi.py"]
+         "tests/gpu/test_smi.py", "tests/gpu/test_kata_events.py"]
 FLIP = {ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.LtE: ast.Gt, ast.Gt: ast.LtE, ast.Eq: ast.NotEq,
         ast.NotEq: ast.Eq, ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot,
         ast.IsNot: ast.Is}

@@ -134,7 +134,8 @@ CASES: list[tuple[str, Any, Any, str, tuple[str, ...]]] = [
      pending(events=(warn("FailedCreatePodSandBox", SANDBOX + "failed to create shim task: "
                           "qemu-system-x86_64: vfio_container_dma_map(0x55558771a400, "
                           "0xfa800000, 0x4000, 0x7788e9d2c000) = -14 (Bad address)"),)),
-     None, "vfio-dma-map", ("vfio_container_dma_map", "LimitMEMLOCK")),
+     # -14 (Bad address) is an address the IOMMU cannot map, not a limit: no memlock advice
+     None, "vfio-dma-map", ("vfio_container_dma_map", "address width")),
     ("cdi-unresolvable",
      pending(events=(warn("FailedCreatePodSandBox", SANDBOX + 'failed to start sandbox '
                           '"269c0f81d5698d68": failed to create containerd task: failed to '
@@ -147,17 +148,22 @@ CASES: list[tuple[str, Any, Any, str, tuple[str, ...]]] = [
                           "create shim task: CreateContainerRequest timed out: context "
                           "deadline exceeded"),)),
      None, "create-timeout", ("timed out", "create_container_timeout")),
-    ("create-timeout-sandbox",
+    # the agent never answered over vsock: a VM that did not boot (KVM, vhost-vsock), not a
+    # slow container start (kata-containers#2499)
+    ("agent-unreachable",
      pending(events=(warn("FailedCreatePodSandBox", SANDBOX + "failed to create containerd "
                           "task: failed to create shim task: Failed to Check if grpc server is "
                           "working: rpc error: code = DeadlineExceeded desc = timed out "
                           "connecting to vsock 1521785742:1024: unknown"),)),
-     None, "create-timeout", ("timed out connecting to vsock",)),
-    ("sandbox-failed",
+     None, "agent-unreachable", ("timed out connecting to vsock", "nested virtualization",
+                                 "vhost_vsock")),
+    # a sandbox that timed out creating (kata-containers#10888: "failed to create shim task:
+    # CreateContainerRequest timed out: context deadline exceeded")
+    ("create-timeout-sandbox",
      pending(events=(warn("FailedCreatePodSandBox", SANDBOX + "failed to create containerd "
-                          "task: failed to create shim task: Could not create the sandbox "
-                          "resource controller cgroups: cgroup mountpoint does not exist"),)),
-     None, "sandbox-failed", ("cgroup mountpoint does not exist", "journalctl -t kata")),
+                          "task: failed to create shim task: CreateContainerRequest timed out: "
+                          "context deadline exceeded: unknown"),)),
+     None, "create-timeout", ("timed out", "create_container_timeout")),
     ("image-pull-not-found", cases()["image-pull"].pods[0], None, "image-pull",
      ("the image or tag does not exist", "cluster.gpu.image")),
     ("image-pull-unauthorized",
@@ -228,6 +234,11 @@ def test_pod_runs_fails_with_the_cause_and_attaches_the_events(pod_: Any, cl: An
     assert v.remediation and v.remediation != CHECKS.get("gpu.pod-runs").remediation
 
 
+SANDBOX_UNKNOWN = pending(events=(warn(
+    "FailedCreatePodSandBox", SANDBOX + "failed to create containerd task: failed to create "
+    "shim task: Could not create the sandbox resource controller cgroups: cgroup mountpoint "
+    "does not exist"),))
+
 UNKNOWN_EVENTS = (warn("FailedMount", 'MountVolume.SetUp failed for volume "collector" : '
                        'configmap "kgc-collector" not found', 5),)
 
@@ -240,6 +251,10 @@ UNKNOWN_EVENTS = (warn("FailedMount", 'MountVolume.SetUp failed for volume "coll
     (pod(None, phase="Succeeded", log_error="the log was rotated away"), "no-output"),
     (pod(None, phase=None, node=None, conditions=(), containers=(), events=(),
          create_error="Internal error occurred: failed calling webhook"), "create-refused"),
+    # a sandbox failure no pattern names is quoted in an error, not a named FAIL
+    (SANDBOX_UNKNOWN, "sandbox-failed"),
+    # a container stuck in a waiting reason kgc does not know, with no event: not a timeout
+    (pending(containers=(ContainerState("collector", "waiting", "Blocked"),)), "unknown"),
 ])
 def test_unknown_causes_are_errors_with_the_events_attached(pod_: Any, cause: str) -> None:
     c = classify(pod_, cluster())
@@ -298,3 +313,9 @@ def test_huge_messages_are_bounded() -> None:
     # the pattern beyond the scan bound is not found: a generic sandbox failure, quickly
     c = classify(p)
     assert c.id == "sandbox-failed" and len(c.summary) < 1000
+
+
+def test_an_unnamed_sandbox_failure_is_quoted_in_an_error() -> None:
+    c = classify(SANDBOX_UNKNOWN)
+    assert c.id == "sandbox-failed" and c.status is Status.ERROR
+    assert "cgroup mountpoint does not exist" in c.summary and "journalctl -t kata" in c.remediation

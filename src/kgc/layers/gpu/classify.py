@@ -4,7 +4,7 @@ Pure. :func:`classify` reads one :class:`GpuPodEvidence` (plus the cluster evide
 "no device plugin" from "all GPUs in use") and returns a :class:`Cause`: a stable id, a
 one-line summary naming the concrete thing, the remediation that fits it, and the text it
 was recognised from. A cause it cannot name is an ``error`` with the pod's events attached —
-never a bare timeout.
+never a bare timeout: a Warning event no pattern names is quoted in that error.
 
 The texts matched are the ones the components print (cited so they can be re-checked):
 
@@ -24,13 +24,17 @@ The texts matched are the ones the components print (cited so they can be re-che
   guest ``pci 0000:01:01.0: BAR 1: no space for [mem size 0x10000000 64bit pref]``
   (kata-containers#4211, #835); ``CDI device injection failed: unresolvable CDI devices
   nvidia.com/pgpu=vfio1`` (kata-containers#12549, #10891); ``CreateContainerRequest timed
-  out`` / ``timed out connecting to vsock`` (kata-containers#10628, #10470).
+  out`` (kata-containers#10628, #10470);
+- Kata's agent, shim, device manager, QEMU and the guest's NVIDIA driver: the table
+  :data:`KATA`, each entry citing the source that prints its text (agent, virtcontainers,
+  pkg/device, QEMU hw/vfio and hw/mem, the open nvidia.ko) and the captured cases in
+  fixtures/gpu/kata-events/events.yaml.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from kgc.core.model import Status
@@ -66,12 +70,14 @@ _NOT_VIABLE = re.compile(r"(?:vfio )?(?:([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-
 _BAR = re.compile(r"BAR ?(\d)\b[^\n]{0,80}?no space|no space for \[mem")
 _DMA = re.compile(r"vfio_(?:container_)?dma_map\([^)]{0,200}\)[^\n]{0,40}|IOMMU_IOAS_MAP failed"
                   r"[^\n]{0,40}|VFIO_MAP_DMA failed[^\n]{0,20}")
-_CDI = re.compile(r"unresolvable CDI devices? ?([^\s:\"'\\]{0,200})")
-_TIMEOUT = re.compile(r"CreateContainerRequest timed out|timed out connecting to vsock|"
-                      r"DeadlineExceeded|context deadline exceeded|Timeout reached")
+_TIMEOUT = re.compile(r"CreateContainerRequest timed out|DeadlineExceeded|context deadline "
+                      r"exceeded|Timeout reached")
 _INSUFFICIENT = re.compile(r"Insufficient ([A-Za-z0-9./_\-]{1,253})")
 _NOT_FOUND_EXEC = re.compile(r'exec: "?([^":\s]{1,200})"?: executable file not found|'
-                             r"(?:^|[\s:])([\w./-]{1,200}): (?:command )?not found")
+                             r"(?:^|[\s:])([\w./-]{1,200}): (?:command )?not found|"
+                             # the Kata agent (src/agent/rustjail/src/container.rs):
+                             # anyhow!("the file {} was not found", args[0])
+                             r"the file ([^\s:]{1,200}) was not found")
 _PULL_DETAIL = (
     (re.compile(r"not found|manifest unknown|NotFound", re.I), "the image or tag does not exist"),
     (re.compile(r"unauthorized|authentication required|denied|forbidden", re.I),
@@ -99,6 +105,9 @@ def _texts(pod: GpuPodEvidence) -> Iterator[tuple[str, str]]:
     for e in reversed(pod.events):
         if e.type != "Normal" and e.message:
             yield f"event {e.reason}", _bounded(e.message)
+    g = pod.guest
+    if g is not None and g.dmesg:  # partial guest output: its NVRM lines name driver failures
+        yield "guest dmesg", _bounded("\n".join(g.dmesg))
 
 
 def _first(pod: GpuPodEvidence, pattern: re.Pattern[str]) -> tuple[re.Match[str], str] | None:
@@ -138,11 +147,315 @@ def smi_missing(pod: GpuPodEvidence) -> Cause | None:
     if g is not None and g.smi_rc == 127:
         return _fail("smi-missing", f"nvidia-smi is not found in the container of {pod.ref} "
                      f"(exit 127: {g.smi_error or 'not found'})", fix, g.smi_error)
-    for c in pod.containers:
-        m = _NOT_FOUND_EXEC.search(_bounded(c.message))
-        if m and "nvidia-smi" in (m.group(1) or m.group(2) or ""):
+    for _origin, text in _texts(pod):  # runc's exec error, or the Kata agent's
+        m = _NOT_FOUND_EXEC.search(text)
+        if m and "nvidia-smi" in _missing_file(m):
             return _fail("smi-missing", f"nvidia-smi is not found in {pod.ref}: {m.group(0)}",
-                         fix, c.message)
+                         fix, text)
+    return None
+
+
+def _missing_file(m: re.Match[str]) -> str:
+    """The file a :data:`_NOT_FOUND_EXEC` match names (runc, shell or Kata agent wording)."""
+    return m.group(1) or m.group(2) or m.group(3) or ""
+
+
+# --------------------------------------------------------------------------- Kata / NVIDIA
+# The failures the Kata shim (Go runtime: virtcontainers, its QEMU driver, the device manager),
+# the Kata agent (Rust), QEMU and the guest's NVIDIA driver report. Each text below is the one
+# those components print (the source named next to it); tests/gpu/test_kata_events.py judges
+# the captured texts in fixtures/gpu/kata-events/events.yaml against this table.
+_Render = Callable[[re.Match[str], str], str]
+
+
+@dataclass(frozen=True)
+class _Known:
+    id: str
+    pattern: re.Pattern[str]
+    summary: _Render  # (match, node) -> the one line naming the concrete thing
+    fix: _Render  # (match, node) -> the remediation that fits that thing
+
+
+def _g(m: re.Match[str], name: str, default: str = "") -> str:
+    return m.groupdict().get(name) or default
+
+
+def _memory_fix(m: re.Match[str], node: str) -> str:
+    text = m.group(0)
+    if "memory slots" in text:
+        return ("QEMU's vhost backends have no memory slot left for another DIMM: lower "
+                "memory_slots in the [hypervisor.qemu] section of the handler's Kata "
+                "configuration, or set enable_virtio_mem = true so memory grows without DIMMs.")
+    if "Cannot allocate memory" in text:
+        return (f"The host could not reserve the VM's memory on {node}: Kata's own hint is "
+                "`sysctl -w vm.overcommit_memory=1` (persist it in /etc/sysctl.d); otherwise "
+                "free memory there or request less (cluster.gpu.memory).")
+    return ("The pod's memory does not fit the VM's hot-plug window (maxmem): raise "
+            "default_maxmemory in the [hypervisor.qemu] section of the handler's Kata "
+            "configuration (0 = the host's memory) or lower cluster.gpu.memory, the pod's "
+            "memory limit that Kata hot-plugs.")
+
+
+_KATA_FIX_CONFIG = ("the Kata configuration the handler reads (containerd's "
+                    "runtimes.<handler>.options.ConfigPath, e.g. /opt/kata/share/defaults/"
+                    "kata-containers/configuration-qemu-nvidia-gpu.toml; a file edited elsewhere "
+                    "is not read)")
+
+KATA: tuple[_Known, ...] = (
+    # shim, device manager: src/runtime/pkg/device/drivers/vfio.go (kata-containers#9014)
+    _Known(
+        "vfio-port-unset",
+        re.compile(r"cold_plug_vfio=? or hot_plug_vfio=? port is not set for device "
+                   r"(?P<bdf>[0-9a-fA-F:.]{1,20})"),
+        lambda m, n: (f"the Kata shim on {n} has no PCIe port to plug the GPU "
+                      f"{_g(m, 'bdf')} on: neither cold_plug_vfio nor hot_plug_vfio is set"),
+        lambda m, n: ("Set cold_plug_vfio = \"root-port\" (what Kata's NVIDIA configs use) with "
+                      "pcie_root_port >= the number of GPUs per pod in the [hypervisor.qemu] "
+                      f"section of {_KATA_FIX_CONFIG}; see runtime.kata-vfio."),
+    ),
+    # QEMU hw/vfio: "failed to open /dev/vfio/%d" with errno; kubevirt#6771
+    _Known(
+        "vfio-permission",
+        re.compile(r"(?:failed to open|open|opening) (?P<node>/dev/vfio/(?:\d{1,6}|vfio))"
+                   r"[^\n]{0,40}?: (?:Permission denied|Operation not permitted)"),
+        lambda m, n: (f"the hypervisor on {n} may not open {_g(m, 'node')}: "
+                      f"\"{m.group(0)[:200]}\""),
+        lambda m, n: (f"QEMU must be able to read and write {_g(m, 'node')} on {n}: check "
+                      "`ls -l /dev/vfio` (root:root 0600 needs a hypervisor running as root: "
+                      "rootless = false in the Kata configuration; or a udev rule "
+                      "SUBSYSTEM==\"vfio\", GROUP=\"kvm\", MODE=\"0660\"), and SELinux/AppArmor "
+                      "denials for it (ausearch -m avc -ts recent; disable_selinux in the Kata "
+                      "configuration)."),
+    ),
+    # QEMU hw/vfio (EBUSY opening the group), cloud-hypervisor "Resource busy (os error 16)"
+    # (kubeswift-io/kubeswift#602), QEMU "not already in use" (DualCoder/vgpu_unlock#95)
+    _Known(
+        "vfio-busy",
+        re.compile(r"(?P<node>/dev/vfio/\d{1,6})[^\n]{0,40}?(?:Device or resource busy|"
+                   r"Resource busy)|group (?P<group>\d{1,6}) are bound to vfio-<bus> or "
+                   r"pci-stub and not already in use"),
+        lambda m, n: (f"the GPU's VFIO group on {n} is held by another process "
+                      f"({_g(m, 'node') or 'group ' + _g(m, 'group')} busy): an orphaned "
+                      "sandbox still holds it"),
+        lambda m, n: (f"Find the holder on {n}: `fuser -v "
+                      f"{_g(m, 'node') or '/dev/vfio/' + _g(m, 'group')}` (or lsof); a QEMU "
+                      "whose -name sandbox-<id> matches no pod in `crictl pods` is a leftover "
+                      "of a deleted pod: `crictl stopp/rmp <id>`, or stop that QEMU process; "
+                      "then the device plugin can hand the GPU out again."),
+    ),
+    # QEMU accel/kvm: "Could not access KVM kernel module", "failed to initialize kvm/KVM"
+    # (kata-containers/runtime#1079); KVM_CREATE_VM EBUSY (clearcontainers/runtime#822)
+    _Known(
+        "kvm-unavailable",
+        re.compile(r"Could not access KVM kernel module[^\n\"]{0,80}|failed to initialize "
+                   r"(?:kvm|KVM)[^\n\"]{0,60}|ioctl\(KVM_CREATE_VM\) failed[^\n\"]{0,60}"),
+        lambda m, n: f"QEMU on {n} cannot use KVM: \"{m.group(0)[:200]}\"",
+        lambda m, n: (f"Give {n} a usable /dev/kvm: enable VT-x/AMD-V in the firmware and load "
+                      "kvm_intel or kvm_amd; a cloud VM node needs nested virtualization "
+                      "(kvm_intel nested=1 on its host, or a bare-metal instance) — GPU "
+                      "passthrough also needs the host's IOMMU; `kata-runtime check` on the "
+                      "node names what is missing. Another hypervisor holding VT-x "
+                      "(KVM_CREATE_VM busy) must be stopped."),
+    ),
+    # /dev/vhost-vsock missing (kata-containers#3459, #1327; runtime-rs virtio_vsock.rs:
+    # "failed to open /dev/vhost-vsock, try to run modprobe vhost_vsock."; kata-ctl utils.rs)
+    _Known(
+        "vhost-vsock-missing",
+        re.compile(r"open /dev/vhost-vsock: no such (?:device|file or directory)|"
+                   r"failed to open /dev/vhost-vsock|doesn't support vsock|"
+                   r"does not support vhost-vsock"),
+        lambda m, n: f"{n} has no vhost-vsock device for the agent channel: \"{m.group(0)}\"",
+        lambda m, n: (f"Load the module on {n}: `modprobe vhost_vsock` and persist it "
+                      "(echo vhost_vsock > /etc/modules-load.d/kata.conf); if modprobe says "
+                      "\"Device or resource busy\" the node is a VMware guest whose "
+                      "vmw_vsock_vmci_transport holds vsock: `modprobe -r "
+                      "vmw_vsock_vmci_transport` first."),
+    ),
+    # QEMU hw/vfio group viability (kata-containers#4211; kubevirt#6718)
+    _Known(
+        "vfio-group-not-viable", _NOT_VIABLE,
+        lambda m, n: (f"the sandbox on {n} failed: IOMMU group {m.group(2)}"
+                      f"{' (' + m.group(1) + ')' if m.group(1) else ''} is not viable"),
+        lambda m, n: (f"Bind every device of IOMMU group {m.group(2)} on {n} to vfio-pci (or "
+                      "leave it driverless), not only the GPU: ls /sys/kernel/iommu_groups/"
+                      f"{m.group(2)}/devices; driverctl set-override <BDF> vfio-pci. "
+                      "See vfio.group-viable."),
+    ),
+    # guest kernel BAR assignment (kata-containers#4211, #835)
+    _Known(
+        "bar-no-space", _BAR,
+        lambda m, n: f"the guest on {n} could not place the GPU's BARs: \"{m.group(0)}\"",
+        lambda m, n: ("Give the guest a 64-bit MMIO window large enough for the GPU: Kata's "
+                      "NVIDIA configs plug the GPU on a PCIe root port (cold_plug_vfio="
+                      "\"root-port\", pcie_root_port >= 1, see runtime.kata-vfio) and boot the "
+                      "guest with pci=realloc; hot-plugging onto a bridge cannot fit a large "
+                      "BAR."),
+    ),
+    # ENOMEM pinning guest RAM: the locked-memory limit. QEMU "VFIO_MAP_DMA failed: Cannot
+    # allocate memory" / vfio_dma_map(...) = -12; host kernel vfio_pin_pages_remote
+    # "RLIMIT_MEMLOCK (N) exceeded" (cloud-hypervisor#165, intel/gvt-linux#78)
+    _Known(
+        "vfio-dma-memlock",
+        re.compile(r"VFIO_MAP_DMA(?: failed)?: (?:Cannot allocate memory|-12)|"
+                   r"vfio_(?:container_)?dma_map\([^)]{0,200}\) ?= ?-12[^\n]{0,30}|"
+                   r"RLIMIT_MEMLOCK \(\d{1,20}\) exceeded"),
+        lambda m, n: (f"the kernel on {n} refused to pin the VM's memory for the GPU "
+                      f"(locked-memory limit): \"{m.group(0)[:200]}\""),
+        lambda m, n: ("Raise the locked-memory limit the Kata shim and QEMU inherit from "
+                      f"containerd on {n}: a systemd drop-in for containerd.service with "
+                      "[Service] LimitMEMLOCK=infinity, then `systemctl daemon-reload && "
+                      "systemctl restart containerd` (check: grep 'locked memory' "
+                      "/proc/$(pidof containerd)/limits)."),
+    ),
+    # ENOSPC from vfio_iommu_type1: the IOMMU's mapping count, dma_entry_limit (default 65535;
+    # CVE-2019-3882). QEMU "VFIO_MAP_DMA failed: No space left on device" and its warning
+    # "possibly running out of DMA mappings" (kata-containers#11721, NVIDIA/nvtrust#46)
+    _Known(
+        "vfio-dma-entry-limit",
+        re.compile(r"VFIO_MAP_DMA(?: failed)?: (?:No space left on device|-28)|"
+                   r"vfio_(?:container_)?dma_map\([^)]{0,200}\) ?= ?-28[^\n]{0,30}|"
+                   r"possibly running out of DMA mappings[^\n\"]{0,80}"),
+        lambda m, n: (f"the host IOMMU on {n} ran out of DMA mapping entries for the VM "
+                      f"(vfio_iommu_type1 dma_entry_limit): \"{m.group(0)[:200]}\""),
+        lambda m, n: ("Not a memlock problem: raise vfio_iommu_type1's dma_entry_limit on "
+                      f"{n} (echo 'options vfio_iommu_type1 dma_entry_limit=1048576' > "
+                      "/etc/modprobe.d/vfio.conf, reload the module or reboot; "
+                      "/sys/module/vfio_iommu_type1/parameters/dma_entry_limit shows it), or "
+                      "back guest memory with hugepages (enable_hugepages = true in the Kata "
+                      "configuration) so far fewer entries are needed."),
+    ),
+    # EFAULT / EINVAL / iommufd: an address the IOMMU cannot map (kata-containers#12549,
+    # #9553: "vfio_dma_map(...) = -14 (Bad address)")
+    _Known(
+        "vfio-dma-map", _DMA,
+        lambda m, n: (f"QEMU on {n} could not DMA-map memory for the GPU: "
+                      f"\"{m.group(0)[:200]}\""),
+        lambda m, n: ("The IOMMU refused an address (Bad address / Invalid argument), not a "
+                      "limit: check that the host IOMMU's address width covers the VM's memory "
+                      "and 64-bit MMIO window (lower default_memory / cluster.gpu.memory to "
+                      "test), and on an iommufd host use a QEMU that maps BARs through dma-buf; "
+                      "\"PCI BAR?\" warnings alone are harmless."),
+    ),
+    # memory hot-plug: QEMU hw/mem/memory-device.c ("not enough space, currently 0x.. in use
+    # of total space for memory devices 0x..", "a used vhost backend has no free memory slots
+    # left"), wrapped by virtcontainers/qemu.go "Add %dMB %s fail" (kata-containers#11071);
+    # agent rpc.rs "hotplug memory error"; Kata 1.x "Unable to hotplug N MiB memory"
+    # (kata-containers/runtime#1228); guest ACPI "add_memory failed" (kata-containers/agent#805)
+    _Known(
+        "memory-hotplug",
+        re.compile(r"Add \d{1,9}MB [\w-]{1,40} fail[^\n\"]{0,200}|not enough space, currently "
+                   r"0x[0-9a-fA-F]{1,16} in use of total space for memory devices "
+                   r"0x[0-9a-fA-F]{1,16}|a used vhost backend has (?:no|not enough) free memory "
+                   r"slots left|hotplug memory error[^\n\"]{0,80}|Unable to hotplug \d{1,9} MiB "
+                   r"memory[^\n\"]{0,120}|add_memory failed"),
+        lambda m, n: (f"Kata could not hot-plug the pod's memory into the VM on {n}: "
+                      f"\"{m.group(0)[:240]}\""),
+        lambda m, n: _memory_fix(m, n),
+    ),
+    # the VMM died for memory: QEMU "unable to map backing store for guest RAM" (kata-
+    # containers#12369), the kernel OOM killer / kubelet's SystemOOM naming QEMU
+    # (kata-containers#7470)
+    _Known(
+        "vmm-oom",
+        re.compile(r"unable to map backing store for guest RAM[^\n\"]{0,40}|"
+                   r"victim process: qemu[\w.-]{0,40}|Killed process \d{1,10} \(qemu[^)]{0,40}\)"),
+        lambda m, n: (f"the VMM (QEMU) on {n} ran out of host memory: \"{m.group(0)}\" — the "
+                      "VM died, not the collector"),
+        lambda m, n: (f"{n} cannot hold the GPU VM's memory: the pod's memory limit plus Kata's "
+                      "default_memory must fit the node, and the RuntimeClass needs "
+                      "overhead.podFixed so the scheduler and kubelet count the VM (see "
+                      "gpu.runtimeclass-overhead); lower cluster.gpu.memory or free memory "
+                      "there (journalctl -k | grep -i 'killed process' names the victims)."),
+    ),
+    # the guest's open kernel driver rejects a GPU without GSP (NVIDIA open-gpu-kernel-modules
+    # nv.c; seen in negativo17/nvidia-driver#158, NVIDIA/open-gpu-kernel-modules#696)
+    _Known(
+        "gpu-unsupported-open-driver",
+        re.compile(r"(?:NVIDIA GPU (?P<bdf>[0-9a-fA-F:.]{7,16}) \(PCI ID: (?P<id>[0-9a-fA-F:]"
+                   r"{9})\)\s*(?:NVRM:\s*)?)?installed in this system is not supported by open"
+                   r"\s*(?:NVRM:\s*)?nvidia\.ko"),
+        lambda m, n: (f"the guest's open NVIDIA kernel driver does not support the GPU "
+                      f"{_g(m, 'bdf')} ({_g(m, 'id', 'no GSP')}) passed through on {n}"),
+        lambda m, n: ("The open kernel modules need a GPU with a GSP (Turing or newer); this "
+                      "GPU needs the proprietary nvidia.ko: build the Kata guest image with the "
+                      "proprietary kernel module, or pass through a supported GPU (set "
+                      "platform.gpu.resources / node_selector to those nodes)."),
+    ),
+    # the agent's CDI wait: src/agent/src/device/mod.rs "failed to inject devices after CDI
+    # timeout of {} seconds" (kata-containers#10891, PR #10878 added agent.cdi_timeout)
+    _Known(
+        "cdi-timeout",
+        re.compile(r"failed to inject devices after CDI timeout of (?P<s>\d{1,6}) seconds"),
+        lambda m, n: (f"the Kata agent in the guest on {n} waited {_g(m, 's')} s for the GPU's "
+                      "CDI spec and none appeared"),
+        lambda m, n: ("Inside the guest the NVIDIA stack writes the CDI spec once the driver "
+                      "has loaded the GPU; when it is only slow (many GPUs), raise the agent's "
+                      "wait with kernel_params = \"... agent.cdi_timeout=600\" in the Kata "
+                      "configuration (and create_container_timeout above it); when it never "
+                      "comes, the guest's driver failed: read the guest console in the Kata "
+                      "shim log (journalctl -t kata | grep -E 'NVRM|nvrc') on " + n + "."),
+    ),
+    # CDI names no spec defines: containerd/Kata "unresolvable CDI devices" (kata-containers
+    # #12549, #10888), agent "CDI device(s) .. do not exist" (src/agent/src/device/mod.rs)
+    _Known(
+        "cdi-unresolvable",
+        re.compile(r"unresolvable CDI devices? ?(?P<dev>[^\s:\"'\\]{0,200})|CDI device\(s\) "
+                   r"\[?\"?(?P<dev2>[^\s\"\]]{1,200})\"?\]? do not exist"),
+        lambda m, n: (f"the runtime on {n} could not resolve the CDI device "
+                      f"{_g(m, 'dev') or _g(m, 'dev2') or '(unnamed)'}"),
+        lambda m, n: (f"No CDI spec on {n} (or inside the guest) defines "
+                      f"{_g(m, 'dev') or _g(m, 'dev2') or 'the device'}: regenerate the specs "
+                      "(nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml; for VFIO "
+                      "passthrough the sandbox device plugin writes them), check the kind "
+                      "(nvidia.com/pgpu vs nvidia.com/gpu, kata-containers#11624) and "
+                      "containerd's enable_cdi=true."),
+    ),
+    # the VMM or agent went away: virtcontainers/qemu.go "qemu is not running", monitor.go
+    # "failed to ping hypervisor process", kata_agent.go "Dead agent", ttrpc "ttrpc: closed"
+    # (containerd-shim-v2/wait.go), qemu.go "Failed to connect to QEMU instance (timeout %ds)",
+    # govmm "Unable to launch ...: signal: killed"
+    # (kata-containers/runtime#388)
+    _Known(
+        "vmm-died",
+        re.compile(r"qemu is not running|failed to ping hypervisor process|Dead agent|"
+                   r"Failed to connect to QEMU instance[^\n\"]{0,60}|"
+                   r"ttrpc: closed|QEMU exited with an error|Unable to launch [^\n:]{1,200}: "
+                   r"signal: killed"),
+        lambda m, n: (f"the Kata VM on {n} died (\"{m.group(0)}\"): the VMM went away, not the "
+                      "collector"),
+        lambda m, n: (f"Find why QEMU exited on {n}: the kernel OOM killer (journalctl -k | grep "
+                      "-i 'killed process'), a guest panic (the guest console in the Kata shim "
+                      "log, journalctl -t kata), or a restart of containerd; if memory, give the "
+                      "RuntimeClass overhead.podFixed and lower cluster.gpu.memory."),
+    ),
+    # the agent never answered: client.go "timed out connecting to vsock %d:%d", kata_agent.go
+    # "Failed to Check if grpc server is working" (kata-containers#2499, #4211); runtime-rs
+    # agent/src/sock/vsock.rs "vsock: failed to connect to {:?} within {:?} (attempts=..)" and
+    # hybrid_vsock.rs "hybrid vsock: failed to connect to {:?}"
+    _Known(
+        "agent-unreachable",
+        re.compile(r"timed out connecting to vsock[^\n\"]{0,40}|Failed to Check if grpc "
+                   r"server is working[^\n\"]{0,80}|(?:hybrid )?vsock: failed to connect to "
+                   r"[^\n\"]{0,160}", re.I),
+        lambda m, n: (f"the Kata agent in the VM on {n} never answered over vsock: "
+                      f"\"{m.group(0)[:200]}\""),
+        lambda m, n: (f"The guest did not boot far enough to answer: check that {n} has usable "
+                      "KVM (a VM node needs nested virtualization; ls -l /dev/kvm) and "
+                      "vhost-vsock (`modprobe vhost_vsock`), run `kata-runtime check` there, "
+                      "and read the guest console in the Kata shim log (journalctl -t kata); "
+                      "raise dial_timeout in [agent.kata] only if the guest is merely slow."),
+    ),
+)
+
+
+def _kata(pod: GpuPodEvidence) -> Cause | None:
+    """The first Kata/QEMU/NVIDIA failure any of the pod's texts names (table order: the
+    root cause before its consequences, e.g. an unsupported GPU before the CDI timeout)."""
+    node = _where(pod)
+    for k in KATA:
+        hit = _first(pod, k.pattern)
+        if hit is not None:
+            return _fail(k.id, k.summary(hit[0], node), k.fix(hit[0], node), hit[1])
     return None
 
 
@@ -249,51 +562,9 @@ def _runtime(pod: GpuPodEvidence) -> Cause | None:
             "see runtime.kata-handler.",
             hit[1],
         )
-    hit = _first(pod, _NOT_VIABLE)
-    if hit:
-        bdf, group = hit[0].group(1), hit[0].group(2)
-        dev = f" ({bdf})" if bdf else ""
-        return _fail(
-            "vfio-group-not-viable",
-            f"the sandbox on {node} failed: IOMMU group {group}{dev} is not viable",
-            f"Bind every device of IOMMU group {group} on {node} to vfio-pci (or leave it "
-            "driverless), not only the GPU: ls /sys/kernel/iommu_groups/"
-            f"{group}/devices; driverctl set-override <BDF> vfio-pci. See vfio.group-viable.",
-            hit[1],
-        )
-    hit = _first(pod, _BAR)
-    if hit:
-        return _fail(
-            "bar-no-space",
-            f"the guest on {node} could not place the GPU's BARs: \"{hit[0].group(0)}\"",
-            "Give the guest a 64-bit MMIO window large enough for the GPU: Kata's NVIDIA configs "
-            "plug the GPU on a PCIe root port (cold_plug_vfio=\"root-port\", pcie_root_port >= 1, "
-            "see runtime.kata-vfio) and boot the guest with pci=realloc; hot-plugging onto a "
-            "bridge cannot fit a large BAR.",
-            hit[1],
-        )
-    hit = _first(pod, _DMA)
-    if hit:
-        return _fail(
-            "vfio-dma-map",
-            f"QEMU on {node} could not DMA-map memory for the GPU: \"{hit[0].group(0)[:200]}\"",
-            "Raise the locked-memory limit of containerd and the Kata shim (systemd "
-            "LimitMEMLOCK=infinity), and check that the host IOMMU's address width covers the "
-            "VM's 64-bit MMIO window (an iommufd host needs a QEMU that maps BARs through "
-            "dma-buf; \"PCI BAR?\" warnings alone are harmless).",
-            hit[1],
-        )
-    hit = _first(pod, _CDI)
-    if hit:
-        dev = hit[0].group(1) or "(unnamed)"
-        return _fail(
-            "cdi-unresolvable",
-            f"the runtime on {node} could not resolve the CDI device {dev}",
-            f"No CDI spec on {node} (or inside the guest) defines {dev}: regenerate the specs "
-            "(nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml; for VFIO passthrough "
-            "the sandbox device plugin writes them), and check containerd's enable_cdi=true.",
-            hit[1],
-        )
+    cause = _kata(pod)
+    if cause is not None:
+        return cause
     for e in reversed(pod.events):
         if e.reason == "FailedCreatePodSandBox" or (e.type == "Warning"
                                                     and e.reason in ("Failed", "FailedCreate")):
@@ -310,12 +581,14 @@ def _runtime(pod: GpuPodEvidence) -> Cause | None:
                 )
     for e in reversed(pod.events):
         if e.reason == "FailedCreatePodSandBox":
-            return _fail(
-                "sandbox-failed",
-                f"the runtime could not create the pod sandbox on {node}: "
-                f"\"{_bounded(e.message)[:400]}\"",
+            # a sandbox failure no pattern names: quoted, and an error (kgc cannot say why)
+            return Cause(
+                "sandbox-failed", Status.ERROR,
+                f"the runtime could not create the pod sandbox on {node} and kgc does not "
+                f"recognise why: \"{_bounded(e.message)[:400]}\"",
                 f"Read the Kata shim log on {node} (journalctl -t kata or containerd's log) "
-                "around the event time; `kata-runtime check` verifies the node can run VMs.",
+                "around the event time; `kata-runtime check` verifies the node can run VMs; "
+                "please report the message so kgc can name it.",
                 e.message,
             )
     return None
@@ -347,7 +620,7 @@ def _image(pod: GpuPodEvidence) -> Cause | None:
 def _containers(pod: GpuPodEvidence) -> Cause | None:
     for c in pod.containers:
         m = _NOT_FOUND_EXEC.search(_bounded(c.message))
-        if m and (m.group(1) or "").endswith("sh"):
+        if m and (m.group(1) or m.group(3) or "").endswith("sh"):
             return _fail("no-shell", f"{pod.image} has no shell: {m.group(0)}",
                          "The collector needs /bin/sh in the image; set cluster.gpu.image to an "
                          "image with a shell.", c.message)
@@ -368,6 +641,25 @@ def _containers(pod: GpuPodEvidence) -> Cause | None:
                 "The collector itself failed in a way kgc does not recognise; its state, "
                 "message and the pod's events are attached.", c.message)
     return None
+
+
+def _unrecognised(pod: GpuPodEvidence) -> Cause | None:
+    """Warning events no pattern named, quoted: an ``error``, never dropped and never a
+    timeout story. Scheduling warnings of a pod that was scheduled after all are history."""
+    quoted = [e.describe() for e in pod.events if e.type != "Normal"
+              and not (pod.scheduled and e.reason == "FailedScheduling")]
+    if not quoted:
+        return None
+    shown = "; ".join(f"\"{_bounded(q)[:400]}\"" for q in quoted[-3:])
+    more = f" (and {len(quoted) - 3} earlier)" if len(quoted) > 3 else ""
+    return Cause(
+        "unknown", Status.ERROR,
+        f"{pod.ref} did not run on {_where(pod)} (phase {pod.phase or 'unknown'}); kgc does not "
+        f"recognise its warning event(s): {shown}{more}",
+        "Read the quoted events (all are attached) and the Kata shim log on the node "
+        "(journalctl -t kata); please report the message so kgc can name it.",
+        quoted[-1],
+    )
 
 
 def classify(pod: GpuPodEvidence, cluster: ClusterGpuEvidence | None = None) -> Cause:
@@ -400,6 +692,9 @@ def classify(pod: GpuPodEvidence, cluster: ClusterGpuEvidence | None = None) -> 
         if cause is not None:
             return cause
     cause = smi_missing(pod) or _containers(pod)
+    if cause is not None:
+        return cause
+    cause = _unrecognised(pod)
     if cause is not None:
         return cause
     waiting = [c for c in pod.containers if c.state == "waiting"]
