@@ -14,10 +14,14 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from kgc.core.engine import Context
+from kgc.core.model import Verdict
 from kgc.core.profile import RuntimeProfile
+from kgc.core.registry import load_layers
+from kgc.core.target import NodeTarget
 from kgc.layers.runtime.collect import query_for
 from kgc_lab.containerd_instance import ContainerdInstance, base_config, new_tmp, require_lab
 
@@ -106,6 +110,7 @@ class Captured:
     dump_rc: int
     nri_socket: bool  # did the NRI socket appear
     tmp: Path
+    verdicts: dict[str, Verdict] = field(default_factory=dict)  # kgc's, while it ran
 
 
 def _sh(cmd: str, inst: ContainerdInstance) -> tuple[int, str]:
@@ -114,8 +119,20 @@ def _sh(cmd: str, inst: ContainerdInstance) -> tuple[int, str]:
     return res.returncode, res.stdout + res.stderr
 
 
-def run_case(case: CriCase) -> Captured:
-    """Start the case's containerd, ask it what it started, stop it."""
+def judge_live(inst: ContainerdInstance, tmp: Path) -> dict[str, Verdict]:
+    """The runtime layer's verdicts on the running instance, through the real collector."""
+    from kgc_lab.containerd import lab_profile  # cycle: kgc_lab.containerd imports the lab
+
+    prof = lab_profile(tmp)
+    prof = prof.model_copy(update={"runtime": prof.runtime.model_copy(
+        update={"containerd_bin": inst.containerd})})
+    ctx = Context(NodeTarget("local://"), prof, load_layers(("kgc.layers.runtime",)))
+    return {v.check: v for v in ctx.judge_all(["runtime"])}
+
+
+def run_case(case: CriCase, judge: bool = False) -> Captured:
+    """Start the case's containerd, ask it what it started (and, with ``judge``, let kgc
+    judge it live), stop it."""
     require_lab()
     tmp = new_tmp(f"kgc-cri-{case.flavour}-{case.name}-")
     cfg = case.config(tmp)
@@ -129,10 +146,11 @@ def run_case(case: CriCase) -> Captured:
         nri = (tmp / "nri.sock").exists()
         drc, dump = _sh(cmds["containerd_config_dump"], inst)
         _vrc, version = _sh(cmds["containerd_version"], inst)
+        verdicts = judge_live(inst, tmp) if judge else {}
     finally:
         inst.stop()
     return Captured(case, version.strip(), cfg, plugins, rc, inst.log_tail(1 << 20), dump, drc,
-                    nri, tmp)
+                    nri, tmp, verdicts)
 
 
 def capture(root: Path) -> list[Path]:

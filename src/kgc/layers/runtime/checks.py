@@ -279,16 +279,6 @@ def nri_socket(ev: RuntimeEvidence, profile: Profile) -> Outcome:
         )
     s = ev.stats.get(path)
     if s is None:
-        ctd = ev.stats.get(CONTAINERD_SOCKET)
-        if ctd is None:
-            return failed(
-                f"NRI is enabled in the config but {path} does not exist: containerd is not "
-                f"running ({CONTAINERD_SOCKET} is absent too)",
-                "Start containerd (`systemctl start containerd`; check "
-                "`systemctl status containerd` and `journalctl -u containerd` if it does not "
-                "stay up); it creates the NRI socket at start.",
-                **evidence,
-            )
         cri = cri_state(ev)
         if cri.loaded is False:
             evidence.update(_cri_evidence(cri, ev))
@@ -299,10 +289,22 @@ def nri_socket(ev: RuntimeEvidence, profile: Profile) -> Outcome:
                 cri.fix(),
                 **evidence,
             )
+        ctd = ev.stats.get(CONTAINERD_SOCKET)
+        if ctd is None and ev.plugins is None:  # a plugin list means containerd answered
+            return failed(
+                f"NRI is enabled in the config but {path} does not exist: containerd is not "
+                f"running ({CONTAINERD_SOCKET} is absent too)",
+                "Start containerd (`systemctl start containerd`; check "
+                "`systemctl status containerd` and `journalctl -u containerd` if it does not "
+                "stay up); it creates the NRI socket at start.",
+                **evidence,
+            )
+        running = ("it answered `ctr plugins ls`" if ev.plugins is not None
+                   else f"{CONTAINERD_SOCKET} is there")
         return failed(
             f"NRI is enabled in the config but {path} does not exist while containerd runs "
-            f"({CONTAINERD_SOCKET} is there): containerd was not restarted since the config "
-            "changed, or its NRI plugin failed to start",
+            f"({running}): containerd was not restarted since the config changed, or its "
+            "NRI plugin failed to start",
             "Restart containerd (`systemctl restart containerd`) and check its log for "
             '"nri" errors (`journalctl -u containerd | grep -i nri`).',
             **evidence,
