@@ -308,7 +308,7 @@ def _durations(view: ConfigView) -> list[Rule]:
 
 def _registry(view: ConfigView) -> list[Rule]:
     if view.major is None:
-        plugins = (CRI_V2, CRI_V3_IMAGES)
+        plugins: tuple[str, ...] = (CRI_V2, CRI_V3_IMAGES)
     elif view.major >= 2 and (view.from_dump or view.file_version >= 3):
         plugins = (CRI_V3_IMAGES,)
     else:
