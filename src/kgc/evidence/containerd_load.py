@@ -231,7 +231,7 @@ def _default_runtime(view: ConfigView) -> Rule:
     if view.from_dump or (cd_major is not None and cd_major < 2):
         # a dump lists what the plugin got; containerd 1.x replaces its default runtimes
         # map with the file's table (the lab's 1.7.24: only the listed runtimes remain)
-        have = listed if (listed or view.from_dump) else ["runc"]
+        have = listed or ["runc"]  # no table at all: containerd's default runc
     elif cd_major is not None:
         have = sorted({"runc", *listed})  # 2.x merges the file's runtimes into its default
     else:

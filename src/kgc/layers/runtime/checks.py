@@ -416,6 +416,14 @@ def kata_handler(ev: RuntimeEvidence, profile: Profile) -> Outcome:
             f'Set runtime_type = "{KATA_RUNTIME_TYPE}" in {h.section}.',
             **evidence,
         )
+    if cri.loaded is None:  # the handler is right, but will containerd serve CRI at all?
+        evidence.update(_cri_evidence(cri, ev))
+        return skipped(
+            f"handler {name!r} is in {h.section} with runtime_type {KATA_RUNTIME_TYPE}, but "
+            "whether containerd's CRI plugin loads this config could not be checked: "
+            + "; ".join(r.message for r in cri.unchecked_rules),
+            **evidence,
+        )
     return passed(
         f"handler {name!r} (the profile's RuntimeClass handler) in {h.section} with runtime_type "
         f"{KATA_RUNTIME_TYPE} (judged on {pl.basis})",
