@@ -57,3 +57,23 @@ def test_the_enable_remedy_edits_the_existing_table() -> None:
                                      '[plugins."io.containerd.nri.v1.nri"] in /etc/c.toml')
     v = CHECKS.get("nri.events").judge(ev, PROFILE, "t")
     assert "existing table" in v.remediation and "add" not in v.remediation.lower()
+
+
+def test_cri_not_served_is_named_from_the_cri_status() -> None:
+    """Without the runtime layer's evidence, the CRI Status answer of the real containerd
+    1.7.24 whose CRI plugin refused its config (fixtures/containerd/1.7.24/kata-only; the
+    text is what kgc.cri.client got from that binary) names the cause."""
+    ev = _missing_socket(None)
+    ev.runtime_context = {}
+    ev.cri_status = {"error": "CRI Status on /run/containerd/containerd.sock failed: "
+                              "StatusCode.UNIMPLEMENTED: unknown service runtime.v1.RuntimeService"}
+    v = CHECKS.get("nri.events").judge(ev, PROFILE, "t")
+    assert v.status is Status.FAIL
+    assert "does not serve CRI" in v.reason and "ctr plugins ls -d" in v.remediation, v
+
+
+def test_cri_status_round_trips_through_a_bundle() -> None:
+    ev = _missing_socket(True)
+    ev.cri_status = {"conditions": [{"type": "RuntimeReady", "status": True, "reason": "",
+                                     "message": ""}]}
+    assert NriEvidence.from_dict(ev.to_dict()).cri_status == ev.cri_status
