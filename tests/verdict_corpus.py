@@ -174,7 +174,8 @@ def ctd(config: str | None, version: str | None = "containerd x 1.7.24", dump: s
         dump_rc: int = 0, stats: dict[str, StatResult] | None = None,
         files: dict[str, str] | None = None, offline: bool = False,
         shim_cmd: str | None = None, package: str | None = None,
-        links: dict[str, str] | None = None, version_rc: int = 0) -> Builder:
+        links: dict[str, str] | None = None, version_rc: int = 0,
+        plugins: str | None = None, journal: str | None = None) -> Builder:
     def build(tmp: Path) -> HostSnapshot:
         fs = dict(files or {})
         if config is not None:
@@ -190,6 +191,10 @@ def ctd(config: str | None, version: str | None = "containerd x 1.7.24", dump: s
                 cmds["containerd_config_dump"] = CommandResult(dump_rc, dump)
             if shim_cmd is not None:
                 cmds["kata_shim_path"] = CommandResult(0 if shim_cmd else 1, shim_cmd)
+            if plugins is not None:
+                cmds["containerd_plugins"] = CommandResult(0 if plugins else 1, plugins)
+            if journal is not None:
+                cmds["containerd_journal"] = CommandResult(0, journal)
         if package is not None:
             cmds["containerd_package"] = CommandResult(0, package)
         return HostSnapshot(files=fs, stats=dict(stats or {}), commands=cmds,
@@ -203,10 +208,14 @@ SOCK = {"/var/run/nri/nri.sock": StatResult("socket", "600", "root", "root", 0),
 NRI_ON = '[plugins."io.containerd.nri.v1.nri"]\n  disable = false\n'
 SEED = ('version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  enable_nri = true\n\n' + NRI_ON
         + '  socket_path = "/var/run/nri/nri.sock"\n')
+# runc is listed too: containerd 1.7 refuses its CRI plugin when the runtimes table lacks
+# the default runtime (issue 18.1; fixtures/containerd/1.7.24/kata-only vs ok-kata-runc)
 KATA_V2 = ('version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.kata]\n'
            '  runtime_type = "io.containerd.kata.v2"\n'
            '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.kata.options]\n'
-           '  ConfigPath = "/opt/kata/share/defaults/kata-containers/configuration.toml"\n')
+           '  ConfigPath = "/opt/kata/share/defaults/kata-containers/configuration.toml"\n'
+           '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]\n'
+           '  runtime_type = "io.containerd.runc.v2"\n')
 KATA_CFG = "/opt/kata/share/defaults/kata-containers/configuration.toml"
 KATA_OK = ('[hypervisor.qemu]\ndefault_memory = 8192\ncold_plug_vfio = "root-port"\n'
            'pcie_root_port = 8\nenable_annotations = ["enable_iommu"]\n'
@@ -279,6 +288,7 @@ dump2 = (DATA / "containerd-2.1.9-v2-kata.dump").read_text()
 dump2_bad = (DATA / "containerd-2.1.9-v3-misplaced-kata.dump").read_text()
 dump17 = (DATA / "containerd-1.7.24-v2-kata.dump").read_text()
 v2kata = (DATA / "v2-kata.toml").read_text()
+CTD_FIX = HERE.parent / "fixtures" / "containerd"
 v3bad = (DATA / "v3-misplaced-kata.toml").read_text()
 
 
@@ -660,8 +670,36 @@ SCENARIOS: list[Scenario] = [
                                            files={KATA_CFG: KATA_OK}),
              expect={"runtime.kata-handler": P, "runtime.kata-config": P, "runtime.kata-vfio": P,
                      "runtime.kata-shim": P, "runtime.config": P, "runtime.nri-ignored-keys": W}),
+    # issue 18.1: the real 1.7.24 refuses CRI with this kata-only runtimes table (its dump
+    # still shows the handler): fixtures/containerd/1.7.24/kata-only
     Scenario("rt-v2-kata-on-1.7.24", R, ctd(v2kata, dump=dump17), expect={
-        "runtime.kata-handler": P, "runtime.nri-enabled": F, "runtime.nri-socket": F}),
+        "runtime.kata-handler": F, "runtime.config": F, "runtime.nri-enabled": F,
+        "runtime.nri-socket": F}),
+    # issue 18.1 on what the real binaries said (fixtures/containerd, kgc_lab.cri_load)
+    Scenario("rt-cri-refused-plugins-1.7.24", R, ctd(
+        (CTD_FIX / "1.7.24/kata-only/config.toml").read_text(),
+        dump=(CTD_FIX / "1.7.24/kata-only/config-dump.txt").read_text(),
+        plugins=(CTD_FIX / "1.7.24/kata-only/ctr-plugins-ls-d.txt").read_text(),
+        stats={"/run/containerd/containerd.sock": StatResult("socket", "660", "root", "root",
+                                                             0)}),
+        expect={"runtime.config": F, "runtime.kata-handler": F, "runtime.nri-socket": F}),
+    Scenario("rt-cri-refused-journal-2.1.9", R, ctd(
+        (CTD_FIX / "2.1.9/bad-drain-timeout/config.toml").read_text(), "containerd x 2.1.9",
+        dump=(CTD_FIX / "2.1.9/bad-drain-timeout/config-dump.txt").read_text(), plugins="",
+        journal=(CTD_FIX / "2.1.9/bad-drain-timeout/containerd.log").read_text()),
+        expect={"runtime.config": F, "runtime.kata-handler": F, "runtime.nri-socket": F}),
+    Scenario("rt-cri-ok-plugins-2.1.9", R, ctd(
+        (CTD_FIX / "2.1.9/ok-kata-only/config.toml").read_text(), "containerd x 2.1.9",
+        dump=(CTD_FIX / "2.1.9/ok-kata-only/config-dump.txt").read_text(),
+        plugins=(CTD_FIX / "2.1.9/ok-kata-only/ctr-plugins-ls-d.txt").read_text()),
+        expect={"runtime.config": P, "runtime.kata-handler": P}),
+    Scenario("rt-cri-rules-offline-unknown", R, ctd(
+        (CTD_FIX / "1.7.24/kata-only/config.toml").read_text(), offline=True),
+        expect={"runtime.config": S}),
+    Scenario("rt-cri-rules-offline-1.7", R, ctd(
+        (CTD_FIX / "1.7.24/mirrors-with-config-path/config.toml").read_text(), offline=True,
+        package="dpkg|containerd|1.7.24~ds1-6+deb13u1|install ok installed\n"),
+        expect={"runtime.config": F}),
     Scenario("rt-misplaced-on-2.1.9", R, ctd(v3bad, "containerd x 2.1.9", dump2_bad),
              expect={"runtime.kata-handler": F, "runtime.kata-config": F}),
     Scenario("rt-v3-on-1.7", R, ctd("version = 3\n"), expect={"runtime.config": F}),

@@ -82,6 +82,8 @@ class Scenario:
     nri_section: str = ""  # TOML appended (with {tmp} placeholders)
     cri_lines: tuple[str, ...] = ()
     kata: bool = False
+    # the config makes containerd refuse its CRI plugin: wait for containerd's own API
+    breaks_cri: bool = False
     expected: dict[str, Status] = field(default_factory=dict)
     # substrings the reason of a check must contain
     reasons: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -274,7 +276,7 @@ def lab_node(sc: Scenario, keep: bool = False) -> Iterator[tuple[ContainerdInsta
         update={"runtime": profile.runtime.model_copy(update={"containerd_bin": inst.containerd})}
     )
     try:
-        inst.start()
+        inst.start(require_cri=not sc.breaks_cri)
         if not keep and inst.record is not None:
             inst.record.add_path(tmp)  # cleanup after a killed run removes it too
         inst.import_images(archive)
@@ -419,6 +421,25 @@ SCENARIOS: dict[str, Scenario] = {
             nri_section=NRI_ON,
             expected={"runtime.kata-handler": F, "runtime.kata-shim": F, "nri.events": P},
             reasons={"runtime.kata-handler": ("no runtime handler 'kata'",)},
+        ),
+        Scenario(
+            "kata-only-1.7",
+            "1.7",
+            "issue 18.1: runtimes lists only the Kata handler; 1.7 drops runc, CRI refuses",
+            nri_section=NRI_ON,
+            kata=True,
+            breaks_cri=True,
+            expected={
+                "runtime.config": F,
+                "runtime.kata-handler": F,
+                "runtime.nri-socket": F,
+                "nri.events": F,
+            },
+            reasons={
+                "runtime.kata-handler": ('default_runtime_name = "runc"',),
+                "runtime.nri-socket": ("CRI plugin", "io.containerd.grpc.v1.cri"),
+                "nri.events": ("CRI plugin", 'default_runtime_name = "runc"'),
+            },
         ),
         Scenario(
             "kata-handler-ok",

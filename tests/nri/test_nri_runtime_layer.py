@@ -44,7 +44,9 @@ KATA_V2 = """version = 2
   runtime_type = "io.containerd.kata.v2"
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.kata-qemu-nvidia-gpu.options]
   ConfigPath = "{GPU_CFG}"
-""".replace("{GPU_CFG}", GPU_CFG)
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+""".replace("{GPU_CFG}", GPU_CFG)  # runc listed: 1.7 refuses CRI without it (issue 18.1)
 
 KATA_GPU = """[hypervisor.qemu]
 default_memory = 8192

@@ -105,12 +105,20 @@ def test_v2_config_on_containerd_2_with_the_handler_in_the_v2_section_passes() -
     assert any("enable_nri" in w for w in ign.evidence["containerd_says"]), ign.evidence
 
 
-def test_v2_config_on_containerd_1_7_passes_too() -> None:
+def test_v2_kata_only_config_on_containerd_1_7_breaks_cri() -> None:
+    """Issue 18.1: this file lists only the Kata handler; on the real containerd 1.7.24 its
+    runtimes table replaces the default runc entry and the CRI plugin refuses to load
+    (fixtures/containerd/1.7.24/kata-only: `ctr plugins ls -d` of that binary). The dump
+    still shows the handler, so the handler check used to PASS."""
     snap = _live((DATA / "v2-kata.toml").read_text(),
                  (DATA / "containerd-1.7.24-v2-kata.dump").read_text(),
                  (DATA / "containerd-1.7.24.version").read_text())
-    h = judge(snap)["runtime.kata-handler"]
-    assert h.status is Status.PASS, h.reason
+    v = judge(snap)
+    h = v["runtime.kata-handler"]
+    assert h.status is Status.FAIL, h.reason
+    assert 'default_runtime_name = "runc"' in h.reason
+    assert "runtimes.runc]" in h.remediation and "io.containerd.runc.v2" in h.remediation
+    assert v["runtime.config"].status is Status.FAIL
 
 
 def test_misplaced_handler_on_containerd_2_cites_containerds_own_warning() -> None:
@@ -134,7 +142,8 @@ def test_containerd_warnings_are_parsed() -> None:
 @pytest.mark.parametrize(("version", "section", "status"), [
     ("containerd x 2.1.9", 'io.containerd.grpc.v1.cri', Status.PASS),     # migrated
     ("containerd x 2.1.9", 'io.containerd.cri.v1.runtime', Status.PASS),  # 2.x reads v3 names
-    ("containerd x 1.7.24", 'io.containerd.grpc.v1.cri', Status.PASS),
+    # 1.7: the kata-only runtimes table replaces runc, so CRI does not load (issue 18.1)
+    ("containerd x 1.7.24", 'io.containerd.grpc.v1.cri', Status.FAIL),
     ("containerd x 1.7.24", 'io.containerd.cri.v1.runtime', Status.FAIL),  # 1.7: no such plugin
 ])
 def test_file_only_placement_follows_the_binary_version(version: str, section: str,

@@ -30,5 +30,6 @@ def test_scenarios_cover_the_issue():
         "connections-disabled",
         "kata-handler-missing",
         "kata-handler-ok",
+        "kata-only-1.7",  # issue 18.1: the CRI plugin refuses the config
     }
     assert {s.flavour for s in SCENARIOS.values()} == {"1.7", "2"}

@@ -56,6 +56,52 @@ class CriClient:
     def version(self) -> pb.VersionResponse:
         return self.call("Version", pb.VersionRequest(version="v1"), pb.VersionResponse, 5.0)
 
+    def status(self) -> list[dict[str, Any]]:
+        """The runtime's conditions (CRI ``Status``, not verbose: no config dump, so no
+        registry credentials): [{type, status, reason, message}, ...]."""
+        req, resp = _status_types()
+        out = self.call("Status", req(verbose=False), resp, 5.0)
+        return [{"type": c.type, "status": c.status, "reason": c.reason, "message": c.message}
+                for c in out.status.conditions]
+
+
+_STATUS_TYPES: tuple[Any, Any] | None = None
+
+
+def _status_types() -> tuple[Any, Any]:
+    """StatusRequest / StatusResponse of runtime.v1 (field numbers as in the CRI API's
+    api.proto: RuntimeCondition type=1 status=2 reason=3 message=4, RuntimeStatus
+    conditions=1, StatusResponse status=1, StatusRequest verbose=1), built at run time so
+    kgc's generated cri_pb2 need not change."""
+    global _STATUS_TYPES
+    if _STATUS_TYPES is not None:
+        return _STATUS_TYPES
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    f = descriptor_pb2.FileDescriptorProto(name="kgc/cri/status.proto", package="runtime.v1",
+                                           syntax="proto3")
+    t = descriptor_pb2.FieldDescriptorProto
+
+    def msg(name: str, *fields: tuple[str, int, int, str]) -> None:
+        m = f.message_type.add(name=name)
+        for fname, num, ftype, tname in fields:
+            fd = m.field.add(name=fname, number=num, type=ftype,  # type: ignore[arg-type]
+                             label=t.LABEL_REPEATED if fname == "conditions"
+                             else t.LABEL_OPTIONAL)
+            if tname:
+                fd.type_name = tname
+
+    msg("StatusRequest", ("verbose", 1, t.TYPE_BOOL, ""))
+    msg("RuntimeCondition", ("type", 1, t.TYPE_STRING, ""), ("status", 2, t.TYPE_BOOL, ""),
+        ("reason", 3, t.TYPE_STRING, ""), ("message", 4, t.TYPE_STRING, ""))
+    msg("RuntimeStatus", ("conditions", 1, t.TYPE_MESSAGE, ".runtime.v1.RuntimeCondition"))
+    msg("StatusResponse", ("status", 1, t.TYPE_MESSAGE, ".runtime.v1.RuntimeStatus"))
+    pool = descriptor_pool.DescriptorPool()
+    fd = pool.Add(f)
+    _STATUS_TYPES = (message_factory.GetMessageClass(fd.message_types_by_name["StatusRequest"]),
+                     message_factory.GetMessageClass(fd.message_types_by_name["StatusResponse"]))
+    return _STATUS_TYPES
+
 
 @dataclass
 class ProbePod:

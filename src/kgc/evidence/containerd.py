@@ -59,6 +59,20 @@ class ContainerdVersion:
 
 
 @dataclass(frozen=True)
+class PluginStatus:
+    """One line of ``ctr plugins ls`` (``-d``: with the plugin's init error)."""
+
+    type: str
+    id: str
+    status: str  # ok | skip | error
+    error: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.type}.{self.id}"
+
+
+@dataclass(frozen=True)
 class RuntimeEvidence:
     config_path: str
     main: ConfigFile
@@ -79,6 +93,12 @@ class RuntimeEvidence:
     declared_version: ContainerdVersion | None = None
     declared_source: str = ""
     links: Mapping[str, str] = field(default_factory=dict)  # shim path -> link target
+    # what containerd started: `ctr plugins ls -d` (None: not read) and why not, and its
+    # own log lines of the current boot (journal: warnings and errors)
+    plugins: tuple[PluginStatus, ...] | None = None
+    plugins_error: str = ""
+    log: tuple[ContainerdWarning, ...] = ()
+    log_error: str = ""
 
     def known_version(self) -> tuple[ContainerdVersion, str]:
         """The containerd version to judge by and where it comes from: the binary's own
@@ -160,16 +180,21 @@ class ContainerdWarning:
     key: str = ""
     plugin: str = ""
     raw: str = ""
+    error: str = ""  # the error= field (``failed to load plugin`` says why there)
+    id: str = ""  # the id= field (2.x names the plugin there)
 
     def __str__(self) -> str:
         s = f"{self.level}: {self.msg}"
+        if self.error and self.msg.startswith("failed to load plugin"):
+            s += f": {self.error}" + (f" ({self.id})" if self.id else "")
         if self.key:
             s += f' (key "{self.key}"' + (f" under plugin {self.plugin})" if self.plugin else ")")
         return s
 
 
-def containerd_warnings(text: str) -> list[ContainerdWarning]:
-    """containerd's own warning/error log lines in command output (logfmt or JSON)."""
+def containerd_warnings(text: str, also: tuple[str, ...] = ()) -> list[ContainerdWarning]:
+    """containerd's own warning/error log lines in command output (logfmt or JSON), and
+    lines of any level whose message starts with one of ``also``."""
     out: list[ContainerdWarning] = []
     for ln in text.split("\n"):
         if not _LOG_LINE.match(ln):
@@ -190,10 +215,12 @@ def containerd_warnings(text: str) -> list[ContainerdWarning]:
                     v = re.sub(r"\\(.)", r"\1", v[1:-1])
                 fields[k] = v
         level = fields.get("level", "")
-        if level not in ("warning", "warn", "error", "fatal", "panic"):
+        if level not in ("warning", "warn", "error", "fatal", "panic") and not (
+                also and fields.get("msg", "").startswith(also)):
             continue
         out.append(ContainerdWarning(level, fields.get("msg", ""), fields.get("key", ""),
-                                     fields.get("plugin", ""), ln[:500]))
+                                     fields.get("plugin", ""), ln[:500],
+                                     fields.get("error", "")[:1000], fields.get("id", "")))
     return out
 
 

@@ -15,7 +15,8 @@ from typing import Any
 from kgc.core.engine import Context, Unavailable
 from kgc.core.layer import Gate, Layer, Scope
 from kgc.core.target import NodeTarget
-from kgc.evidence.containerd import get_path, nri_state
+from kgc.evidence.containerd import DEFAULT_NRI_SOCKET, get_path, nri_state
+from kgc.evidence.containerd_load import cri_state, nri_edits, render_edits
 from kgc.layers.nri.checks import CHECKS
 from kgc.layers.nri.collect import NriEvidence, run_probe
 
@@ -40,9 +41,16 @@ def _runtime_facts(ctx: Context) -> dict[str, Any]:
     sandbox = get_path(cfg, "plugins", "io.containerd.grpc.v1.cri", "sandbox_image") or get_path(
         cfg, "plugins", "io.containerd.cri.v1.images", "pinned_images", "sandbox"
     )
+    cri = cri_state(rev)
     return {
         "enabled": st.enabled,
         "why": st.why,
+        # the remedy computed from this node's config, and whether CRI really started
+        "nri_fix": render_edits(nri_edits(rev, ctx.profile.runtime.nri_socket,
+                                          DEFAULT_NRI_SOCKET)),
+        "cri_loaded": cri.loaded,
+        "cri_failure": cri.describe() if cri.loaded is False else "",
+        "cri_fix": cri.fix() if cri.loaded is False else "",
         "disable_connections": st.disable_connections_value,
         "socket_path": st.socket_path,
         "sandbox_image": sandbox,

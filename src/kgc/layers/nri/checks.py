@@ -21,11 +21,21 @@ def _why_no_events(ev: NriEvidence, profile: Profile) -> tuple[str, str]:
     rc = ev.runtime_context
     if ev.connect_error:
         reason = f"the probe could not join NRI: {ev.connect_error}"
-        remedy = (
-            f"Enable NRI with connections allowed and restart containerd:\n"
-            f"{nri_enable_snippet(ev.socket_path)}"
-        )
-        if rc.get("disable_connections") is True:
+        fix = rc.get("nri_fix")  # computed from the node's config (older bundles lack it)
+        remedy = "Enable NRI with connections allowed and restart containerd:" + (
+            f" {fix}" if fix else f"\n{nri_enable_snippet(ev.socket_path)}")
+        cri_err = str(ev.cri_status.get("error", ""))
+        if rc.get("cri_loaded") is False and not ev.socket_exists:
+            reason += (f"; {rc.get('cri_failure')}, and containerd opens the NRI socket only "
+                       "with its CRI plugin")
+            remedy = str(rc.get("cri_fix") or remedy)
+        elif "unknown service runtime.v1.RuntimeService" in cri_err and not ev.socket_exists:
+            reason += (f"; containerd does not serve CRI ({cri_err}): its CRI plugin did not "
+                       "load, and containerd opens the NRI socket only with it")
+            remedy = ("Find why the CRI plugin failed (`ctr plugins ls -d`, `journalctl -u "
+                      "containerd | grep 'failed to load plugin'`), fix the config and restart "
+                      "containerd.")
+        elif rc.get("disable_connections") is True:
             reason += (
                 f"; the containerd config sets disable_connections = true in {NRI_SECTION}, so no "
                 "socket is offered to external plugins"

@@ -52,6 +52,9 @@ class NriEvidence:
     latencies_ms: dict[str, float] = field(default_factory=dict)
     cleanup_errors: list[str] = field(default_factory=list)
     waited_s: float = 0.0
+    # the CRI runtime's own status (Status RPC): its conditions, or why it did not answer
+    # ("unknown service runtime.v1.RuntimeService": containerd runs without its CRI plugin)
+    cri_status: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -72,7 +75,7 @@ class NriEvidence:
             kw["socket_exists"] = want_bool(d["socket_exists"], f"{where}.socket_exists")
         if "waited_s" in d:
             kw["waited_s"] = want_number(d["waited_s"], f"{where}.waited_s")
-        for name in ("runtime_context", "handshake", "pod", "adjustment"):
+        for name in ("runtime_context", "handshake", "pod", "adjustment", "cri_status"):
             if name in d:
                 kw[name] = dict(want_mapping(d[name], f"{where}.{name}"))
         hs = kw.get("handshake", {})
@@ -136,6 +139,17 @@ def _event_dict(ev: ObservedEvent, t0: float) -> dict[str, Any]:
     return d
 
 
+def cri_status(cri_socket: str | None) -> dict[str, Any]:
+    """The CRI runtime's conditions, or the error it answered with (never raises)."""
+    if not cri_socket or not Path(cri_socket).exists():
+        return {"error": f"CRI socket {cri_socket} not found"}
+    try:
+        with CriClient(cri_socket, timeout_s=5.0) as c:
+            return {"conditions": c.status()}
+    except CriError as exc:
+        return {"error": str(exc)}
+
+
 def run_probe(
     profile: Profile,
     socket_path: str,
@@ -151,6 +165,7 @@ def run_probe(
         socket_path=socket_path, trigger=np.trigger, runtime_context=runtime_context or {}
     )
     ev.socket_exists = Path(socket_path).exists()
+    ev.cri_status = cri_status(cri_socket)
     token = uuid.uuid4().hex
     adjust = np.allow_adjustment and np.trigger == "cri" and bool(probe_image)
     probe = NriProbe(

@@ -10,6 +10,7 @@ from typing import Any
 from kgc.core.model import Outcome, Registry, Severity, failed, passed, skipped, warned
 from kgc.core.profile import Profile
 from kgc.evidence.containerd import (
+    DEFAULT_NRI_SOCKET,
     KATA_RUNTIME_TYPE,
     KATA_SHIM,
     NRI_PLUGIN,
@@ -25,6 +26,7 @@ from kgc.evidence.containerd import (
     place_handler,
     sizing_evidence,
 )
+from kgc.evidence.containerd_load import CriLoad, cri_state, nri_edits, render_edits
 from kgc.layers.runtime.collect import CONTAINERD_SOCKET
 
 CHECKS = Registry()
@@ -100,6 +102,29 @@ def config(ev: RuntimeEvidence, profile: Profile) -> Outcome:
             f"Use `version = 2` in {ev.config_path} (or upgrade to containerd 2.x).",
             **evidence,
         )
+    cri = cri_state(ev)
+    evidence.update(_cri_evidence(cri, ev))
+    if cri.loaded is False:
+        return failed(
+            f"{cri.describe()}: containerd runs no pod (its config dump shows the merged "
+            "config, not what started)",
+            cri.fix(),
+            **evidence,
+        )
+    if cri.loaded and cri.broken_rules:
+        r = cri.broken_rules[0]
+        return failed(
+            f"containerd runs with its CRI plugin loaded ({cri.source}), but the config as "
+            f"it is now makes {r.plugin} refuse to load at the next restart: {r.message}",
+            cri.fix(),
+            **evidence,
+        )
+    if cri.loaded is None:
+        return skipped(
+            "whether containerd's CRI plugin loads this config could not be checked: "
+            + "; ".join(r.message for r in cri.unchecked_rules),
+            **evidence,
+        )
     if ev.missing_imports:
         return warned(
             "imports matched no collected file: " + ", ".join(ev.missing_imports),
@@ -113,9 +138,37 @@ def config(ev: RuntimeEvidence, profile: Profile) -> Outcome:
             f"Make `{profile.runtime.containerd_bin} config dump` work on the node.",
             **evidence,
         )
+    seen = "" if ev.plugins is not None else f" (the plugin list: {ev.plugins_error})"
     return passed(
-        f"config version {ev.config_version}, judged from {ev.effective_source}", **evidence
+        f"config version {ev.config_version}, judged from {ev.effective_source}; "
+        f"{cri.describe()}{seen}",
+        **evidence,
     )
+
+
+def _cri_evidence(cri: CriLoad, ev: RuntimeEvidence) -> dict[str, Any]:
+    """What says whether CRI started: containerd's plugin list, its log, the load rules."""
+    out: dict[str, Any] = {"cri_loaded": cri.loaded, "cri_source": cri.source,
+                           "cri_load_rules": cri.evidence.get("rules", [])}
+    if cri.error:
+        out["cri_error"] = f"{cri.plugin}: {cri.error}"
+    if "plugins" in cri.evidence:
+        out["cri_plugins"] = cri.evidence["plugins"]
+    if ev.plugins is None:
+        out["plugins_error"] = ev.plugins_error
+    if ev.log_error:
+        out["log_error"] = ev.log_error
+    edits = [e.to_dict() for r in cri.broken_rules for e in r.edits]
+    if edits:
+        out["config_edits"] = edits
+    return out
+
+
+def _nri_fix(ev: RuntimeEvidence, profile: Profile) -> tuple[str, list[dict[str, Any]]]:
+    """The remedy that enables NRI in THIS config (edit the table that is there)."""
+    edits = nri_edits(ev, profile.runtime.nri_socket, DEFAULT_NRI_SOCKET)
+    return (f"{render_edits(edits)}\n— then restart containerd (`systemctl restart "
+            "containerd`)", [e.to_dict() for e in edits])
 
 
 def _ignored_files(ev: RuntimeEvidence) -> list:
@@ -133,10 +186,6 @@ def nri_enabled(ev: RuntimeEvidence, profile: Profile) -> Outcome:
     ign = ignored_keys(_ignored_files(ev))
     evidence: dict[str, Any] = dict(st.evidence)
     evidence["ignored_keys"] = [f"{k.file}: {k.section} {k.key}" for k in ign]
-    remedy = (
-        f"Add to {ev.config_path} and restart containerd (`systemctl restart containerd`):\n"
-        f"{nri_enable_snippet(profile.runtime.nri_socket)}"
-    )
     if st.enabled:
         return passed(f"NRI is enabled: {st.why}", **evidence)
     if not profile.runtime.require_nri:
@@ -151,6 +200,7 @@ def nri_enabled(ev: RuntimeEvidence, profile: Profile) -> Outcome:
             f". `{k.key}` under {k.section} in {k.file} is ignored by containerd (it is CRI-O's "
             f"key); what really enables NRI is `disable = false` in {NRI_SECTION}"
         )
+    remedy, evidence["config_edits"] = _nri_fix(ev, profile)
     return failed(reason, remedy, **evidence)
 
 
@@ -174,13 +224,15 @@ def nri_ignored_keys(ev: RuntimeEvidence, profile: Profile) -> Outcome:
     lines = [f"{k.file}: {k.section} {k.key} — {k.why}" for k in ign]
     said = [str(w) for w in ev.warnings if any(w.key == k.key for k in ign)]
     first = ign[0]
+    st = nri_state(ev)
+    nri_now = (f"NRI itself is already on ({st.why})" if st.enabled
+               else "to enable NRI: " + _nri_fix(ev, profile)[0])
     return warned(
         f"containerd ignores `{first.key}` under {first.section} in {first.file}"
         + (f" (and {len(ign) - 1} more)" if len(ign) > 1 else "")
         + f"; it does not enable NRI — `disable = false` in {NRI_SECTION} does",
         f"Remove `{first.key}` from {first.section} in {first.file} (it is CRI-O's "
-        "`[crio.nri]` key); "
-        f"keep or add:\n{nri_enable_snippet(profile.runtime.nri_socket)}",
+        f"`[crio.nri]` key); {nri_now}",
         ignored=lines,
         containerd_says=said,
     )
@@ -211,10 +263,10 @@ def nri_socket(ev: RuntimeEvidence, profile: Profile) -> Outcome:
     if not st.enabled:
         if not profile.runtime.require_nri:
             return skipped("NRI is not enabled and the profile does not require it", **evidence)
+        remedy, evidence["config_edits"] = _nri_fix(ev, profile)
         return failed(
             f"no NRI socket: NRI is not enabled ({st.why})",
-            "Enable NRI (see runtime.nri-enabled):\n"
-            + nri_enable_snippet(profile.runtime.nri_socket),
+            "Enable NRI (see runtime.nri-enabled): " + remedy,
             **evidence,
         )
     if st.connections is False:
@@ -227,8 +279,18 @@ def nri_socket(ev: RuntimeEvidence, profile: Profile) -> Outcome:
         )
     s = ev.stats.get(path)
     if s is None:
+        cri = cri_state(ev)
+        if cri.loaded is False:
+            evidence.update(_cri_evidence(cri, ev))
+            return failed(
+                f"NRI is enabled in the config but {path} does not exist: {cri.describe()}, "
+                "and containerd opens the NRI socket only with its CRI plugin (checked on "
+                "containerd 1.7.24 and 2.1.9)",
+                cri.fix(),
+                **evidence,
+            )
         ctd = ev.stats.get(CONTAINERD_SOCKET)
-        if ctd is None:
+        if ctd is None and ev.plugins is None:  # a plugin list means containerd answered
             return failed(
                 f"NRI is enabled in the config but {path} does not exist: containerd is not "
                 f"running ({CONTAINERD_SOCKET} is absent too)",
@@ -237,10 +299,12 @@ def nri_socket(ev: RuntimeEvidence, profile: Profile) -> Outcome:
                 "stay up); it creates the NRI socket at start.",
                 **evidence,
             )
+        running = ("it answered `ctr plugins ls`" if ev.plugins is not None
+                   else f"{CONTAINERD_SOCKET} is there")
         return failed(
             f"NRI is enabled in the config but {path} does not exist while containerd runs "
-            f"({CONTAINERD_SOCKET} is there): containerd was not restarted since the config "
-            "changed, or its NRI plugin failed to start",
+            f"({running}): containerd was not restarted since the config changed, or its "
+            "NRI plugin failed to start",
             "Restart containerd (`systemctl restart containerd`) and check its log for "
             '"nri" errors (`journalctl -u containerd | grep -i nri`).',
             **evidence,
@@ -301,7 +365,28 @@ def kata_handler(ev: RuntimeEvidence, profile: Profile) -> Outcome:
         "containerd_says": [str(w) for w in pl.warnings],
     }
     snippet = handler_snippet(cv, name)
+    cri = cri_state(ev)
+    if cri.loaded is False:
+        evidence.update(_cri_evidence(cri, ev))
+        where = (f"handler {name!r} is configured in {h.section}" if h is not None
+                 else f"no runtime handler {name!r} either")
+        return failed(
+            f"{cri.describe()}: containerd runs no pod, with this or any handler ({where})",
+            cri.fix(),
+            **evidence,
+        )
     if h is None:
+        target = snippet.split("\n", 1)[0]
+        if pl.misplaced and pl.misplaced == target:
+            return failed(
+                f"handler {name!r} is in {pl.misplaced} of {pl.misplaced_file}, the section "
+                f"containerd reads, but what containerd loaded ({pl.basis}) lacks it: a later "
+                "import that defines this plugin's section replaces the whole section",
+                "Keep the handler where it is; put it in the file that defines the plugin's "
+                "section last (containerd merges imports plugin section by plugin section), "
+                "then restart containerd.",
+                **evidence,
+            )
         if pl.misplaced:
             said = f"; containerd says: {pl.warnings[-1]}" if pl.warnings else ""
             return failed(
@@ -329,6 +414,14 @@ def kata_handler(ev: RuntimeEvidence, profile: Profile) -> Outcome:
         return failed(
             f"handler {name!r} has runtime_type {h.runtime_type!r}, not {KATA_RUNTIME_TYPE!r}",
             f'Set runtime_type = "{KATA_RUNTIME_TYPE}" in {h.section}.',
+            **evidence,
+        )
+    if cri.loaded is None:  # the handler is right, but will containerd serve CRI at all?
+        evidence.update(_cri_evidence(cri, ev))
+        return skipped(
+            f"handler {name!r} is in {h.section} with runtime_type {KATA_RUNTIME_TYPE}, but "
+            "whether containerd's CRI plugin loads this config could not be checked: "
+            + "; ".join(r.message for r in cri.unchecked_rules),
             **evidence,
         )
     return passed(

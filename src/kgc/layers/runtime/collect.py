@@ -19,6 +19,8 @@ from kgc.evidence.containerd import (
     KATA_SHIM,
     ConfigFile,
     ContainerdVersion,
+    ContainerdWarning,
+    PluginStatus,
     RuntimeEvidence,
     containerd_warnings,
     parse_toml,
@@ -26,6 +28,7 @@ from kgc.evidence.containerd import (
     redact_containerd_config,
     strip_log_lines,
 )
+from kgc.evidence.containerd_load import parse_plugins
 
 # containerd's own API socket: present while the daemon runs
 CONTAINERD_SOCKET = "/run/containerd/containerd.sock"
@@ -65,6 +68,31 @@ def _sh_quote(s: str) -> str:
     return "'" + s.replace("'", "'\"'\"'") + "'"
 
 
+def _grpc_address(cfg: str) -> str:
+    """Shell: containerd's API socket as the config's ``[grpc] address`` names it (else the
+    default), for ``ctr``."""
+    return (
+        "A=$(awk '/^[[:space:]]*\\[/ { g = ($0 ~ /^[[:space:]]*\\[grpc\\][[:space:]]*"
+        "(#.*)?$/) } g && /^[[:space:]]*address[[:space:]]*=/ { sub(/^[^=]*=[[:space:]]*\"/, "
+        "\"\"); sub(/\".*$/, \"\"); print; exit }' " + _sh_quote(cfg) + " 2>/dev/null); "
+        f'A="${{A:-{CONTAINERD_SOCKET}}}"'
+    )
+
+
+def _ctr(binq: str) -> str:
+    """Shell: the ``ctr`` next to the containerd binary, else the one on PATH."""
+    return (f"C={binq}; case \"$C\" in */*) C=\"${{C%/*}}/ctr\" ;; *) C=ctr ;; esac; "
+            '[ -x "$C" ] || C=ctr')
+
+
+# containerd's own log of the current boot: its warnings and errors (plugin init failures)
+JOURNAL_CMD = (
+    "command -v journalctl >/dev/null 2>&1 || { echo 'journalctl not found'; exit 127; }; "
+    "journalctl -u containerd -b -o cat --no-pager 2>&1 | "
+    "grep -E 'level=(warning|error|fatal)|starting containerd|^-- No entries' | tail -n 300"
+)
+
+
 def query_for(rp: RuntimeProfile) -> HostQuery:
     """Everything the runtime layer reads for a given profile (one batched script)."""
     cfg = rp.containerd_config
@@ -92,6 +120,10 @@ def query_for(rp: RuntimeProfile) -> HostQuery:
             ("containerd_version", _no_root(f"{binq} --version")),
             ("containerd_package", PACKAGE_CMD),
             ("containerd_config_dump", _no_root(f"{binq} --config {_sh_quote(cfg)} config dump")),
+            ("containerd_plugins", _no_root(
+                f'{_grpc_address(cfg)}; {_ctr(binq)}; "$C" --address "$A" --timeout 10s '
+                "plugins ls -d 2>&1")),
+            ("containerd_journal", _no_root(JOURNAL_CMD)),
             (
                 "kata_shim_path",
                 _no_root(f"PATH=\"$PATH:$(printf '%s:' {shim_dirs})\"; command -v {KATA_SHIM}"),
@@ -233,6 +265,8 @@ def parse(snap: HostSnapshot, profile: Profile | None = None) -> RuntimeEvidence
         if p in snap.stats and p not in shim_found:
             shim_found.append(p)
 
+    plugins, plugins_error = _plugins(snap)
+    log, log_error = _journal(snap)
     return RuntimeEvidence(
         config_path=rp.containerd_config,
         main=main,
@@ -250,4 +284,36 @@ def parse(snap: HostSnapshot, profile: Profile | None = None) -> RuntimeEvidence
         declared_version=declared,
         declared_source=declared_source,
         links={p: t for p, t in snap.links.items() if p.endswith("/" + KATA_SHIM)},
+        plugins=plugins,
+        plugins_error=plugins_error,
+        log=tuple(log),
+        log_error=log_error,
     )
+
+
+def _plugins(snap: HostSnapshot) -> tuple[tuple[PluginStatus, ...] | None, str]:
+    """containerd's plugin list (``ctr plugins ls -d``), or why it is not known."""
+    res = snap.command("containerd_plugins")
+    if res is None:
+        return None, "`ctr plugins ls -d` was not run (evidence from an older kgc)"
+    if "KGC-OFFLINE-TREE" in res.output:
+        return None, "offline tree: no running containerd to ask"
+    out = parse_plugins(res.output) if res.rc == 0 else None
+    if out is None:
+        return None, (f"`ctr plugins ls -d` failed (exit {res.rc}): "
+                      f"{res.output.strip()[:300]}")
+    return tuple(out), ""
+
+
+def _journal(snap: HostSnapshot) -> tuple[list[ContainerdWarning], str]:
+    """containerd's own warnings/errors of this boot (journal), or why they are not known."""
+    res = snap.command("containerd_journal")
+    if res is None:
+        return [], "containerd's journal was not read (evidence from an older kgc)"
+    if "KGC-OFFLINE-TREE" in res.output:
+        return [], "offline tree: no journal of a running containerd"
+    lines = containerd_warnings(res.output, also=("starting containerd",))
+    if not lines and res.rc != 0:
+        return [], f"containerd's journal could not be read (exit {res.rc}): " \
+            f"{res.output.strip()[:200]}"
+    return lines, ""
