@@ -556,6 +556,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except Exception:  # noqa: BLE001 - a defect of kgc's own: the documented exit 3
+        import traceback
+
+        traceback.print_exc()
+        print("kgc: internal error (a defect in kgc): report it with the traceback above",
+              file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":
