@@ -17,8 +17,10 @@
     kgc guest ...                     the in-guest collector (what a GPU pod runs)
     kgc lab ...                       the built-in labs (a separate distribution: a plug-in)
 
-Exit codes (the same for `pytest`): 0 certified (for the layers run), 1 not certified,
-2 bad input or usage (one line on stderr, nothing written), 3 internal error.
+Exit codes (the same for `pytest`; the README's table): 0 certified (for the layers run), 1
+not certified (a target that does not answer is error verdicts), 2 bad input or usage (a bad
+target spec or kubeconfig, refused credentials, an unwritable output: one line on stderr,
+nothing written), 3 internal error.
 Reports go under the current directory (./reports) unless --report-dir says otherwise.
 """
 

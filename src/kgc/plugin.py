@@ -13,8 +13,10 @@ A conformance run writes ``verdict.json``, ``junit.xml`` and ``allure-results/``
 report directory (``--report-dir``, default ``./reports``). Runs that judge nothing
 (``--collect-only``, self-tests) leave an existing verdict.json alone.
 
-Exit codes (the same for ``kgc``): 0 certified (for the layers run), 1 not certified,
-2 bad input or usage (one line on stderr, nothing written), 3 internal error.
+Exit codes (the same for ``kgc``; the README's table): 0 certified (for the layers run), 1
+not certified (a target that does not answer is error verdicts), 2 bad input or usage (a bad
+target spec or kubeconfig, refused credentials, an unwritable output: one line on stderr,
+nothing written), 3 internal error.
 """
 
 from __future__ import annotations
