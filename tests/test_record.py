@@ -357,3 +357,48 @@ def test_a_gpu_pod_that_waited_nan_seconds_is_refused() -> None:
     d["pods"][0]["waited_s"] = float("nan")
     with pytest.raises(EvidenceError, match=r"^gpu\.pods\[0\]\.waited_s: expected a finite number"):
         gpu.GpuRunEvidence.from_dict(d)
+
+
+def test_a_layer_error_met_while_recording_replays_as_that_error(tmp_path) -> None:
+    """Before: a layer whose evidence errored was left out of the bundle, and offline it was a
+    SKIP ("holds no gpu evidence") where the live run said ERROR: the cause was lost."""
+    from kgc.core.bundle import load_bundle, write_bundle
+    from kgc.core.engine import Context
+    from kgc.core.layer import Scope
+    from kgc.core.profile import DEFAULT_PROFILE, load_profile
+    from kgc.core.registry import load_layers
+
+    layers = load_layers()
+    why = {"status": "error", "reason": "evidence could not be collected: 403 on pods",
+           "remediation": "grant list pods", "category": "environment"}
+    path = write_bundle(tmp_path / "b.json", scope=Scope.CLUSTER, target="c",
+                        unavailable={"gpu": why})
+    ctx = Context(target=load_bundle(path, layers), profile=load_profile(DEFAULT_PROFILE),
+                  layers=layers)
+    gpu = ctx.judge_all(["gpu"])
+    assert {(v.status, v.reason, v.remediation) for v in gpu} == {
+        ("error", why["reason"], "grant list pods")}
+    assert {v.status for v in ctx.judge_all(["sizing"])} == {"skip"}  # not recorded: as before
+
+
+def test_a_failure_bundle_is_incomplete_and_judges_every_layer_error(tmp_path) -> None:
+    from kgc.core.bundle import BundleError, load_bundle, write_bundle
+    from kgc.core.engine import Context
+    from kgc.core.layer import Scope
+    from kgc.core.profile import DEFAULT_PROFILE, load_profile
+    from kgc.core.registry import load_layers
+
+    layers = load_layers()
+    path = write_bundle(tmp_path / "b.json", scope=Scope.NODE, target="gpu-a",
+                        failure={"reason": "evidence could not be collected: refused",
+                                 "remediation": "ssh -p 1 root@gpu-a true"})
+    doc = json.loads(path.read_text())
+    assert doc["complete"] is False and "host" not in doc
+    ctx = Context(target=load_bundle(path, layers), profile=load_profile(DEFAULT_PROFILE),
+                  layers=layers)
+    assert {(v.status, v.reason) for v in ctx.judge_all(["iommu", "vfio"])} == {
+        ("error", "evidence could not be collected: refused")}
+    doc.pop("failure")
+    path.write_text(json.dumps(doc))
+    with pytest.raises(BundleError, match="marked incomplete"):
+        load_bundle(path, layers)

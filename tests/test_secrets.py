@@ -127,16 +127,24 @@ def _exec_kubeconfig(d: Path, server: str, exit_code: int) -> Path:
 
 
 class _Refuses(http.server.BaseHTTPRequestHandler):
-    """An API server that refuses every request (401 Status) and remembers the tokens."""
+    """An API server that answers /version (the probe every command makes first: a refusal
+    there is bad credentials, exit 2 with nothing written, which would leave this test
+    nothing to grep) and refuses every other request (401 Status), and remembers the
+    tokens."""
 
     tokens: list[str] = []
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         _Refuses.tokens.append(self.headers.get("Authorization", ""))
-        body = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+        version = self.path.split("?")[0].rstrip("/") == "/version"
+        body = json.dumps({"major": "1", "minor": "34", "gitVersion": "v1.34.0",
+                           "gitCommit": "0" * 40, "gitTreeState": "clean",
+                           "buildDate": "2025-08-27T00:00:00Z", "goVersion": "go1.24.6",
+                           "compiler": "gc", "platform": "linux/amd64"} if version else
+                          {"kind": "Status", "apiVersion": "v1", "status": "Failure",
                            "message": "Unauthorized", "reason": "Unauthorized",
                            "code": 401}).encode()
-        self.send_response(401)
+        self.send_response(200 if version else 401)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()

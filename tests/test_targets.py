@@ -194,3 +194,84 @@ def test_kgc_and_pytest_refuse_a_password_target_with_exit_2(tmp_path) -> None:
         out = r.stdout + r.stderr
         assert "PLANTED" not in out and "carries a password" in out, out[-2000:]
     assert not list(tmp_path.iterdir())  # nothing written
+
+
+# -- validated before any check, probed once (issue 18.5, 19.2) ------------------------------
+def test_the_schemes_are_testinfras() -> None:
+    from testinfra.backend import BACKENDS
+
+    from kgc.core.target import SCHEMES
+
+    assert set(SCHEMES) == set(BACKENDS)
+
+
+def test_an_unknown_scheme_lists_the_valid_ones() -> None:
+    with pytest.raises(TargetError) as ei:
+        NodeTarget("sshh://root@gpu-a")
+    assert "unknown scheme 'sshh://'" in str(ei.value) and "ssh://, safe-ssh://" in str(ei.value)
+    assert "make the" not in ei.value.remediation
+
+
+def test_a_missing_chroot_or_root_directory_is_bad_input(tmp_path) -> None:
+    with pytest.raises(TargetError, match="no directory '/no/such'"):
+        NodeTarget("chroot:///no/such").validate()
+    with pytest.raises(TargetError, match="--root /no/such: no such directory"):
+        NodeTarget("local://", root="/no/such").validate()
+    assert NodeTarget(f"chroot://{tmp_path}").validate().name == f"chroot:{tmp_path}"
+
+
+@pytest.mark.parametrize("spec,ssh_config,cmd", [
+    ("ssh://root@127.0.0.1:1", None, "`ssh -p 1 root@127.0.0.1 true`"),
+    ("paramiko://admin@gpu-a", None, "`ssh admin@gpu-a true`"),
+    ("ssh://gpu-a:2222", "/etc/kgc ssh", "`ssh -F '/etc/kgc ssh' -p 2222 gpu-a true`"),
+])
+def test_the_ssh_fix_is_a_command_that_runs(spec: str, ssh_config: str | None,
+                                            cmd: str) -> None:
+    """``ssh 127.0.0.1:1 true`` (the name, not the address) is not ssh syntax."""
+    assert cmd in NodeTarget(spec, ssh_config=ssh_config).remediation
+
+
+def _kubeconfig(tmp_path, server: str) -> str:
+    kc = tmp_path / "kc"
+    kc.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: lab\n"
+        "contexts: [{name: lab, context: {cluster: c, user: u}}]\n"
+        f"clusters: [{{name: c, cluster: {{server: '{server}'}}}}]\n"
+        "users: [{name: u, user: {token: T}}]\n")
+    return str(kc)
+
+
+def test_an_invalid_kubeconfig_is_bad_input_before_the_run(tmp_path) -> None:
+    """Before: only a missing file and an unknown context were; a file that is not a
+    kubeconfig was left to every cluster check to report."""
+    bad = tmp_path / "bad"
+    bad.write_text("just: [text\n")
+    with pytest.raises(TargetError, match="not valid YAML"):
+        ClusterTarget.for_run(str(bad), None)
+    assert ClusterTarget.for_run(str(bad), None, validate=False) is not None
+
+
+def test_an_unreachable_cluster_is_probed_once_and_every_layer_shares_the_error(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    from kgc.core.engine import Context
+    from kgc.core.profile import DEFAULT_PROFILE, load_profile
+    from kgc.core.target import Unreachable
+    from kgc.kube import client
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t = ClusterTarget(_kubeconfig(tmp_path, f"http://127.0.0.1:{port}"))
+    calls = []
+    real = client.Kube.server_version
+    monkeypatch.setattr(client.Kube, "server_version",
+                        lambda self: calls.append(1) or real(self))
+    with pytest.raises(Unreachable):
+        t.probe()
+    ctx = Context(target=t, profile=load_profile(DEFAULT_PROFILE))
+    verdicts = ctx.judge_all()
+    assert len(calls) == 1
+    assert {v.status for v in verdicts} == {"error"}
+    assert len({v.reason for v in verdicts}) == 1 and " at 0x" not in verdicts[0].reason

@@ -8,8 +8,9 @@ Only this module and the labs import lab code; the product's commands never do.
     kgc lab certify [--stage NAME]                                  the main job
     kgc lab cleanup [--dry-run] [--orphans] [--cri-socket PATH]     stop all the labs left
 
-Exit codes: 0 ok; 1 a scenario differs from its documentation, a stage failed or cleanup
-left something; 2 usage, or the lab cannot run here; 130 interrupted.
+Exit codes: 0 ok; 1 a scenario differs from its documentation, a stage failed, cleanup
+left something or (status) the lab is not up; 2 usage, or the lab cannot run here; 130
+interrupted.
 """
 
 from __future__ import annotations

@@ -17,8 +17,10 @@
     kgc guest ...                     the in-guest collector (what a GPU pod runs)
     kgc lab ...                       the built-in labs (a separate distribution: a plug-in)
 
-Exit codes (the same for `pytest`): 0 certified (for the layers run), 1 not certified,
-2 bad input or usage (one line on stderr, nothing written), 3 internal error.
+Exit codes (the same for `pytest`; the README's table): 0 certified (for the layers run), 1
+not certified (a target that does not answer is error verdicts), 2 bad input or usage (a bad
+target spec or kubeconfig, refused credentials, an unwritable output: one line on stderr,
+nothing written), 3 internal error.
 Reports go under the current directory (./reports) unless --report-dir says otherwise.
 """
 
@@ -38,9 +40,11 @@ from kgc.core import logfilter, report
 from kgc.core.bundle import BundleError, load_bundle, write_bundle
 from kgc.core.engine import Context, Unavailable
 from kgc.core.layer import Scope
+from kgc.core.model import Status
+from kgc.core.options import UnwritableOutput, check_writable
 from kgc.core.profile import DEFAULT_PROFILE, ProfileError, load_profile
 from kgc.core.registry import catalogue, load_layers
-from kgc.core.target import ClusterTarget, NodeTarget, TargetError
+from kgc.core.target import ClusterTarget, NodeTarget, Refused, TargetError, Unreachable
 from kgc.fleet import noderun
 from kgc.fleet.cli import FleetUsage
 from kgc.fleet.cli import register as register_fleet
@@ -166,6 +170,10 @@ def _snapshot_cluster(a: argparse.Namespace) -> ClusterTarget | None:
 
 
 def cmd_snapshot(a: argparse.Namespace) -> int:
+    """Record a target's evidence. Bad input (the spec, the kubeconfig, refused credentials,
+    an unwritable ``-o``) is one line and exit 2 with nothing written; a target that does not
+    answer is recorded as that failure (exit 1), so ``kgc evaluate`` of the bundle gives the
+    same ``error`` as the live run, never a skip for evidence it does not hold."""
     profile = _profile(a.profile)
     layers = load_layers()
     out = Path(a.output)
@@ -174,23 +182,40 @@ def cmd_snapshot(a: argparse.Namespace) -> int:
     if target is None:
         target = NodeTarget(spec=a.hosts or "local://", root=a.root or "", sudo=a.sudo,
                             ssh_config=a.ssh_config, ssh_identity_file=a.ssh_identity_file,
-                            host_keys="accept-new" if a.ssh_accept_new_host_keys else "strict")
+                            host_keys="accept-new" if a.ssh_accept_new_host_keys else "strict"
+                            ).validate()
         options = {"nri_probe": a.nri_probe, "nri_socket": a.nri_socket,
                    "cri_socket": a.cri_socket, "allow_reboot": a.allow_reboot,
                    "reboot_timeout_s": a.reboot_timeout}
     wanted = _snapshot_layers(a.layers, layers, target.scope)  # bad input: before any I/O
+    check_writable(out, "-o", directory=False)
     ctx = Context(target=target, profile=profile, layers=layers, options=options)
     host = None
-    if target.scope is Scope.NODE:
-        try:
+    try:
+        if target.scope is Scope.NODE:
             host = ctx.host()
-        except TargetError as exc:
-            print(f"kgc snapshot: {exc}", file=sys.stderr)
-            if exc.remediation:
-                print(f"  fix: {exc.remediation}", file=sys.stderr)
-            return 1
+        else:
+            target.probe()  # refused credentials: TargetError, exit 2, no bundle
+    except TargetError as exc:
+        if isinstance(exc, Refused):
+            raise
+        u = ctx.failed(exc)
+        # every layer's outcome as the live run gives it (a gated layer not asked for
+        # stays a skip), so offline judging says exactly what the live run said
+        outcomes = {name: _outcome(ctx, name) for name, lay in layers.items()
+                    if lay.scope is target.scope and (wanted is None or name in wanted
+                                                      or lay.record is None)}
+        write_bundle(out, scope=target.scope, target=target.name,
+                     failure={"reason": u.reason, "remediation": u.remediation or ""},
+                     unavailable={k: v for k, v in outcomes.items() if v is not None})
+        print(f"kgc snapshot: {exc}", file=sys.stderr)
+        if exc.remediation:
+            print(f"  fix: {exc.remediation}", file=sys.stderr)
+        print(f"{out}: the failure recorded (kgc evaluate judges every check error)",
+              file=sys.stderr)
+        return 1
     parts = ctx.record(wanted)
-    skipped = []
+    skipped, unavailable = [], {}
     for name, lay in layers.items():
         if wanted is not None and name not in wanted:
             continue
@@ -198,8 +223,11 @@ def cmd_snapshot(a: argparse.Namespace) -> int:
             try:
                 ctx.evidence(name)
             except Unavailable as u:
-                skipped.append(f"{name} ({u.reason})")
-    write_bundle(out, scope=target.scope, target=target.name, host=host, parts=parts)
+                skipped.append(f"{name} ({u.status}: {u.reason})")
+                if u.status is Status.ERROR:
+                    unavailable[name] = _recorded(u)
+    write_bundle(out, scope=target.scope, target=target.name, host=host, parts=parts,
+                 unavailable=unavailable)
     what = (f"{len(host.files)} files, {len(host.links)} links, {len(host.dirs)} dirs, "
             f"{len(host.commands)} commands" if host is not None else "")
     print(f"{out}: {what}{'; ' if what else ''}layers {', '.join(parts) or '(none)'} from "
@@ -207,6 +235,20 @@ def cmd_snapshot(a: argparse.Namespace) -> int:
     for s in skipped:
         print(f"  not recorded: {s}")
     return 0
+
+
+def _recorded(u: Unavailable) -> dict[str, str]:
+    return {"status": str(u.status), "reason": u.reason, "remediation": u.remediation or "",
+            "category": u.category}
+
+
+def _outcome(ctx: Context, layer: str) -> dict[str, str] | None:
+    """What the live run says about a layer that has no evidence (None: it had some)."""
+    try:
+        ctx.evidence(layer)
+    except Unavailable as u:
+        return _recorded(u)
+    return None
 
 
 def evaluate_bundles(paths: list[str], profile_name: str,
@@ -347,16 +389,14 @@ def cmd_cleanup(a: argparse.Namespace) -> int:
     namespaces and cluster-scoped objects labelled with the profile's run label, and say
     what was removed."""
     # startup: kgc.kube loads the Kubernetes client (~1 s), which only cluster work needs
-    from kgc.kube import KubeError, WaitTimeout, cleanup, connect
+    from kgc.kube import KubeError, WaitTimeout, cleanup
 
     if not (a.run or a.all):
         raise UsageError("kgc cleanup needs --run ID or --all")
     label = _profile(a.profile).cluster.label
-    try:
-        k = connect(a.kubeconfig, a.context)
-    except KubeError as exc:
-        raise TargetError(f"{exc}" + (f" ({exc.remediation})" if exc.remediation else "")
-                          ) from None
+    cluster = ClusterTarget(a.kubeconfig, a.context).validate()
+    cluster.probe()  # refused: exit 2; unreachable: exit 1 (main)
+    k = cluster.connect()
     what = f"{label}={a.run}" if a.run else f"{label} (every run)"
     try:
         with k:
@@ -505,14 +545,26 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         return int(a.func(a))
-    except (ProfileError, UsageError, FleetUsage) as exc:
+    except (ProfileError, UsageError, FleetUsage, UnwritableOutput) as exc:
         print(f"kgc: {str(exc).replace(chr(10), ' ')}", file=sys.stderr)
         return 2
-    except TargetError as exc:
+    except Unreachable as exc:  # a valid target that did not answer: the run failed
+        print(f"kgc: {exc}", file=sys.stderr)
+        if exc.remediation:
+            print(f"  fix: {exc.remediation}", file=sys.stderr)
+        return 1
+    except TargetError as exc:  # a bad spec or kubeconfig, refused credentials
         print(f"kgc: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except Exception:  # noqa: BLE001 - a defect of kgc's own: the documented exit 3
+        import traceback
+
+        traceback.print_exc()
+        print("kgc: internal error (a defect in kgc): report it with the traceback above",
+              file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

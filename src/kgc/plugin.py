@@ -13,8 +13,10 @@ A conformance run writes ``verdict.json``, ``junit.xml`` and ``allure-results/``
 report directory (``--report-dir``, default ``./reports``). Runs that judge nothing
 (``--collect-only``, self-tests) leave an existing verdict.json alone.
 
-Exit codes (the same for ``kgc``): 0 certified (for the layers run), 1 not certified,
-2 bad input or usage (one line on stderr, nothing written), 3 internal error.
+Exit codes (the same for ``kgc``; the README's table): 0 certified (for the layers run), 1
+not certified (a target that does not answer is error verdicts), 2 bad input or usage (a bad
+target spec or kubeconfig, refused credentials, an unwritable output: one line on stderr,
+nothing written), 3 internal error.
 """
 
 from __future__ import annotations
@@ -42,10 +44,10 @@ from kgc.core.engine import Context, Unavailable
 from kgc.core.layer import Layer, Scope
 from kgc.core.logfilter import pytest_plugin as install_log_filter
 from kgc.core.model import Check, Outcome, Status, Verdict
-from kgc.core.options import DEPRECATED, deprecation
+from kgc.core.options import DEPRECATED, UnwritableOutput, check_writable, deprecation
 from kgc.core.profile import DEFAULT_PROFILE, Profile, ProfileError, load_profile
 from kgc.core.registry import catalogue, load_layers, markers
-from kgc.core.target import ClusterTarget, NodeTarget, TargetError, redact_url
+from kgc.core.target import ClusterTarget, NodeTarget, TargetError, Unreachable, redact_url
 
 USER_PROP = "kgc_verdict"
 NO_TARGET = "none"
@@ -115,7 +117,14 @@ class KgcState:
         self.ids[key] = name
         self.by_scope[t.scope].append(key)
 
-    def build_targets(self) -> None:
+    def build_targets(self, probe: bool = True) -> None:
+        """The run's targets, each validated before any check runs: a bad spec, a missing
+        ``chroot://`` directory, a bad kubeconfig or context, or a cluster that refuses the
+        credentials is one line and exit 2, nothing written. A cluster that does not
+        answer is probed once (``probe``: on the controller) and its checks share that
+        error. The cluster is judged only by cluster layers: when the selection (``-m``,
+        the paths) leaves none, an implicit kubeconfig (``$KUBECONFIG``, ~/.kube/config) is
+        neither checked nor contacted, an explicit ``--kubeconfig`` only checked."""
         opt = self.config.option
         if opt.kgc_snapshot:
             for path in [s for s in opt.kgc_snapshot.split(",") if s.strip()]:
@@ -135,16 +144,33 @@ class KgcState:
                     ssh_config=getattr(opt, "ssh_config", None),
                     ssh_identity_file=getattr(opt, "ssh_identity_file", None),
                     host_keys="accept-new" if opt.kgc_accept_new_host_keys else "strict",
-                ))
+                ).validate())
             except TargetError as exc:
                 _bad_input(str(exc))
+        wanted = _cluster_selectable(self.config, self.layers)
+        explicit = bool(opt.kgc_kubeconfig or opt.kgc_context)
         try:  # kubectl's rules: --kubeconfig, else $KUBECONFIG merged, else ~/.kube/config
-            cluster = ClusterTarget.for_run(opt.kgc_kubeconfig, opt.kgc_context)
+            cluster = ClusterTarget.for_run(opt.kgc_kubeconfig, opt.kgc_context,
+                                            validate=wanted or explicit)
+            if cluster is not None and wanted and probe:
+                try:
+                    cluster.probe()
+                except Unreachable:
+                    pass  # kept on the target: every cluster check errors with it
         except TargetError as exc:
             _bad_input(str(exc))
             return
         if cluster is not None:
             self.add_target(cluster)
+
+    def probes(self) -> dict[str, list[str] | None]:
+        """The controller's probe answers, for xdist workers (key -> [message, fix])."""
+        out: dict[str, list[str] | None] = {}
+        for key, t in self.targets.items():
+            answer = getattr(t, "_probed", None)
+            if isinstance(t, ClusterTarget) and answer is not None:
+                out[key] = [str(answer[0]), answer[0].remediation] if answer else None
+        return out
 
     def context(self, key: str) -> Context:
         ctx = self.contexts.get(key)
@@ -281,6 +307,36 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         config.pluginmanager.set_blocked(name)
 
 
+def _cluster_selectable(config: pytest.Config, layers: dict[str, Layer]) -> bool:
+    """May this run select a cluster layer? Decided before collection (the cluster must be
+    checked and probed before anything is written) from what selects layers: the paths
+    (``conformance/gpu``) and ``-m`` (evaluated against each layer's markers). ``-k`` and
+    anything that cannot be evaluated count as "may" (a probe too many, never one missing)."""
+    cluster = [lay for lay in layers.values() if lay.scope is Scope.CLUSTER]
+    if config.args_source is pytest.Config.ArgsSource.ARGS:
+        suites = suites_dir().resolve()
+        named: set[str] = set()
+        for a in config.args:
+            p = _arg_path(config, a)
+            if p == suites or suites not in p.parents:
+                named = set(layers)
+                break
+            named.add(p.relative_to(suites).parts[0])
+        cluster = [lay for lay in cluster if lay.name in named]
+    expr = getattr(config.option, "markexpr", "") or ""
+    if not expr or not cluster:
+        return bool(cluster)
+    try:
+        from _pytest.mark.expression import Expression
+
+        compiled = Expression.compile(expr)
+        return any(compiled.evaluate(
+            lambda name, /, _m=set(lay.all_markers), **_kw: name in _m or name == "layer")
+            for lay in cluster)
+    except Exception:  # noqa: BLE001 - pytest reports a bad -m itself; here: may select
+        return True
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     install_log_filter(config)  # secrets out of captured logs, private attachments
@@ -308,9 +364,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if not conformance and not config.option.kgc_snapshot:
         return  # self-tests or other suites: the plugin stays out of the way
     state.conformance = True
-    state.build_targets()
+    state.build_targets(probe=not worker and not config.option.collectonly)
     if worker:
         wi = config.workerinput  # type: ignore[attr-defined]
+        for key, answer in (wi.get("kgc_probes") or {}).items():
+            t = state.targets.get(key)
+            if isinstance(t, ClusterTarget):
+                t.probed(Unreachable(*answer) if answer else None)
         if wi.get("kgc_alluredir") and config.option.allure_report_dir is None:
             config.option.allure_report_dir = wi["kgc_alluredir"]
         return
@@ -320,6 +380,10 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     state.active = True
     rdir = _report_dir(config)
+    try:  # the last check: it makes the directory
+        check_writable(rdir, "--report-dir", directory=True)
+    except UnwritableOutput as exc:
+        _bad_input(str(exc))
     if config.option.allure_report_dir is None:
         config.option.allure_report_dir = str(rdir / "allure-results")
         config.option.clean_alluredir = True
@@ -380,6 +444,9 @@ class _XdistHooks:
     @staticmethod
     def pytest_configure_node(node: Any) -> None:  # controller side
         node.workerinput["kgc_alluredir"] = node.config.option.allure_report_dir
+        state = node.config.stash.get(STATE, None)
+        if state is not None:  # probed once, here: the workers take the answers
+            node.workerinput["kgc_probes"] = state.probes()
 
     @staticmethod
     def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:

@@ -44,10 +44,18 @@ class Recorder:
         self.url = ""
 
 
+# kube-apiserver's /version (k8s.io/apimachinery/pkg/version.Info: every field is set)
+VERSION = {"major": "1", "minor": "34", "gitVersion": "v1.34.0", "gitCommit": "0" * 40,
+           "gitTreeState": "clean", "buildDate": "2025-08-27T00:00:00Z",
+           "goVersion": "go1.24.6", "compiler": "gc", "platform": "linux/amd64"}
+
+
 @contextmanager
 def recording_server() -> Iterator[Recorder]:
-    """Answers every request 403 (the commands fail fast, each having asked once at
-    least) and records the method, path and Authorization of each."""
+    """Answers ``/version`` (the probe every command makes first: a refusal there is bad
+    credentials, exit 2 before anything runs) and every other request 403 (the commands
+    fail fast, each having asked once at least), and records the method, path and
+    Authorization of each."""
     rec = Recorder()
 
     class Handler(BaseHTTPRequestHandler):
@@ -61,10 +69,12 @@ def recording_server() -> Iterator[Recorder]:
             if n:
                 self.rfile.read(n)
             rec.calls.append((self.command, self.path, self.headers.get("Authorization", "")))
-            data = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                               "reason": "Forbidden", "code": 403,
-                               "message": "recorded and refused"}).encode()
-            self.send_response(403)
+            version = self.path.split("?")[0].rstrip("/") == "/version"
+            data = json.dumps(VERSION if version
+                              else {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                    "reason": "Forbidden", "code": 403,
+                                    "message": "recorded and refused"}).encode()
+            self.send_response(200 if version else 403)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()

@@ -61,7 +61,11 @@ def _cmd_status(args: argparse.Namespace) -> int:
         for n in st.get("nodes", []):
             print(f"  real node {n.get('name')}: VM {n.get('vm')}, kubelet 127.0.0.1:"
                   f"{n.get('kubelet_port')}, ssh 127.0.0.1:{n.get('ssh_port')}")
-    return 0 if st["up"] else 3
+    if not st["up"]:  # not an internal error: the documented "not up" (kgc_lab.cli)
+        print(f"kgc lab cluster status: the cluster lab is not up (phase {st['phase']}; "
+              "start it: kgc lab cluster up)", file=sys.stderr)
+        return 1
+    return 0
 
 
 def register(subparsers: Any) -> None:

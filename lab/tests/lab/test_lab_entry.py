@@ -100,3 +100,15 @@ def test_a_containerd_scenario_writes_the_conformance_verdict_json(
     assert all(got[c] == s for c, s in run["expected"].items()), (got, run["expected"])
     assert run["containerd"].startswith("containerd 2.")
     assert sorted(p.name for p in reports.iterdir()) == ["verdict.json"]  # no lab-NAME.json
+
+
+def test_cluster_status_of_a_lab_that_is_down_is_exit_1_not_internal_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A lab that is just down is the documented "not up" (1, one line saying how to start
+    it), not 3: 3 is a defect of kgc's (the README's exit-code table); and asking writes
+    nothing."""
+    run_dir = tmp_path / "run"
+    assert cli.main(["cluster", "status", "--run-dir", str(run_dir)]) == 1
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and "not up" in err[0] and "kgc lab cluster up" in err[0], err
+    assert not run_dir.exists()

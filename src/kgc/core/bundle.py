@@ -10,8 +10,18 @@ offline to the same verdicts.
       "collected_at": "...Z", "kgc_version": "...",
       "complete": true,
       "host": {...},                     # node scope: the one batched host snapshot
-      "layers": {"nri": {...}, ...}      # each probe layer's own record
+      "layers": {"nri": {...}, ...},     # each probe layer's own record
+      "unavailable": {"gpu": {"status": "error", "reason": "...", "remediation": "...",
+                              "category": "..."}},
+                                         # layers whose evidence errored while recording
+                                         # (every layer's outcome, when the target failed)
+      "failure": {"reason": "...", "remediation": "..."}
+                                         # the target did not answer (then complete: false,
+                                         # no host, no layers)
     }
+
+A failure is recorded, not dropped: offline judging gives the same ``error`` (the same
+reason and remediation) as the live run that met it, never a skip for missing evidence.
 
 ``kgc-bundle/1`` (earlier node bundles: ``host`` plus probe records at the top level) is
 read as well. Bundles are written with mode 0600: they describe a node in detail.
@@ -34,7 +44,7 @@ from typing import Any
 from kgc import __version__
 from kgc.core.hostfs import HostSnapshot
 from kgc.core.layer import Layer, Scope
-from kgc.core.model import EvidenceError
+from kgc.core.model import EvidenceError, Status
 from kgc.core.target import Address, TargetError, redact_url
 
 FORMAT = "kgc-bundle/2"
@@ -55,6 +65,10 @@ class Bundle:
     collected_at: str
     host: HostSnapshot | None
     parts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # (reason, remediation) of a target that did not answer, and per layer (status,
+    # reason, remediation, category) of what recording it met: replayed as those outcomes
+    failure: tuple[str, str] | None = None
+    unavailable: Mapping[str, tuple[Status, str, str, str]] = field(default_factory=dict)
 
     origin = "bundle"
     round_trips = 0
@@ -90,7 +104,8 @@ def load_bundle(path: str | Path, layers: Mapping[str, Layer]) -> Bundle:
     if fmt not in FORMATS:
         raise _fail(p, f"not a kgc evidence bundle (format {str(fmt)[:40]!r}; "
                        f"expected one of {', '.join(FORMATS)})")
-    if doc.get("complete") is False:
+    failure = _failure(p, doc.get("failure"))
+    if doc.get("complete") is False and failure is None:
         raise _fail(p, "marked incomplete (the collector did not finish); record it again")
     scope_raw = doc.get("scope", "node")
     try:
@@ -104,6 +119,10 @@ def load_bundle(path: str | Path, layers: Mapping[str, Layer]) -> Bundle:
     if not isinstance(collected, str):
         raise _fail(p, "`collected_at` must be a string")
 
+    unavailable = _unavailable(p, doc.get("unavailable"))
+    if failure is not None:
+        return Bundle(p, scope, _node_name(target), collected, None, failure=failure,
+                      unavailable=unavailable)
     host: HostSnapshot | None = None
     if scope is Scope.NODE:
         h = doc.get("host")
@@ -145,7 +164,35 @@ def load_bundle(path: str | Path, layers: Mapping[str, Layer]) -> Bundle:
             raise _fail(p, f"layer {name}: malformed record ({type(exc).__name__}: "
                            f"{str(exc)[:120]})") from None
         parts[name] = part
-    return Bundle(p, scope, _node_name(target), collected, host, parts)
+    return Bundle(p, scope, _node_name(target), collected, host, parts,
+                  unavailable=unavailable)
+
+
+def _failure(p: Path, raw: Any) -> tuple[str, str] | None:
+    if raw is None:
+        return None
+    if not (isinstance(raw, dict) and isinstance(raw.get("reason"), str)
+            and isinstance(raw.get("remediation", ""), str)):
+        raise _fail(p, "`failure` must be an object with a string `reason`")
+    return raw["reason"], raw.get("remediation", "")
+
+
+def _unavailable(p: Path, raw: Any) -> dict[str, tuple[Status, str, str, str]]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise _fail(p, "`unavailable` must be an object (layer -> outcome)")
+    out = {}
+    for name, v in raw.items():
+        if not (isinstance(v, dict) and v.get("status") in ("error", "skip")
+                and all(isinstance(v.get(k, ""), str) for k in ("reason", "remediation",
+                                                                 "category"))
+                and isinstance(v.get("reason"), str)):
+            raise _fail(p, f"`unavailable` {str(name)[:40]!r}: expected status error|skip "
+                           "and a string reason")
+        out[str(name)] = (Status(v["status"]), v["reason"], v.get("remediation", ""),
+                          v.get("category", "environment"))
+    return out
 
 
 def _node_name(recorded: str) -> str:
@@ -168,19 +215,27 @@ def write_bundle(
     host: HostSnapshot | None = None,
     parts: Mapping[str, Mapping[str, Any]] | None = None,
     meta: Mapping[str, Any] | None = None,
+    unavailable: Mapping[str, Mapping[str, str]] | None = None,
+    failure: Mapping[str, str] | None = None,
 ) -> Path:
-    """Write atomically with mode 0600 (a bundle describes a node in detail)."""
+    """Write atomically with mode 0600 (a bundle describes a node in detail). A ``failure``
+    (the target did not answer) makes the bundle incomplete: it holds that failure only."""
     doc: dict[str, Any] = {
         "format": FORMAT,
         "scope": str(scope),
         "target": redact_url(target),
         "kgc_version": __version__,
         "collected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "complete": host.complete if host is not None else True,
+        "complete": (host.complete if host is not None else True) and failure is None,
     }
+    if failure is not None:
+        doc["failure"] = dict(failure)
+        host, parts = None, {}
     if host is not None:
         doc["host"] = host.to_dict()
     doc["layers"] = {k: dict(v) for k, v in (parts or {}).items()}
+    if unavailable:
+        doc["unavailable"] = {k: dict(v) for k, v in unavailable.items()}
     if meta:
         doc["meta"] = dict(meta)  # free-form notes (a lab scenario's name...); never judged
     out = Path(path)

@@ -23,7 +23,7 @@ from kgc.core.layer import Layer, Scope
 from kgc.core.model import Check, EvidenceError, Outcome, Registry, Status, Verdict
 from kgc.core.profile import Profile
 from kgc.core.registry import catalogue, load_layers
-from kgc.core.target import ClusterTarget, NodeTarget, TargetError
+from kgc.core.target import ClusterTarget, NodeTarget, TargetError, Unreachable
 
 Target = NodeTarget | ClusterTarget | Bundle
 
@@ -74,6 +74,8 @@ class Context:
     _host_error: TargetError | None = None
     _evidence: dict[str, Any] = field(default_factory=dict)
     _unavailable: dict[str, Unavailable] = field(default_factory=dict)
+    # the target did not answer (probed once): every layer not yet had gets this same error
+    _failure: Unavailable | None = None
     _checks: Registry | None = None
 
     @property
@@ -125,9 +127,9 @@ class Context:
                 self._unavailable[layer] = u
                 raise
             except TargetError as exc:
-                rem = exc.remediation or getattr(self.target, "remediation", None)
-                self._unavailable[layer] = Unavailable(
-                    Status.ERROR, f"evidence could not be collected: {exc}", rem)
+                self._unavailable[layer] = self.failed(exc)
+                if isinstance(exc, Unreachable):
+                    self._failure = self._unavailable[layer]
                 raise self._unavailable[layer] from None
             except FileNotRead as exc:
                 self._unavailable[layer] = Unavailable(
@@ -147,12 +149,37 @@ class Context:
                 raise self._unavailable[layer] from None
         return self._evidence[layer]
 
+    def failed(self, exc: TargetError) -> Unavailable:
+        """The error every check of a layer gets when the target failed it (the same text
+        live and replayed from a bundle that recorded the failure)."""
+        rem = exc.remediation or getattr(self.target, "remediation", None)
+        return Unavailable(Status.ERROR, f"evidence could not be collected: {exc}", rem)
+
+    def _probe(self, lay: Layer) -> None:
+        """A target that did not answer is asked once: later layers share its error. A
+        cluster is probed (its API server's version) before its first layer gathers; a node's
+        first transport failure is its probe. A bundle replays what its recording met: each
+        layer's recorded outcome, else the target's recorded failure."""
+        t = self.target
+        if isinstance(t, Bundle):
+            recorded = t.unavailable.get(lay.name)
+            if recorded is not None:
+                raise Unavailable(*recorded)
+            if t.failure is not None:
+                raise Unavailable(Status.ERROR, *t.failure)
+            return
+        if self._failure is not None:
+            raise self._failure
+        if isinstance(t, ClusterTarget):
+            t.probe()
+
     def _gather(self, lay: Layer) -> Any:
         t = self.target
         if lay.scope is not t.scope:
             raise Unavailable(Status.SKIP, f"layer {lay.name} is {lay.scope}-scoped; "
                               f"{t.name} is a {t.scope}")
         if isinstance(t, Bundle):
+            self._probe(lay)
             if lay.parse is not None:
                 return lay.parse(self.host(), self.profile)
             part = t.part(lay.name)
@@ -164,6 +191,7 @@ class Context:
             return lay.replay(part)
         if lay.gate is not None and not self.options.get(lay.gate.option):
             raise Unavailable(Status.SKIP, f"not run: needs {lay.gate.flag} ({lay.gate.why})")
+        self._probe(lay)
         if lay.parse is not None:
             return lay.parse(self.host(), self.profile)
         assert lay.gather is not None

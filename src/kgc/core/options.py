@@ -12,8 +12,11 @@ cosmetic change.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 # old spelling -> new spelling, by surface ("pytest" or the kgc subcommand)
@@ -47,3 +50,28 @@ def add_deprecated(parser: argparse.ArgumentParser | Any, old: str, new: str, de
     """``old`` as a deprecated alias of the (already added) option ``new`` with ``dest``."""
     parser.add_argument(old, dest=dest, metavar=metavar, action=_Deprecated, new=new,
                         default=argparse.SUPPRESS, help=f"deprecated spelling of {new}")
+
+
+class UnwritableOutput(Exception):
+    """An output option (``--report-dir``, ``-o``) names a place kgc cannot write: bad input,
+    one line, exit 2 — checked before any check runs, so nothing is collected for nothing."""
+
+
+def check_writable(path: str | os.PathLike[str], option: str, directory: bool) -> None:
+    """Raise :class:`UnwritableOutput` (one line) unless ``path`` — a directory, or a file —
+    can be written by this process. Tried for real (the missing directories made, a
+    temporary file created and removed: what root may write is not what its mode bits say);
+    call it after every other check of the input, as the last thing before the work."""
+    p = Path(os.path.abspath(path))
+    where = p if directory else p.parent
+    try:
+        if p.exists() and p.is_dir() != directory:
+            raise IsADirectoryError(0, "is a directory") if p.is_dir() else \
+                NotADirectoryError(0, "not a directory")
+        where.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".kgc-write-test.", dir=where)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise UnwritableOutput(f"{option} {path}: cannot write there "
+                               f"({exc.strerror or exc})") from None

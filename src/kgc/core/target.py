@@ -47,6 +47,24 @@ class TargetError(Exception):
         self.remediation = remediation
 
 
+class Unreachable(TargetError):
+    """A valid target that did not answer (connection refused, DNS, timeout, TLS). Probed
+    once: every later layer of the target gets this same error (one reason, not one per
+    check), and the run goes on with the other targets (exit 1, not bad input)."""
+
+
+class Refused(TargetError):
+    """The target answered and refused the credentials (HTTP 401/403 on the first call):
+    bad input like a bad kubeconfig (exit 2, one line, nothing written) — every check would
+    only repeat the refusal."""
+
+
+# testinfra's transports (testinfra.backend.BACKENDS, checked by tests/test_targets.py):
+# a spec with another scheme is bad input, answered with this list
+SCHEMES = ("local", "ssh", "safe-ssh", "paramiko", "chroot", "docker", "podman", "lxc",
+           "kubectl", "openshift", "salt", "ansible", "winrm")
+
+
 # -- names without secrets ---------------------------------------------------------------
 def redact_url(spec: str) -> str:
     """``ssh://user:secret@host`` -> ``ssh://user:***@host``; other text unchanged."""
@@ -180,8 +198,26 @@ class Address:
 
 
 # -- remediation per transport -------------------------------------------------------------
-def _remedy(addr: Address, host_keys: HostKeys) -> str:
-    k = addr.kind
+def ssh_command(addr: Address, ssh_config: str | None = None,
+                identity_file: str | None = None, command: str = "true") -> str:
+    """The ``ssh`` command line that reaches ``addr`` as kgc does — one a user can paste
+    (``ssh -p 1 root@127.0.0.1 true``; ``HOST:PORT`` is not ssh syntax)."""
+    import shlex
+
+    parts = ["ssh"]
+    if ssh_config:
+        parts += ["-F", ssh_config]
+    if identity_file:
+        parts += ["-i", identity_file]
+    if addr.port:
+        parts += ["-p", addr.port]
+    parts.append(f"{addr.user}@{addr.host}" if addr.user else addr.host)
+    parts.append(command)
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def _remedy(t: NodeTarget) -> str:
+    addr, k = t.address, t.address.kind
     if k == "local":
         return ("Run kgc with permission to read /sys, /proc and /boot (root, or --sudo) and "
                 "make sure `sh` and `awk` are on PATH.")
@@ -189,11 +225,12 @@ def _remedy(addr: Address, host_keys: HostKeys) -> str:
         keys = (
             "its host key must be known (ssh-keyscan -H HOST >> ~/.ssh/known_hosts after "
             "checking the fingerprint, or UserKnownHostsFile in --ssh-config); "
-            if host_keys == "strict"
+            if t.host_keys == "strict"
             else ""
         )
+        cmd = ssh_command(addr, t.ssh_config, t.ssh_identity_file)
         return (f"Make {addr.name} reachable over SSH as {addr.user or 'the configured user'}: "
-                f"`ssh {addr.name} true` must work without a prompt ({keys}key in "
+                f"`{cmd}` must work without a prompt ({keys}key in "
                 "--ssh-identity-file or the agent), and the user must read /sys, /proc and /boot "
                 "(root, or --sudo).")
     if k == "chroot":
@@ -232,6 +269,31 @@ class NodeTarget:
     def __post_init__(self) -> None:
         refuse_password(self.spec.strip())  # before parsing: its errors print the spec
         self.address = Address.parse(self.spec)
+        a = self.address
+        if a.kind not in SCHEMES:
+            raise TargetError(
+                f"target {a.redacted}: unknown scheme {a.kind + '://'!r}; valid schemes: "
+                + ", ".join(k + "://" for k in SCHEMES),
+                "give the target as SCHEME://[user@]host[:port] with one of those schemes, "
+                "e.g. ssh://root@gpu-a",
+            )
+
+    def validate(self) -> NodeTarget:
+        """What the entry points (the pytest plugin, ``kgc snapshot``) decide before any
+        check runs, as bad input (exit 2, one line; the scheme is checked when the target is
+        made): a ``chroot://`` or ``--root`` directory that does not exist. Reachability is
+        not bad input: a valid spec is probed when first used (:class:`Unreachable`)."""
+        a = self.address
+        if a.kind == "chroot":
+            path = a.path or a.host
+            if not path or not os.path.isdir(path):
+                raise TargetError(f"target {a.redacted}: no directory {path or '(none)'!r} "
+                                  "to chroot into",
+                                  "give the path of an existing root tree: chroot:///PATH")
+        if self.root and not os.path.isdir(self.root):
+            raise TargetError(f"--root {self.root}: no such directory",
+                              "give the directory of an existing offline tree")
+        return self
 
     @property
     def kind(self) -> str:
@@ -262,7 +324,7 @@ class NodeTarget:
 
     @property
     def remediation(self) -> str:
-        return _remedy(self.address, self.host_keys)
+        return _remedy(self)
 
     def reboot_refusal(self) -> str | None:
         """Why this target must not be rebooted (None: it may, given --allow-reboot)."""
@@ -303,7 +365,7 @@ class NodeTarget:
         try:
             res = self.host.run(cmd)
         except Exception as exc:  # noqa: BLE001 - transport failures become TargetError
-            raise TargetError(
+            raise Unreachable(
                 f"{self.name}: could not run the collector over {self.kind}://: {_brief(exc)}",
                 self.remediation,
             ) from exc
@@ -445,32 +507,75 @@ class ClusterTarget:
     kubeconfig: str | None = None  # --kubeconfig as given
     context: str | None = None  # --context as given
     round_trips: int = 0
+    # the probe's answer: None not probed yet, () answered, (error,) refused or unreachable
+    _probed: tuple[TargetError, ...] | None = field(default=None, repr=False, compare=False)
 
     scope = Scope.CLUSTER
     origin = "live"
 
     @classmethod
-    def for_run(cls, kubeconfig: str | None, context: str | None) -> ClusterTarget | None:
+    def for_run(cls, kubeconfig: str | None, context: str | None,
+                validate: bool = True) -> ClusterTarget | None:
         """The run's cluster, or None when none is asked for (no --kubeconfig, $KUBECONFIG
-        unset, no ~/.kube/config). An explicit --kubeconfig that does not exist and a
-        --context the kubeconfig lacks are bad input (``TargetError``, before any run);
-        other kubeconfig problems surface when the cluster layers connect."""
+        unset, no ~/.kube/config). With ``validate`` the kubeconfig and context are checked
+        (:meth:`validate`: ``TargetError``, bad input, before any run)."""
         # startup: kgc.kube loads the Kubernetes client (~1 s), which only cluster work needs
         from kgc.kube import config
 
         if not config.configured(kubeconfig):
             return None
-        if config.explicit(kubeconfig) and not config.kubeconfig_files(kubeconfig):
-            raise TargetError(f"--kubeconfig {kubeconfig}: no such file",
+        t = cls(kubeconfig or None, context or None)
+        return t.validate() if validate else t
+
+    def validate(self) -> ClusterTarget:
+        """Bad input, decided before any check runs (``TargetError``: exit 2, one line): a
+        kubeconfig that does not exist, is not a kubeconfig, names no such context, or whose
+        context's cluster and user entries the client cannot load. Never contacts the
+        cluster (:meth:`probe` does)."""
+        # startup: kgc.kube loads the Kubernetes client (~1 s), which only cluster work needs
+        from kgc.kube import config, connect
+
+        if config.explicit(self.kubeconfig) and not config.kubeconfig_files(self.kubeconfig):
+            raise TargetError(f"--kubeconfig {self.kubeconfig}: no such file",
                               "pass the path of an existing kubeconfig")
-        if context:
+        try:
+            connect(self.kubeconfig, self.context).close()
+        except config.KubeError as exc:
+            what = f"--context {self.context}: " if isinstance(exc, config.UnknownContext) \
+                and self.context else ""
+            raise TargetError(f"{what}{exc}", exc.remediation) from None
+        return self
+
+    def probe(self) -> None:
+        """Ask the API server for its version, once (the answer is kept): raises
+        :class:`Refused` when it refuses the credentials (401/403) and :class:`Unreachable`
+        when it does not answer — every cluster check then shares that one error."""
+        if self._probed is None:
+            # startup: kgc.kube loads the Kubernetes client (~1 s), for cluster work only
+            from kgc.kube import config
+
             try:
-                config.resolve(kubeconfig, context)
-            except config.UnknownContext as exc:
-                raise TargetError(f"--context {context}: {exc}", exc.remediation) from None
-            except config.KubeError:
-                pass  # reported by the cluster layers, with their checks
-        return cls(kubeconfig or None, context or None)
+                with self.connect() as k:
+                    k.server_version()
+                self._probed = ()
+            except config.KubeRefused as exc:
+                self._probed = (Refused(f"cluster {self.name}: {exc}", exc.remediation),)
+            except config.KubeError as exc:
+                self._probed = (Unreachable(f"cluster {self.name}: {exc}",
+                                            exc.remediation or self.remediation),)
+            except TargetError as exc:
+                self._probed = (exc,)
+            except Exception as exc:  # noqa: BLE001 - an answer that is not a version
+                self._probed = (Unreachable(
+                    f"cluster {self.name}: its API server answered /version with something "
+                    f"that is not a Kubernetes version ({_brief(exc)[:300]})",
+                    self.remediation),)
+        if self._probed:
+            raise self._probed[0]
+
+    def probed(self, error: TargetError | None) -> None:
+        """Take another process's probe answer (an xdist worker: the controller probed)."""
+        self._probed = (error,) if error is not None else ()
 
     @functools.cached_property
     def _names(self) -> tuple[str, str, str]:

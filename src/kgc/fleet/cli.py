@@ -11,7 +11,9 @@ from typing import Any
 import yaml
 
 from kgc.core import report
+from kgc.core.options import check_writable
 from kgc.core.profile import ProfileError
+from kgc.core.target import ClusterTarget
 from kgc.fleet import collect as fc
 from kgc.fleet import manifests as fm
 
@@ -119,15 +121,14 @@ def cmd_collect(a: argparse.Namespace) -> int:
     from kubernetes.client.rest import ApiException
 
     # startup: kgc.kube loads the Kubernetes client (~1 s), which only cluster work needs
-    from kgc.kube import KubeError, connect
+    from kgc.kube import KubeError, KubeRefused
 
     if a.wait < 0:
         raise FleetUsage(f"--wait {a.wait:g}: must be 0 or more seconds")
-    try:
-        k = connect(a.kubeconfig, a.context)
-    except KubeError as exc:
-        raise FleetUsage(f"{exc}" + (f" ({exc.remediation})" if exc.remediation else "")
-                         ) from None
+    cluster = ClusterTarget(a.kubeconfig, a.context).validate()  # bad kubeconfig: exit 2
+    cluster.probe()  # refused credentials: exit 2; unreachable: exit 1 (kgc.cli.main)
+    check_writable(a.report_dir, "--report-dir", directory=True)  # last: it makes the dir
+    k = cluster.connect()
     try:
         with k:
             try:
@@ -138,11 +139,11 @@ def cmd_collect(a: argparse.Namespace) -> int:
                                      f"{k.name} (kubectl apply -f deploy/fleet/daemonset.yaml; "
                                      "or give --namespace/--name)") from None
                 raise
-    except KubeError as exc:
+    except KubeError as exc:  # the answers stopped after the probe: the run failed
         print(f"kgc fleet collect: {exc}", file=sys.stderr)
         if exc.remediation:
             print(f"  fix: {exc.remediation}", file=sys.stderr)
-        return 2
+        return 2 if isinstance(exc, KubeRefused) else 1
     if not outs:
         raise FleetUsage(f"DaemonSet {a.namespace}/{a.name} selects no node and has no pod: "
                          "nothing to collect (label nodes kgc.io/certify=true?)")

@@ -22,6 +22,7 @@ their events and logs).
 
 from kgc.kube import builders
 from kgc.kube.client import Kube, KubeError, connect
+from kgc.kube.config import KubeRefused, KubeUnreachable
 from kgc.kube.pods import PodOutcome, run_pods
 from kgc.kube.run import Run, Terminated, cleanup, create_object, with_labels
 from kgc.kube.wait import (
@@ -47,6 +48,8 @@ __all__ = [
     "EventWatcher",
     "Kube",
     "KubeError",
+    "KubeRefused",
+    "KubeUnreachable",
     "NotYet",
     "ObservedEvent",
     "PodOutcome",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import ssl
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -24,7 +25,7 @@ from kubernetes.client.rest import ApiException
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.kube_config import KubeConfigLoader
 
-from kgc.kube.config import KubeError, resolve
+from kgc.kube.config import KubeError, KubeRefused, KubeUnreachable, resolve
 
 T = TypeVar("T")
 
@@ -161,18 +162,24 @@ def api_error(exc: ApiException, verb: str, resource: str, kube: Kube | None = N
     where = f"{kube.name} ({kube.server})" if kube else "the API server"
     ctx = f"context {kube.context!r}" if kube and kube.context else "these credentials"
     if exc.status == 401:
-        return KubeError(
+        return KubeRefused(
             f"{where} rejected the credentials of {ctx} (401 Unauthorized) on {verb} {resource}",
-            f"refresh the credentials of {ctx} (expired token or client certificate?)",
+            f"refresh the credentials of {ctx} (expired token or client certificate?)", 401,
         )
     if exc.status == 403:
-        return KubeError(
+        return KubeRefused(
             f"{where} refused {verb} {resource} (403 Forbidden): {_status_message(exc)}",
             f"grant the user of {ctx} '{verb}' on '{resource}' (a Role or ClusterRole and its "
-            "binding), or use a context whose user may",
+            "binding), or use a context whose user may", 403,
         )
     return KubeError(f"{where}: {verb} {resource} failed ({exc.status} {exc.reason}): "
                      f"{_status_message(exc)}", "")
+
+
+def _without_ids(text: str) -> str:
+    """urllib3's text names its objects by address (``<...HTTPSConnection object at
+    0x7f…>``): dropped, so the same failure reads the same in every check and every run."""
+    return re.sub(r"<([\w.]+) object at 0x[0-9a-f]+>", r"\1", text)
 
 
 def unreachable(exc: BaseException, kube: Kube) -> KubeError:
@@ -183,14 +190,14 @@ def unreachable(exc: BaseException, kube: Kube) -> KubeError:
         reason = inner
     text = str(reason)
     if isinstance(reason, ssl.SSLError) or "SSL" in type(reason).__name__ or "CERTIFICATE" in text:
-        return KubeError(
+        return KubeUnreachable(
             f"TLS with the API server {kube.server} failed ({type(reason).__name__}: {text})",
             f"check the certificate-authority of context {kube.context!r}'s cluster "
             f"({kube.cluster_name}) against the server's certificate",
         )
-    return KubeError(
+    return KubeUnreachable(
         f"cannot reach the API server {kube.server} of context {kube.context!r} "
-        f"({type(reason).__name__}: {text})",
+        f"({type(reason).__name__}: {_without_ids(text)})",
         "check that the cluster is up and that this machine can reach "
         f"{kube.server} (VPN, firewall, proxy)",
     )

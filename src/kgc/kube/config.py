@@ -54,6 +54,19 @@ class UnknownContext(KubeError):
     """``--context NAME`` (or the current-context) names no context of the merged files."""
 
 
+class KubeRefused(KubeError):
+    """The API server answered 401 or 403: these credentials, not the cluster, are the
+    problem (``status`` holds the code)."""
+
+    def __init__(self, message: str, remediation: str = "", status: int = 0) -> None:
+        super().__init__(message, remediation)
+        self.status = status
+
+
+class KubeUnreachable(KubeError):
+    """The API server did not answer: connection refused, DNS, timeout, TLS."""
+
+
 def explicit(kubeconfig: str | os.PathLike[str] | None) -> bool:
     """``--kubeconfig`` was given (an empty string counts as not given, as in kubectl)."""
     return kubeconfig is not None and str(kubeconfig) != ""
