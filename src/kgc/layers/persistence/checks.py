@@ -91,11 +91,9 @@ def _coverage_fix(ev: PersistenceEvidence, bare: list[PciDevice],
     hosts = dict.fromkeys(m for d in bare for m in _host_drivers(ev, d, profile)
                           if ev.modprobe.vfio_first(m) is None)
     edits += [softdep_edit(ev.modprobe, m) for m in hosts]
-    by_id = "; ".join(e.describe() for e in edits)
     if not ev.modules_load.get("vfio_pci"):
-        by_id += "; add `vfio-pci` to /etc/modules-load.d/vfio.conf"
         edits.append(Edit("/etc/modules-load.d/vfio.conf", "vfio-pci"))
-    by_id += "; then " + REBUILD_INITRAMFS
+    by_id = "; ".join([e.describe() for e in edits] + ["then " + REBUILD_INITRAMFS])
     id_steps = [e.to_dict() for e in edits] + [{"run": REBUILD_INITRAMFS}]
     if "driverctl" in accepted:
         return (f"Persist per device: {'; '.join(per_dev)}. Or by ID (captures every card of "
@@ -196,8 +194,9 @@ def load_order(ev: PersistenceEvidence, profile: Profile) -> Outcome:
     if steps:
         ev_["fix"] = [*steps, {"run": REBUILD_INITRAMFS}]
     if problems:
-        return failed("; ".join(problems + cautions), "; ".join(dict.fromkeys(fixes))
-                      + "; then " + REBUILD_INITRAMFS, **ev_)
+        if INITRAMFS_FIX not in fixes:
+            fixes.append("then " + REBUILD_INITRAMFS)
+        return failed("; ".join(problems + cautions), "; ".join(dict.fromkeys(fixes)), **ev_)
     if cautions:
         return warned("; ".join(cautions), "; ".join(dict.fromkeys(fixes)), **ev_)
     return passed("vfio-pci is loaded at boot and ahead of every competing host driver: "

@@ -246,15 +246,17 @@ def competing_driver(ev: VfioEvidence, profile: Profile) -> Outcome:
     fixes: list[str] = []
     steps: list[dict[str, Any]] = []
     detail: dict[str, str] = {}
+    claimed = [d for d in targets
+               if d.driver is not None and mod(d.driver) not in allowed | {"pci_stub"}]
+    if claimed:  # one remedy for every device a host driver holds now
+        stories, fix, steps = _rebind(ev, claimed, profile)
+        fixes.append(fix)
     for d in targets:
-        if d.driver is not None and mod(d.driver) not in allowed | {"pci_stub"}:
-            stories, fix, more = _rebind(ev, [d], profile)
+        if d in claimed:
             risks.append(f"{d.bdf} is claimed by host driver {d.driver} now"
-                         + (f": {stories[d.bdf]}" if stories else ""))
-            fixes.append(fix)
-            steps += [s for s in more if s not in steps]
+                         + (f": {stories[d.bdf]}" if d.bdf in stories else ""))
             detail[d.bdf] = f"claimed by {d.driver}" + ("; configured for the next boot"
-                                                         if stories else "")
+                                                         if d.bdf in stories else "")
             continue
         host_mods = [m for m in ev.candidates.get(d.bdf, ())
                      if m not in allowed and not m.startswith("vfio") and m != "pci_stub"]
@@ -300,12 +302,11 @@ def competing_driver(ev: VfioEvidence, profile: Profile) -> Outcome:
         steps += [e.to_dict() for e in edits if e.to_dict() not in steps]
         detail[d.bdf] = f"unguarded host drivers: {', '.join(unguarded)}"
     fix_ev: dict[str, Any] = {"fix": steps} if steps else {}
+    fix = "; ".join(dict.fromkeys(f.rstrip(".") for f in fixes))
     if risks:
-        return failed("; ".join(risks + cautions), "; ".join(dict.fromkeys(fixes)),
-                      per_device=detail, **fix_ev)
+        return failed("; ".join(risks + cautions), fix, per_device=detail, **fix_ev)
     if cautions:
-        return warned("; ".join(cautions), "; ".join(dict.fromkeys(fixes)), per_device=detail,
-                      **fix_ev)
+        return warned("; ".join(cautions), fix, per_device=detail, **fix_ev)
     return passed("no host driver can claim a target first: "
                   + "; ".join(f"{b}: {v}" for b, v in detail.items()), per_device=detail)
 
