@@ -813,3 +813,88 @@ def pending_boot(b: BootBinding, d: PciDevice, host_drivers: Iterable[str],
     elif eb.state == "stale" or (unguarded and eb.state != "safe"):
         steps.append("rebuild the initramfs: " + REBUILD_INITRAMFS)
     return PendingBoot(where, "; ".join(wrong) or None, tuple(edits), tuple(steps))
+
+
+# -- kernel command line edits: the boot loader line that is there ---------------------------
+GRUB_DEFAULT = "/etc/default/grub"
+KERNEL_CMDLINE = "/etc/kernel/cmdline"
+CMDLINE_FILES = (GRUB_DEFAULT, KERNEL_CMDLINE)
+
+
+def _param_key(word: str) -> str:
+    return word.partition("=")[0].replace("-", "_")
+
+
+def merged_adds(words: Iterable[str], add: Iterable[str], remove: Iterable[str]) -> list[str]:
+    """``add`` keeping the other comma options its key has in ``words``
+    (intel_iommu=sm_on + intel_iommu=on -> intel_iommu=on,sm_on); ``off`` is dropped."""
+    ws, rm = list(words), list(remove)
+    out = []
+    for a in add:
+        k, _, v = a.partition("=")
+        others = [x for w in ws if _param_key(w) == _param_key(a) and w not in rm
+                  for x in w.partition("=")[2].split(",") if x and x not in (v, "off")]
+        out.append(f"{k}={','.join([v, *dict.fromkeys(others)])}" if v else a)
+    return out
+
+
+def _edit_words(words: list[str], add: Iterable[str], remove: Iterable[str]) -> list[str]:
+    """``words`` without the ``remove`` parameters (``key=value`` exact, or a bare ``key``
+    meaning every value of it) and with ``add`` (replacing any other value of the same key:
+    the kernel takes the last one, a duplicate only hides what is meant)."""
+    rm = list(remove)
+    adds = merged_adds(words, add, rm)
+    add_keys = {_param_key(a) for a in adds}
+    out = [w for w in words if w not in rm and _param_key(w) not in
+           ({_param_key(r) for r in rm if "=" not in r} | add_keys)]
+    return out + adds
+
+
+def cmdline_edits(files: Mapping[str, str | None], add: Iterable[str] = (),
+                  remove: Iterable[str] = ()) -> list[Edit]:
+    """Edits that put ``add`` on and take ``remove`` off the command line the next boot
+    uses, in the file that holds it: GRUB_CMDLINE_LINUX (and GRUB_CMDLINE_LINUX_DEFAULT,
+    which also reaches the default entry) in /etc/default/grub, else /etc/kernel/cmdline.
+    The value is written double-quoted as grub's shell-sourced file expects. Empty: none of
+    those files is in the evidence."""
+    adds, rms = list(add), list(remove)
+    grub = files.get(GRUB_DEFAULT)
+    if grub is not None:
+        every = [w for ln in grub.splitlines() if (g := _GRUB_VAR.match(ln))
+                 for w in cmdline_words(" ".join(cmdline_words(g.group(2))))]
+        adds = merged_adds(every, adds, rms)
+        edits: list[Edit] = []
+        seen: set[str] = set()
+        for line in grub.splitlines():
+            m = _GRUB_VAR.match(line)
+            if not m or m.group(1) in seen:
+                continue
+            seen.add(m.group(1))
+            # the shell value (quotes removed), then its kernel words
+            words = cmdline_words(" ".join(cmdline_words(m.group(2))))
+            new = _edit_words(words, adds if m.group(1) == "GRUB_CMDLINE_LINUX" else (), rms)
+            if m.group(1) == "GRUB_CMDLINE_LINUX_DEFAULT":
+                new = [w for w in new if _param_key(w) not in {_param_key(a) for a in adds}]
+            if new != words:
+                edits.append(Edit(GRUB_DEFAULT, f'{m.group(1)}="{" ".join(new)}"', line))
+        if "GRUB_CMDLINE_LINUX" not in seen and adds:
+            edits.append(Edit(GRUB_DEFAULT, f'GRUB_CMDLINE_LINUX="{" ".join(adds)}"'))
+        return edits
+    text = files.get(KERNEL_CMDLINE)
+    if text is not None:
+        words = cmdline_words(text.strip())
+        new = _edit_words(words, adds, rms)
+        if new == words:
+            return []
+        old = text.strip().splitlines()[0] if text.strip() else None
+        return [Edit(KERNEL_CMDLINE, " ".join(new), old)]
+    return []
+
+
+def cmdline_fix_steps(edits: list[Edit]) -> list[dict[str, Any]]:
+    """The edits, then what makes them the next boot's command line, then the reboot."""
+    if not edits:
+        return []
+    regen = REGENERATE_BOOT if edits[0].file == GRUB_DEFAULT else "kernel-install (or " \
+        "your boot loader's tool) to rebuild the boot entries"
+    return [e.to_dict() for e in edits] + [{"run": regen}, {"run": "reboot"}]

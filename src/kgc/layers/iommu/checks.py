@@ -17,6 +17,7 @@ from kgc.core.model import (
 )
 from kgc.core.profile import Profile
 from kgc.evidence.platform import vm_iommu_fix
+from kgc.evidence.vfio_config import cmdline_edits, cmdline_fix_steps
 from kgc.layers.iommu.collect import IommuEvidence
 
 CHECKS = Registry()
@@ -255,6 +256,19 @@ def _kernel_support(ev: IommuEvidence, profile: Profile) -> Outcome:
     )
 
 
+def _cmdline_fix(ev: IommuEvidence, generic: str, add: tuple[str, ...] = (),
+                 remove: tuple[str, ...] = ()) -> tuple[str, dict[str, Any]]:
+    """The command line remedy computed from the boot loader file the node has (the line
+    that is there, edited), with its machine-applicable steps; the generic text when no
+    such file is in the evidence."""
+    edits = cmdline_edits(ev.boot_files, add, remove)
+    if not edits:
+        return generic, {}
+    steps = cmdline_fix_steps(edits)
+    text = "; ".join([e.describe() for e in edits] + [s["run"] for s in steps[len(edits):-1]])
+    return f"{text[0].upper()}{text[1:]}; then reboot.", {"fix": steps}
+
+
 def _disabled_on_cmdline(ev: IommuEvidence, vendor: str | None) -> str | None:
     c = ev.cmdline
     if "off" in c.values("iommu"):
@@ -313,20 +327,20 @@ def enabled(ev: IommuEvidence, profile: Profile) -> Outcome:
         )
     off = _disabled_on_cmdline(ev, vendor)
     if off:
-        return failed(
-            f"{where}: disabled on the kernel command line ({off})",
-            CMDLINE_FIX.get(vendor or "intel", CMDLINE_FIX["intel"]).replace(
-                "Add", f"Remove `{off}` and add", 1
-            ),
-            **evidence,
-        )
+        fix, fix_ev = _cmdline_fix(
+            ev, CMDLINE_FIX.get(vendor or "intel", CMDLINE_FIX["intel"]).replace(
+                "Add", f"Remove `{off}` and add", 1),
+            ("intel_iommu=on",) if vendor == "intel" else (), (off,))
+        return failed(f"{where}: disabled on the kernel command line ({off})", fix,
+                      **evidence, **fix_ev)
     if vendor == "intel" and "on" not in ev.cmdline.values("intel_iommu"):
         default_on = (ev.kconfig or {}).get("INTEL_IOMMU_DEFAULT_ON")
+        fix, fix_ev = _cmdline_fix(ev, CMDLINE_FIX["intel"], ("intel_iommu=on",))
         return failed(
             f"{where}: not enabled on the kernel command line (no intel_iommu=on; "
             f"CONFIG_INTEL_IOMMU_DEFAULT_ON={default_on or 'unknown'})",
-            CMDLINE_FIX["intel"],
-            **evidence,
+            fix,
+            **evidence, **fix_ev,
         )
     return failed(
         f"{where} although firmware describes an IOMMU and the command line does not disable "
@@ -357,7 +371,9 @@ def cmdline(ev: IommuEvidence, profile: Profile) -> Outcome:
     evidence: dict[str, Any] = {"cmdline": c.raw, "vendor": vendor}
     off = _disabled_on_cmdline(ev, vendor)
     if off:
-        return failed(f"the command line disables the IOMMU ({off})", None, **evidence)
+        fix, fix_ev = _cmdline_fix(ev, CMDLINE_FIX.get(vendor or "intel", CMDLINE_FIX["intel"]),
+                                   ("intel_iommu=on",) if vendor == "intel" else (), (off,))
+        return failed(f"the command line disables the IOMMU ({off})", fix, **evidence, **fix_ev)
     if vendor == "intel":
         if "on" in c.values("intel_iommu"):
             return passed("intel_iommu=on is set", **evidence)
@@ -374,16 +390,20 @@ def cmdline(ev: IommuEvidence, profile: Profile) -> Outcome:
                 "Add `intel_iommu=on` to the kernel command line so the setting is explicit.",
                 **evidence,
             )
-        return failed("intel_iommu=on is missing from the kernel command line", None, **evidence)
+        fix, fix_ev = _cmdline_fix(ev, CMDLINE_FIX["intel"], ("intel_iommu=on",))
+        return failed("intel_iommu=on is missing from the kernel command line", fix,
+                      **evidence, **fix_ev)
     if vendor == "amd":
         if "on" in c.values("amd_iommu"):
+            fix, fix_ev = _cmdline_fix(ev, "Remove `amd_iommu=on` from the kernel command "
+                                       "line; keep `iommu=pt` if you want passthrough mode.",
+                                       remove=("amd_iommu=on",))
             return warned(
                 "amd_iommu=on does nothing: it is not a valid value (the kernel logs "
                 "\"AMD-Vi: Unknown option - 'on'\"); the AMD IOMMU is on by default when the "
                 "IVRS table exists",
-                "Remove `amd_iommu=on` from the kernel command line; keep `iommu=pt` if you "
-                "want passthrough mode.",
-                **evidence,
+                fix,
+                **evidence, **fix_ev,
             )
         return passed(
             "nothing on the command line disables the AMD IOMMU (on by default)", **evidence

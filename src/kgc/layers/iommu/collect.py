@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from kgc.core.hostfs import HostQuery, HostSnapshot, require_snapshot
 from kgc.evidence.pci import PCI_QUERY, PciInventory, parse_pci
 from kgc.evidence.platform import CPU_CMD, PLATFORM_QUERY, VmFacts, vm_facts
+from kgc.evidence.vfio_config import CMDLINE_FILES
 
 KCONFIG_KEYS = (
     "IOMMU_SUPPORT",
@@ -47,6 +48,7 @@ QUERY = PCI_QUERY | PLATFORM_QUERY | HostQuery(
         "/proc/sys/kernel/osrelease",
         "/proc/sys/kernel/random/boot_id",
         "/etc/os-release",
+        *CMDLINE_FILES,  # where a command line fix goes (the boot loader's own file)
     ),
     dirs=("/sys/firmware/acpi/tables", "/sys/class/iommu", "/sys/class/iommu/*/devices",
           "/sys/bus/pci/drivers", "/sys/module"),
@@ -142,6 +144,7 @@ class IommuEvidence:
     vfio_pci_shown: str | None = None  # how vfio-pci is shown built (None: not shown)
     cpu_flags_read: bool = False  # the cpuinfo flags line was read (cpu_virt is meaningful)
     pvm: bool = False  # /sys/module/kvm_pvm: KVM by PVM, virtualization without VT-x/AMD-V
+    boot_files: Mapping[str, str | None] = field(default_factory=dict)  # CMDLINE_FILES
 
     def no_hw_virt(self) -> str | None:
         """What shows this node is a VM its host runs without hardware virtualization and
@@ -243,6 +246,7 @@ def parse(snap: HostSnapshot, profile: object = None) -> IommuEvidence:
         vfio_pci_shown=_vfio_pci_shown(snap),
         cpu_flags_read=flags_read,
         pvm="kvm_pvm" in (snap.listdir("/sys/module") or ()),
+        boot_files={f: snap.read(f) for f in CMDLINE_FILES},
     )
 
 
