@@ -6,12 +6,17 @@ Shared by the ``vfio`` layer (which host driver may claim a device first) and th
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from kgc.core.hostfs import HostQuery, HostSnapshot
+
+if TYPE_CHECKING:
+    from kgc.evidence.pci import PciDevice
 
 MODPROBE_DIRS = ("/etc/modprobe.d", "/run/modprobe.d", "/usr/lib/modprobe.d", "/lib/modprobe.d")
 MODULES_LOAD_DIRS = (
@@ -176,6 +181,14 @@ class ModprobeConfig:
         default_factory=dict)
     blacklist: Mapping[str, str] = field(default_factory=dict)  # module -> file
     install_disabled: Mapping[str, str] = field(default_factory=dict)  # install x /bin/false
+    # (file, command, module, logical line) in the order modprobe reads them: what a fix
+    # edits in place (the line that is there) instead of appending a duplicate
+    lines: tuple[tuple[str, str, str, str], ...] = ()
+
+    def line_of(self, command: str, module: str) -> tuple[str, str] | None:
+        """(file, line) of the first ``command`` line for ``module`` (the one kmod uses)."""
+        m = mod(module)
+        return next(((f, ln) for f, c, mm, ln in self.lines if c == command and mm == m), None)
 
     def vfio_ids(self) -> tuple[tuple[str, IdRule], ...]:
         out: list[tuple[str, IdRule]] = []
@@ -186,14 +199,19 @@ class ModprobeConfig:
         return tuple(out)
 
     def pre_of(self, module: str) -> set[str]:
-        return {mod(p) for _f, pres in self.softdeps_pre.get(mod(module), ()) for p in pres}
+        """The pre: modules of ``module``'s softdep. Only the FIRST softdep line for a module
+        counts: libkmod's kmod_module_get_softdeps() stops at the first match ("find only
+        the first command, as modprobe from module-init-tools does", kmod
+        libkmod/libkmod-module.c), so a second line appended for the same module is
+        ignored."""
+        first = self.softdeps_pre.get(mod(module), ())[:1]
+        return {mod(p) for _f, pres in first for p in pres}
 
     def vfio_first(self, module: str) -> str | None:
         """How vfio-pci wins over ``module`` at load time (None: nothing makes it win)."""
         m = mod(module)
         if "vfio_pci" in self.pre_of(m):
-            files = [f for f, pres in self.softdeps_pre.get(m, ()) if "vfio_pci" in map(mod, pres)]
-            return f"softdep {m} pre: vfio-pci ({files[0]})"
+            return f"softdep {m} pre: vfio-pci ({self.softdeps_pre[m][0][0]})"
         if m in self.blacklist:
             return f"blacklist {m} ({self.blacklist[m]})"
         if m in self.install_disabled:
@@ -244,12 +262,14 @@ def parse_modprobe(snap: HostSnapshot) -> ModprobeConfig:
     softdeps: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
     blacklist: dict[str, str] = {}
     disabled: dict[str, str] = {}
+    lines: list[tuple[str, str, str, str]] = []
     for path in files:
         for line in _logical_lines(snap.read(path) or ""):
             words = line.split()
             if len(words) < 2:
                 continue
             cmd, m = words[0], mod(words[1])
+            lines.append((path, cmd, m, line))
             if cmd == "options":
                 options.setdefault(m, []).append((path, " ".join(words[2:])))
             elif cmd == "softdep":
@@ -273,6 +293,7 @@ def parse_modprobe(snap: HostSnapshot) -> ModprobeConfig:
         softdeps_pre={k: tuple(v) for k, v in softdeps.items()},
         blacklist=blacklist,
         install_disabled=disabled,
+        lines=tuple(lines),
     )
 
 
@@ -508,7 +529,7 @@ class EarlyBoot:
 def guard_files(modprobe: ModprobeConfig, module: str) -> set[str]:
     """The modprobe.d files whose lines make vfio-pci win over ``module``."""
     m = mod(module)
-    out = {f for f, pres in modprobe.softdeps_pre.get(m, ()) if "vfio_pci" in map(mod, pres)}
+    out = {f for f, pres in modprobe.softdeps_pre.get(m, ())[:1] if "vfio_pci" in map(mod, pres)}
     if m in modprobe.blacklist:
         out.add(modprobe.blacklist[m])
     if m in modprobe.install_disabled:
@@ -557,3 +578,323 @@ INITRAMFS_FIX = (
     "vfio_pci \" in /etc/dracut.conf.d/vfio.conf), then update-initramfs -u -k all "
     "(dracut -f)."
 )
+
+
+# -- remedies computed from the configuration that is there ----------------------------------
+DEFAULT_MODPROBE_FILE = "/etc/modprobe.d/vfio.conf"
+# boot loader files a tool generates from /etc/default/grub (or kernel-install)
+GENERATED_BOOT = ("/boot/grub/grub.cfg", "/boot/grub2/grub.cfg", "/boot/loader/entries/",
+                  "/efi/loader/entries/", "/boot/efi/loader/entries/")
+REGENERATE_BOOT = ("update-grub (RHEL: grub2-mkconfig -o /boot/grub2/grub.cfg; systemd-boot: "
+                   "kernel-install)")
+REBUILD_INITRAMFS = "update-initramfs -u -k all (dracut: dracut -f)"
+
+
+def generated_boot(f: str) -> bool:
+    return f.startswith(GENERATED_BOOT)
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One machine-applicable change to a configuration file: replace the line ``old`` (the
+    logical line as it is in the file) by ``new``, or append ``new`` when ``old`` is None."""
+
+    file: str
+    new: str
+    old: str | None = None
+
+    def describe(self) -> str:
+        if self.old is None:
+            return f"add the line `{self.new}` to {self.file}"
+        return f"in {self.file}, change `{self.old}` to `{self.new}`"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "old": self.old, "new": self.new}
+
+
+def apply_edits(files: Mapping[str, str], steps: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """The files after the ``edit`` steps of a verdict's ``fix`` (``run`` steps are not file
+    changes and are left out). Pure; a replacement whose line is not there raises, so a fix
+    that does not fit the config it was computed from cannot pass unnoticed."""
+    out = dict(files)
+    for st in steps:
+        if "file" not in st:
+            continue
+        path, old, new = st["file"], st.get("old"), st["new"]
+        text = out.get(path, "")
+        if old is None:
+            out[path] = text + ("" if not text or text.endswith("\n") else "\n") + new + "\n"
+            continue
+        lines = text.splitlines()
+        idx = next((i for i, ln in enumerate(lines) if ln.strip() == old.strip()), None)
+        if idx is None:
+            raise ValueError(f"{path}: the line to change is not there: {old!r}")
+        lines[idx] = new
+        out[path] = "\n".join(lines) + "\n"
+    return out
+
+
+def _etc_modprobe_file(modprobe: ModprobeConfig) -> str:
+    """Where new vfio lines go: the /etc file that already holds the vfio-pci options (or a
+    softdep putting vfio-pci first), else /etc/modprobe.d/vfio.conf."""
+    for f, c, m, ln in modprobe.lines:
+        if f.startswith("/etc/") and ((c == "options" and m == "vfio_pci")
+                                      or (c == "softdep" and "vfio_pci" in map(mod, ln.split()))):
+            return f
+    return DEFAULT_MODPROBE_FILE
+
+
+def softdep_edit(modprobe: ModprobeConfig, module: str) -> Edit:
+    """Make vfio-pci load before ``module``. modprobe honours only the first softdep line
+    for a module (see :meth:`ModprobeConfig.pre_of`): when one exists, vfio-pci goes into
+    that line's pre: list; appending a second line would be ignored. A line in a
+    package-owned directory (/usr/lib, /lib) is not edited: the same line with vfio-pci goes
+    into an /etc file whose name sorts first, so modprobe reads it first."""
+    m = mod(module)
+    first = modprobe.line_of("softdep", m)
+    if first is None:
+        return Edit(_etc_modprobe_file(modprobe), f"softdep {m} pre: vfio-pci")
+    f, line = first
+    words = line.split()
+    if "pre:" in words:
+        words.insert(words.index("pre:") + 1, "vfio-pci")
+    else:
+        words[2:2] = ["pre:", "vfio-pci"]
+    new = " ".join(words)
+    if f.startswith("/etc/"):
+        return Edit(f, new, line)
+    return Edit("/etc/modprobe.d/00-" + f.rsplit("/", 1)[1], new)
+
+
+def ids_edit(modprobe: ModprobeConfig, ids: Iterable[str]) -> Edit | None:
+    """Add ``ids`` to ``options vfio-pci ids=``: in the /etc line that has ids= (the key that
+    is there), else a new line. None when every id is listed already."""
+    want = list(dict.fromkeys(ids))
+    listed = {str(r) for _f, r in modprobe.vfio_ids()}
+    missing = [i for i in want if i not in listed]
+    if not missing:
+        return None
+    for f, c, m, line in modprobe.lines:
+        if c != "options" or m != "vfio_pci" or not f.startswith("/etc/"):
+            continue
+        words = line.split()
+        for i, w in enumerate(words[2:], 2):
+            k, _, v = w.partition("=")
+            if k == "ids":
+                words[i] = "ids=" + ",".join([x for x in v.split(",") if x] + missing)
+                return Edit(f, " ".join(words), line)
+    return Edit(_etc_modprobe_file(modprobe), f"options vfio-pci ids={','.join(missing)}")
+
+
+@dataclass(frozen=True)
+class BootBinding:
+    """Everything that binds a device to vfio-pci at the next boot, as the node has it."""
+
+    modprobe: ModprobeConfig = ModprobeConfig()
+    boot: BootConfig = BootConfig()
+    driverctl: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    udev: tuple[UdevOverride, ...] = ()
+    proc_cmdline: str | None = None
+    initramfs: InitramfsListing = InitramfsListing(None, (), "not collected")
+
+
+def parse_boot_binding(snap: HostSnapshot) -> BootBinding:
+    return BootBinding(parse_modprobe(snap), parse_boot_config(snap), parse_driverctl(snap),
+                       tuple(parse_udev_overrides(snap)), snap.text("/proc/cmdline"),
+                       parse_initramfs(snap))
+
+
+ALL_MECHANISMS = ("modprobe", "cmdline", "driverctl", "udev")
+
+
+def boot_mechanisms(b: BootBinding, d: PciDevice, allowed: Iterable[str],
+                    accepted: Iterable[str] = ALL_MECHANISMS) -> list[tuple[str, str]]:
+    """(mechanism, where) pairs that bind ``d`` to an allowed vfio driver at the next boot."""
+    acc = set(accepted)
+    ok = {mod(a) for a in allowed}
+    out: list[tuple[str, str]] = []
+    if "modprobe" in acc:
+        for f, rule in b.modprobe.vfio_ids():
+            if rule.matches(d.vendor, d.device, d.subsystem_vendor, d.subsystem_device):
+                out.append(("modprobe", f"{f}: options vfio-pci ids={rule}"))
+    if "cmdline" in acc:
+        for f, rule in b.boot.ids():
+            if rule.matches(d.vendor, d.device, d.subsystem_vendor, d.subsystem_device):
+                out.append(("cmdline", f"{f}: vfio-pci.ids={rule}"))
+    if "driverctl" in acc and d.bdf in b.driverctl:
+        drv, f = b.driverctl[d.bdf]
+        if mod(drv) in ok:
+            out.append(("driverctl", f"{f}: {drv}"))
+    if "udev" in acc:
+        for u in b.udev:
+            if mod(u.driver) not in ok:
+                continue
+            if u.kernel is not None and not fnmatch.fnmatchcase(d.bdf, u.kernel):
+                continue
+            if u.vendor is not None and u.vendor != d.vendor:
+                continue
+            if u.device is not None and u.device != d.device:
+                continue
+            if u.kernel is None and u.vendor is None and u.device is None:
+                continue
+            out.append(("udev", f"{u.file}: ATTR{{driver_override}}=\"{u.driver}\""))
+    return out
+
+
+@dataclass(frozen=True)
+class PendingBoot:
+    """A device not on vfio-pci now whose binding the node has configured for the next boot.
+
+    ``wrong``: what would still stop the configuration at boot (None: only the reboot is
+    missing); ``edits`` and ``steps``: what to do about it before the reboot. Every check
+    that fails because the device is not on vfio-pci tells this one story."""
+
+    where: tuple[str, ...]
+    wrong: str | None = None
+    edits: tuple[Edit, ...] = ()
+    steps: tuple[str, ...] = ()
+
+    def story(self) -> str:
+        w = "; ".join(self.where)
+        if self.wrong:
+            return f"its binding is configured ({w}), but {self.wrong}"
+        return f"its binding is configured ({w}), pending reboot"
+
+    def fix(self) -> str:
+        parts = [e.describe() for e in self.edits] + list(self.steps)
+        if not parts:
+            return ("Reboot the node: the binding is configured (" + "; ".join(self.where)
+                    + ") and applies at the next boot.")
+        return "; ".join(parts) + "; then reboot the node."
+
+    def fix_steps(self) -> list[dict[str, Any]]:
+        return ([e.to_dict() for e in self.edits] + [{"run": s} for s in self.steps]
+                + [{"run": "reboot"}])
+
+
+def pending_boot(b: BootBinding, d: PciDevice, host_drivers: Iterable[str],
+                 allowed: Iterable[str],
+                 accepted: Iterable[str] = ALL_MECHANISMS) -> PendingBoot | None:
+    """The configured-but-not-applied story of ``d`` (None: nothing binds it at boot)."""
+    mech = boot_mechanisms(b, d, allowed, accepted)
+    if not mech:
+        return None
+    where = tuple(dict.fromkeys(w for _k, w in mech))
+    kinds = {k for k, _w in mech}
+    if kinds & {"driverctl", "udev"}:
+        return PendingBoot(where)  # a per-device override is re-applied at boot whatever loads
+    hosts = [mod(m) for m in dict.fromkeys(host_drivers)
+             if not mod(m).startswith("vfio") and mod(m) != "pci_stub"]
+    wrong: list[str] = []
+    edits: list[Edit] = []
+    steps: list[str] = []
+    if kinds == {"cmdline"}:
+        running = vfio_ids_in(cmdline_words(b.proc_cmdline or ""))
+        if any(r.matches(d.vendor, d.device, d.subsystem_vendor, d.subsystem_device)
+               for r in running):
+            wrong.append(f"the running kernel was booted with it (/proc/cmdline has "
+                         f"vfio-pci.ids for {d.vendor}:{d.device}), so a reboot alone changes "
+                         "nothing")
+        srcs = [f for f, r in b.boot.ids()
+                if r.matches(d.vendor, d.device, d.subsystem_vendor, d.subsystem_device)]
+        gen = [f for f in b.boot.sources if generated_boot(f)]
+        if gen and not any(generated_boot(f) for f in srcs):
+            steps.append(f"regenerate {', '.join(gen)} from {', '.join(srcs)}: "
+                         + REGENERATE_BOOT)
+    unguarded = [m for m in hosts if b.modprobe.vfio_first(m) is None]
+    if unguarded:
+        wrong.append(f"at boot nothing makes vfio-pci load before {', '.join(unguarded)} (no "
+                     "softdep/blacklist), which can claim it first")
+        edits += [softdep_edit(b.modprobe, m) for m in unguarded]
+    eb = early_boot(b.initramfs, b.modprobe, hosts)
+    if eb.state == "fails":
+        wrong.append(eb.why.replace(" (see persistence.initramfs)", ""))
+        steps.append(INITRAMFS_FIX)
+    elif eb.state == "stale" or (unguarded and eb.state != "safe"):
+        steps.append("rebuild the initramfs: " + REBUILD_INITRAMFS)
+    return PendingBoot(where, "; ".join(wrong) or None, tuple(edits), tuple(steps))
+
+
+# -- kernel command line edits: the boot loader line that is there ---------------------------
+GRUB_DEFAULT = "/etc/default/grub"
+KERNEL_CMDLINE = "/etc/kernel/cmdline"
+CMDLINE_FILES = (GRUB_DEFAULT, KERNEL_CMDLINE)
+
+
+def _param_key(word: str) -> str:
+    return word.partition("=")[0].replace("-", "_")
+
+
+def merged_adds(words: Iterable[str], add: Iterable[str], remove: Iterable[str]) -> list[str]:
+    """``add`` keeping the other comma options its key has in ``words``
+    (intel_iommu=sm_on + intel_iommu=on -> intel_iommu=on,sm_on); ``off`` is dropped."""
+    ws, rm = list(words), list(remove)
+    out = []
+    for a in add:
+        k, _, v = a.partition("=")
+        others = [x for w in ws if _param_key(w) == _param_key(a) and w not in rm
+                  for x in w.partition("=")[2].split(",") if x and x not in (v, "off")]
+        out.append(f"{k}={','.join([v, *dict.fromkeys(others)])}" if v else a)
+    return out
+
+
+def _edit_words(words: list[str], add: Iterable[str], remove: Iterable[str]) -> list[str]:
+    """``words`` without the ``remove`` parameters (``key=value`` exact, or a bare ``key``
+    meaning every value of it) and with ``add`` (replacing any other value of the same key:
+    the kernel takes the last one, a duplicate only hides what is meant)."""
+    rm = list(remove)
+    adds = merged_adds(words, add, rm)
+    add_keys = {_param_key(a) for a in adds}
+    out = [w for w in words if w not in rm and _param_key(w) not in
+           ({_param_key(r) for r in rm if "=" not in r} | add_keys)]
+    return out + adds
+
+
+def cmdline_edits(files: Mapping[str, str | None], add: Iterable[str] = (),
+                  remove: Iterable[str] = ()) -> list[Edit]:
+    """Edits that put ``add`` on and take ``remove`` off the command line the next boot
+    uses, in the file that holds it: GRUB_CMDLINE_LINUX (and GRUB_CMDLINE_LINUX_DEFAULT,
+    which also reaches the default entry) in /etc/default/grub, else /etc/kernel/cmdline.
+    The value is written double-quoted as grub's shell-sourced file expects. Empty: none of
+    those files is in the evidence."""
+    adds, rms = list(add), list(remove)
+    grub = files.get(GRUB_DEFAULT)
+    if grub is not None:
+        every = [w for ln in grub.splitlines() if (g := _GRUB_VAR.match(ln))
+                 for w in cmdline_words(" ".join(cmdline_words(g.group(2))))]
+        adds = merged_adds(every, adds, rms)
+        edits: list[Edit] = []
+        seen: set[str] = set()
+        for line in grub.splitlines():
+            m = _GRUB_VAR.match(line)
+            if not m or m.group(1) in seen:
+                continue
+            seen.add(m.group(1))
+            # the shell value (quotes removed), then its kernel words
+            words = cmdline_words(" ".join(cmdline_words(m.group(2))))
+            new = _edit_words(words, adds if m.group(1) == "GRUB_CMDLINE_LINUX" else (), rms)
+            if m.group(1) == "GRUB_CMDLINE_LINUX_DEFAULT":
+                new = [w for w in new if _param_key(w) not in {_param_key(a) for a in adds}]
+            if new != words:
+                edits.append(Edit(GRUB_DEFAULT, f'{m.group(1)}="{" ".join(new)}"', line))
+        if "GRUB_CMDLINE_LINUX" not in seen and adds:
+            edits.append(Edit(GRUB_DEFAULT, f'GRUB_CMDLINE_LINUX="{" ".join(adds)}"'))
+        return edits
+    text = files.get(KERNEL_CMDLINE)
+    if text is not None:
+        words = cmdline_words(text.strip())
+        new = _edit_words(words, adds, rms)
+        if new == words:
+            return []
+        old = text.strip().splitlines()[0] if text.strip() else None
+        return [Edit(KERNEL_CMDLINE, " ".join(new), old)]
+    return []
+
+
+def cmdline_fix_steps(edits: list[Edit]) -> list[dict[str, Any]]:
+    """The edits, then what makes them the next boot's command line, then the reboot."""
+    if not edits:
+        return []
+    regen = REGENERATE_BOOT if edits[0].file == GRUB_DEFAULT else "kernel-install (or " \
+        "your boot loader's tool) to rebuild the boot entries"
+    return [e.to_dict() for e in edits] + [{"run": regen}, {"run": "reboot"}]

@@ -8,6 +8,7 @@ from kgc.core.model import (
     Outcome,
     Registry,
     Severity,
+    Status,
     errored,
     failed,
     passed,
@@ -16,6 +17,7 @@ from kgc.core.model import (
 )
 from kgc.core.profile import Profile
 from kgc.evidence.platform import vm_iommu_fix
+from kgc.evidence.vfio_config import cmdline_edits, cmdline_fix_steps
 from kgc.layers.iommu.collect import IommuEvidence
 
 CHECKS = Registry()
@@ -85,6 +87,26 @@ def firmware_fix(ev: IommuEvidence, bare_metal: str) -> str:
     return bare_metal
 
 
+NO_PASSTHROUGH_FIX = (
+    "No setting on this node can change it: it has neither VT-d/AMD-Vi firmware of its own nor "
+    "a hypervisor that gives it an IOMMU or hardware virtualization. Run GPU passthrough nodes "
+    "on bare metal with VT-d/AMD-Vi on, or on a VM instance type that is assigned the GPU "
+    "with a virtual IOMMU and exposes VT-x/AMD-V to it; take this node out of the GPU pool."
+)
+
+
+def impossible_here(ev: IommuEvidence, **evidence: Any) -> Outcome | None:
+    """The verdict every IOMMU check gives on a VM whose host virtualizes without VT-x/AMD-V
+    and gives it no IOMMU (e.g. a PVM host): passthrough is impossible there, and a firmware
+    or hypervisor-flag remedy would send the user after a setting that does not exist."""
+    why = ev.no_hw_virt()
+    if why is None:
+        return None
+    return failed(f"GPU passthrough is impossible on this node: {why}", NO_PASSTHROUGH_FIX,
+                  no_passthrough=why, kvm_pvm=ev.pvm, cpu_virtualization=ev.cpu_virt,
+                  **evidence)
+
+
 def _where_vm(ev: IommuEvidence) -> str:
     return f" (this node is a virtual machine: {ev.vm.why})" if ev.vm.vm else ""
 
@@ -115,6 +137,9 @@ def platform(ev: IommuEvidence, profile: Profile) -> Outcome:
             "Use the profile that matches this platform (kgc --profile ...).",
             **evidence,
         )
+    if (out := impossible_here(ev, **{k: v for k, v in evidence.items()
+                                      if k != "cpu_virtualization"})) is not None:
+        return out
     if ev.acpi_tables is None and not ev.units:
         return failed(
             "/sys/firmware/acpi/tables is missing or unreadable and no IOMMU unit is listed "
@@ -170,6 +195,13 @@ def platform(ev: IommuEvidence, profile: Profile) -> Outcome:
     severity=Severity.BLOCKER,
 )
 def kernel_support(ev: IommuEvidence, profile: Profile) -> Outcome:
+    out = _kernel_support(ev, profile)
+    if out.status is not Status.PASS and (imp := impossible_here(ev, **out.evidence)):
+        return imp  # a kernel rebuild would not help either: the VM has no IOMMU to drive
+    return out
+
+
+def _kernel_support(ev: IommuEvidence, profile: Profile) -> Outcome:
     vendor = vendor_of(ev, profile)
     if ev.kconfig is None:
         # without the config, each half must be shown by what the running kernel does
@@ -224,6 +256,19 @@ def kernel_support(ev: IommuEvidence, profile: Profile) -> Outcome:
     )
 
 
+def _cmdline_fix(ev: IommuEvidence, generic: str, add: tuple[str, ...] = (),
+                 remove: tuple[str, ...] = ()) -> tuple[str, dict[str, Any]]:
+    """The command line remedy computed from the boot loader file the node has (the line
+    that is there, edited), with its machine-applicable steps; the generic text when no
+    such file is in the evidence."""
+    edits = cmdline_edits(ev.boot_files, add, remove)
+    if not edits:
+        return generic, {}
+    steps = cmdline_fix_steps(edits)
+    text = "; ".join([e.describe() for e in edits] + [s["run"] for s in steps[len(edits):-1]])
+    return f"{text[0].upper()}{text[1:]}; then reboot.", {"fix": steps}
+
+
 def _disabled_on_cmdline(ev: IommuEvidence, vendor: str | None) -> str | None:
     c = ev.cmdline
     if "off" in c.values("iommu"):
@@ -257,6 +302,8 @@ def enabled(ev: IommuEvidence, profile: Profile) -> Outcome:
         where = "/sys/kernel/iommu_groups does not exist"
     else:
         where = "/sys/kernel/iommu_groups is empty"
+    if (out := impossible_here(ev, **evidence)) is not None:
+        return out
     table = TABLE.get(vendor or "")
     if table and ev.firmware_table != table and not ev.units:
         if ev.vm.vm:
@@ -280,20 +327,20 @@ def enabled(ev: IommuEvidence, profile: Profile) -> Outcome:
         )
     off = _disabled_on_cmdline(ev, vendor)
     if off:
-        return failed(
-            f"{where}: disabled on the kernel command line ({off})",
-            CMDLINE_FIX.get(vendor or "intel", CMDLINE_FIX["intel"]).replace(
-                "Add", f"Remove `{off}` and add", 1
-            ),
-            **evidence,
-        )
+        fix, fix_ev = _cmdline_fix(
+            ev, CMDLINE_FIX.get(vendor or "intel", CMDLINE_FIX["intel"]).replace(
+                "Add", f"Remove `{off}` and add", 1),
+            ("intel_iommu=on",) if vendor == "intel" else (), (off,))
+        return failed(f"{where}: disabled on the kernel command line ({off})", fix,
+                      **evidence, **fix_ev)
     if vendor == "intel" and "on" not in ev.cmdline.values("intel_iommu"):
         default_on = (ev.kconfig or {}).get("INTEL_IOMMU_DEFAULT_ON")
+        fix, fix_ev = _cmdline_fix(ev, CMDLINE_FIX["intel"], ("intel_iommu=on",))
         return failed(
             f"{where}: not enabled on the kernel command line (no intel_iommu=on; "
             f"CONFIG_INTEL_IOMMU_DEFAULT_ON={default_on or 'unknown'})",
-            CMDLINE_FIX["intel"],
-            **evidence,
+            fix,
+            **evidence, **fix_ev,
         )
     return failed(
         f"{where} although firmware describes an IOMMU and the command line does not disable "
@@ -324,7 +371,9 @@ def cmdline(ev: IommuEvidence, profile: Profile) -> Outcome:
     evidence: dict[str, Any] = {"cmdline": c.raw, "vendor": vendor}
     off = _disabled_on_cmdline(ev, vendor)
     if off:
-        return failed(f"the command line disables the IOMMU ({off})", None, **evidence)
+        fix, fix_ev = _cmdline_fix(ev, CMDLINE_FIX.get(vendor or "intel", CMDLINE_FIX["intel"]),
+                                   ("intel_iommu=on",) if vendor == "intel" else (), (off,))
+        return failed(f"the command line disables the IOMMU ({off})", fix, **evidence, **fix_ev)
     if vendor == "intel":
         if "on" in c.values("intel_iommu"):
             return passed("intel_iommu=on is set", **evidence)
@@ -341,16 +390,20 @@ def cmdline(ev: IommuEvidence, profile: Profile) -> Outcome:
                 "Add `intel_iommu=on` to the kernel command line so the setting is explicit.",
                 **evidence,
             )
-        return failed("intel_iommu=on is missing from the kernel command line", None, **evidence)
+        fix, fix_ev = _cmdline_fix(ev, CMDLINE_FIX["intel"], ("intel_iommu=on",))
+        return failed("intel_iommu=on is missing from the kernel command line", fix,
+                      **evidence, **fix_ev)
     if vendor == "amd":
         if "on" in c.values("amd_iommu"):
+            fix, fix_ev = _cmdline_fix(ev, "Remove `amd_iommu=on` from the kernel command "
+                                       "line; keep `iommu=pt` if you want passthrough mode.",
+                                       remove=("amd_iommu=on",))
             return warned(
                 "amd_iommu=on does nothing: it is not a valid value (the kernel logs "
                 "\"AMD-Vi: Unknown option - 'on'\"); the AMD IOMMU is on by default when the "
                 "IVRS table exists",
-                "Remove `amd_iommu=on` from the kernel command line; keep `iommu=pt` if you "
-                "want passthrough mode.",
-                **evidence,
+                fix,
+                **evidence, **fix_ev,
             )
         return passed(
             "nothing on the command line disables the AMD IOMMU (on by default)", **evidence
@@ -385,6 +438,8 @@ def _found_mode(ev: IommuEvidence) -> tuple[str, dict[str, int]]:
 )
 def mode(ev: IommuEvidence, profile: Profile) -> Outcome:
     want = profile.host.iommu.mode
+    if (out := impossible_here(ev)) is not None:
+        return out
     if not _active(ev):
         return failed(
             "the IOMMU is not active (no IOMMU groups), so no DMA domain mode applies; "
@@ -441,6 +496,8 @@ def interrupt_remapping(ev: IommuEvidence, profile: Profile) -> Outcome:
             + ")",
             **evidence,
         )
+    if (out := impossible_here(ev, **evidence)) is not None:
+        return out
     off = "off" in c.values("intremap") or c.has("nointremap")
     why = "disabled on the command line (intremap=off/nointremap)" if off else "not active"
     if ev.irq_remap_chips is None and ev.dmesg is None:
@@ -489,6 +546,9 @@ def targets_present(ev: IommuEvidence, profile: Profile) -> Outcome:
             "Add host.passthrough.targets to the profile (e.g. `- {vendor: '10de', class: '03'}`).",
             display_devices=display,
         )
+    if pt.require_targets_present and (out := impossible_here(
+            ev, selectors=selectors, display_devices=display)) is not None:
+        return out
     if not pt.require_targets_present:
         return passed(
             "no device matches the passthrough targets, and the profile allows nodes without them",
@@ -519,6 +579,8 @@ def targets_grouped(ev: IommuEvidence, profile: Profile) -> Outcome:
     if not targets:
         return skipped("no passthrough target on this node (see iommu.targets-present)", **table)
     orphans = [d for d in targets if ev.pci.group_of(d.bdf) is None]
+    if orphans and (out := impossible_here(ev, **table)) is not None:
+        return out
     if orphans:
         why = "" if _active(ev) else " (the IOMMU is not active; see iommu.enabled)"
         return failed(

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from kgc.core.hostfs import HostQuery, HostSnapshot, require_snapshot
 from kgc.evidence.pci import PCI_QUERY, PciInventory, parse_pci
 from kgc.evidence.platform import CPU_CMD, PLATFORM_QUERY, VmFacts, vm_facts
+from kgc.evidence.vfio_config import CMDLINE_FILES
 
 KCONFIG_KEYS = (
     "IOMMU_SUPPORT",
@@ -47,6 +48,7 @@ QUERY = PCI_QUERY | PLATFORM_QUERY | HostQuery(
         "/proc/sys/kernel/osrelease",
         "/proc/sys/kernel/random/boot_id",
         "/etc/os-release",
+        *CMDLINE_FILES,  # where a command line fix goes (the boot loader's own file)
     ),
     dirs=("/sys/firmware/acpi/tables", "/sys/class/iommu", "/sys/class/iommu/*/devices",
           "/sys/bus/pci/drivers", "/sys/module"),
@@ -140,6 +142,28 @@ class IommuEvidence:
     cmdline_read: bool = True
     vm: VmFacts = VmFacts(False, "", "")
     vfio_pci_shown: str | None = None  # how vfio-pci is shown built (None: not shown)
+    cpu_flags_read: bool = False  # the cpuinfo flags line was read (cpu_virt is meaningful)
+    pvm: bool = False  # /sys/module/kvm_pvm: KVM by PVM, virtualization without VT-x/AMD-V
+    boot_files: Mapping[str, str | None] = field(default_factory=dict)  # CMDLINE_FILES
+
+    def no_hw_virt(self) -> str | None:
+        """What shows this node is a VM its host runs without hardware virtualization and
+        without an IOMMU (None: not shown). PVM (the pagetable-based virtual machine,
+        virt-pvm/linux arch/x86/kvm/pvm) runs its guests at hardware CPL 3 with shadow
+        paging (Documentation/virt/kvm/x86/pvm-spec.rst), which is what a host resorts to
+        when it gives its VMs no VT-x/AMD-V."""
+        if not (self.vm.vm and self.cpu_flags_read and self.cpu_virt is None
+                and self.cpu_vendor in ("intel", "amd") and not self.groups and not self.units):
+            return None
+        parts = [f"it is a virtual machine ({self.vm.why})",
+                 "its CPU has no hardware virtualization (no vmx/svm flag in /proc/cpuinfo)"]
+        if self.pvm:
+            parts.append("its KVM is PVM (/sys/module/kvm_pvm: software virtualization at "
+                         "CPL 3, used where the host gives a VM no VT-x/AMD-V)")
+        table = "DMAR" if self.cpu_vendor == "intel" else "IVRS"
+        parts.append(f"and it has no IOMMU (no ACPI {table} table, /sys/class/iommu empty, no "
+                     "IOMMU groups)")
+        return ", ".join(parts)
 
     @property
     def groups(self) -> Mapping[str, tuple[str, ...]]:
@@ -166,7 +190,7 @@ def parse(snap: HostSnapshot, profile: object = None) -> IommuEvidence:
     snap = require_snapshot(snap, "iommu")
     cpu = snap.command("cpu")
     vendor = virt = None
-    hypervisor = False
+    hypervisor = flags_read = False
     if cpu is not None:
         for line in cpu.output.splitlines():
             key, _, val = line.partition(":")
@@ -179,6 +203,7 @@ def parse(snap: HostSnapshot, profile: object = None) -> IommuEvidence:
                 }.get(val, val.lower() or None)
             elif key == "flags":
                 flags = set(val.split())
+                flags_read = bool(flags)
                 virt = "vmx" if "vmx" in flags else "svm" if "svm" in flags else None
                 hypervisor = "hypervisor" in flags
             elif key == "CPU implementer":
@@ -219,6 +244,9 @@ def parse(snap: HostSnapshot, profile: object = None) -> IommuEvidence:
         cmdline_read=snap.read("/proc/cmdline") is not None,
         vm=vm_facts(snap),
         vfio_pci_shown=_vfio_pci_shown(snap),
+        cpu_flags_read=flags_read,
+        pvm="kvm_pvm" in (snap.listdir("/sys/module") or ()),
+        boot_files={f: snap.read(f) for f in CMDLINE_FILES},
     )
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fnmatch
 from typing import Any
 
 from kgc.core.model import Outcome, Registry, Severity, failed, passed, skipped, warned
@@ -10,9 +9,15 @@ from kgc.core.profile import Profile
 from kgc.evidence.pci import PciDevice
 from kgc.evidence.vfio_config import (
     INITRAMFS_FIX,
+    REBUILD_INITRAMFS,
     EarlyBoot,
+    Edit,
+    boot_mechanisms,
     early_boot,
+    generated_boot,
+    ids_edit,
     mod,
+    softdep_edit,
 )
 from kgc.layers.common import no_targets
 from kgc.layers.persistence.collect import PersistenceEvidence
@@ -26,35 +31,8 @@ def _allowed(profile: Profile) -> set[str]:
 
 def mechanisms(ev: PersistenceEvidence, d: PciDevice, profile: Profile) -> list[tuple[str, str]]:
     """(mechanism, where) pairs that bind ``d`` to vfio at the next boot."""
-    accepted = set(profile.host.persistence.accepted_mechanisms)
-    allowed = _allowed(profile)
-    out: list[tuple[str, str]] = []
-    if "modprobe" in accepted:
-        for f, rule in ev.modprobe.vfio_ids():
-            if rule.matches(d.vendor, d.device, d.subsystem_vendor, d.subsystem_device):
-                out.append(("modprobe", f"{f}: options vfio-pci ids={rule}"))
-    if "cmdline" in accepted:
-        for f, rule in ev.boot.ids():
-            if rule.matches(d.vendor, d.device, d.subsystem_vendor, d.subsystem_device):
-                out.append(("cmdline", f"{f}: vfio-pci.ids={rule}"))
-    if "driverctl" in accepted and d.bdf in ev.driverctl:
-        drv, f = ev.driverctl[d.bdf]
-        if mod(drv) in allowed:
-            out.append(("driverctl", f"{f}: {drv}"))
-    if "udev" in accepted:
-        for u in ev.udev:
-            if mod(u.driver) not in allowed:
-                continue
-            if u.kernel is not None and not fnmatch.fnmatchcase(d.bdf, u.kernel):
-                continue
-            if u.vendor is not None and u.vendor != d.vendor:
-                continue
-            if u.device is not None and u.device != d.device:
-                continue
-            if u.kernel is None and u.vendor is None and u.device is None:
-                continue
-            out.append(("udev", f"{u.file}: ATTR{{driver_override}}=\"{u.driver}\""))
-    return out
+    return boot_mechanisms(ev.binding, d, profile.host.passthrough.allowed_drivers,
+                           profile.host.persistence.accepted_mechanisms)
 
 
 def _targets(ev: PersistenceEvidence, profile: Profile) -> list[PciDevice]:
@@ -89,16 +67,38 @@ def coverage(ev: PersistenceEvidence, profile: Profile) -> Outcome:
                    "boot-time mechanism")
             )
     if uncovered:
-        fix = ("Persist per device: " + "; ".join(
-            f"driverctl set-override {d.bdf} vfio-pci" for d in targets if not table[d.bdf])
-            + ". Or by ID (captures every card of the model): `options vfio-pci ids=VVVV:DDDD` "
-            "+ `softdep <host driver> pre: vfio-pci` in /etc/modprobe.d/vfio.conf, "
-            "`vfio-pci` in /etc/modules-load.d/vfio.conf, then update-initramfs -u.")
+        bare = [d for d in targets if not table[d.bdf]]
+        accepted = profile.host.persistence.accepted_mechanisms
+        fix, steps = _coverage_fix(ev, bare, profile)
         return failed("; ".join(uncovered), fix, coverage=table,
-                      mechanisms_accepted=list(profile.host.persistence.accepted_mechanisms))
+                      mechanisms_accepted=list(accepted), fix=steps)
     return passed("every target is covered: " + "; ".join(
         f"{b} by {', '.join(sorted({m.split(':')[0] for m in ms}))}" for b, ms in table.items()),
         coverage=table)
+
+
+def _coverage_fix(ev: PersistenceEvidence, bare: list[PciDevice],
+                  profile: Profile) -> tuple[str, list[dict[str, Any]]]:
+    """Per device (driverctl) when accepted, else by ID in the modprobe.d line that is there
+    (its ids= extended, never a second options line; a softdep for each host driver that
+    could claim the device first, in the line that is there)."""
+    accepted = profile.host.persistence.accepted_mechanisms
+    per_dev = [f"driverctl set-override {d.bdf} vfio-pci" for d in bare]
+    edits: list[Edit] = []
+    ids = ids_edit(ev.modprobe, [d.ident for d in bare if d.vendor and d.device])
+    if ids is not None:
+        edits.append(ids)
+    hosts = dict.fromkeys(m for d in bare for m in _host_drivers(ev, d, profile)
+                          if ev.modprobe.vfio_first(m) is None)
+    edits += [softdep_edit(ev.modprobe, m) for m in hosts]
+    if not ev.modules_load.get("vfio_pci"):
+        edits.append(Edit("/etc/modules-load.d/vfio.conf", "vfio-pci"))
+    by_id = "; ".join([e.describe() for e in edits] + ["then " + REBUILD_INITRAMFS])
+    id_steps = [e.to_dict() for e in edits] + [{"run": REBUILD_INITRAMFS}]
+    if "driverctl" in accepted:
+        return (f"Persist per device: {'; '.join(per_dev)}. Or by ID (captures every card of "
+                f"the model): {by_id}.", [{"run": c} for c in per_dev])
+    return f"Persist by ID (captures every card of the model): {by_id}.", id_steps
 
 
 def _host_drivers(ev: PersistenceEvidence, d: PciDevice, profile: Profile) -> list[str]:
@@ -145,6 +145,7 @@ def load_order(ev: PersistenceEvidence, profile: Profile) -> Outcome:
     problems: list[str] = []
     cautions: list[str] = []
     fixes: list[str] = []
+    steps: list[dict[str, Any]] = []
     detail: dict[str, str] = {}
     loads = ev.modules_load.get("vfio_pci")
     pre_any = any("vfio_pci" in ev.modprobe.pre_of(m) for m in ev.modprobe.softdeps_pre)
@@ -153,7 +154,8 @@ def load_order(ev: PersistenceEvidence, profile: Profile) -> Outcome:
         problems.append("nothing loads vfio-pci at boot (not in modules-load.d, no softdep, "
                         "not in the initramfs), so its ids= never take effect for devices "
                         "that have no host driver")
-        fixes.append("echo vfio-pci > /etc/modules-load.d/vfio.conf")
+        fixes.append("add `vfio-pci` to /etc/modules-load.d/vfio.conf")
+        steps.append(Edit("/etc/modules-load.d/vfio.conf", "vfio-pci").to_dict())
     if ev.candidates is None:
         why = (f"the drivers matching each device's modalias could not be resolved: "
                f"{ev.candidates_error or '`modprobe -R` failed on the node'}")
@@ -169,8 +171,9 @@ def load_order(ev: PersistenceEvidence, profile: Profile) -> Outcome:
         if bad:
             problems.append(f"{d.bdf} [{d.ident}] is bound by ID only, and host driver(s) "
                             f"{', '.join(bad)} may claim it before vfio-pci at boot")
-            fixes += [f"echo 'softdep {m} pre: vfio-pci' >> /etc/modprobe.d/vfio.conf"
-                      for m in bad]
+            edits = [softdep_edit(ev.modprobe, m) for m in bad]
+            fixes += [e.describe() for e in edits]
+            steps += [e.to_dict() for e in edits if e.to_dict() not in steps]
             continue
         if not host:
             continue
@@ -182,15 +185,18 @@ def load_order(ev: PersistenceEvidence, profile: Profile) -> Outcome:
             detail[d.bdf] += "; early boot: host driver in the initramfs without vfio_pci"
         elif boot.state == "stale":
             cautions.append(f"{d.bdf} [{d.ident}]: {boot.why}")
-            fixes.append("Rebuild the initramfs: update-initramfs -u -k all (dracut -f)")
+            fixes.append("Rebuild the initramfs: " + REBUILD_INITRAMFS)
             detail[d.bdf] += "; early boot: stale initramfs"
         elif boot.state == "unknown":
             detail[d.bdf] += f" (early boot not checked: {boot.why})"
     ev_: dict[str, Any] = {"per_device": detail, "vfio_pci_loaded_by": loads,
                            "softdep_pre_vfio": pre_any, "vfio_pci_in_initramfs": in_initramfs}
+    if steps:
+        ev_["fix"] = [*steps, {"run": REBUILD_INITRAMFS}]
     if problems:
-        return failed("; ".join(problems + cautions), "; ".join(dict.fromkeys(fixes))
-                      + "; then update-initramfs -u", **ev_)
+        if INITRAMFS_FIX not in fixes:
+            fixes.append("then " + REBUILD_INITRAMFS)
+        return failed("; ".join(problems + cautions), "; ".join(dict.fromkeys(fixes)), **ev_)
     if cautions:
         return warned("; ".join(cautions), "; ".join(dict.fromkeys(fixes)), **ev_)
     return passed("vfio-pci is loaded at boot and ahead of every competing host driver: "
@@ -295,13 +301,7 @@ def over_capture(ev: PersistenceEvidence, profile: Profile) -> Outcome:
                   + ", ".join(d.bdf for d in kept), rules=[f"{f}: {r}" for _k, f, r in rules])
 
 
-GENERATED_BOOT = ("/boot/grub/grub.cfg", "/boot/grub2/grub.cfg", "/boot/loader/entries/",
-                  "/efi/loader/entries/", "/boot/efi/loader/entries/")
-
-
-def _generated(f: str) -> bool:
-    return f.startswith(GENERATED_BOOT)
-
+_generated = generated_boot
 
 @CHECKS.check(
     "persistence.cmdline",

@@ -11,6 +11,7 @@ from kgc.evidence.pci import PCI_QUERY, PciInventory, parse_pci
 from kgc.evidence.vfio_config import (
     BOOT_CONFIGS,
     CONFIG_QUERY,
+    BootBinding,
     BootConfig,
     IdRule,
     InitramfsListing,
@@ -46,6 +47,11 @@ class PersistenceEvidence:
     extra: Mapping[str, object] = field(default_factory=dict)
     candidates_error: str = ""  # why `candidates` is None
     boot_files_read: tuple[str, ...] = ()  # boot loader config files the node had
+
+    @property
+    def binding(self) -> BootBinding:
+        return BootBinding(self.modprobe, self.boot, self.driverctl, self.udev,
+                           self.proc_cmdline, self.initramfs)
 
     def running_ids(self) -> tuple[IdRule, ...]:
         return vfio_ids_in(cmdline_words(self.proc_cmdline or ""))

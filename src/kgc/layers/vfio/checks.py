@@ -7,7 +7,15 @@ from typing import Any
 from kgc.core.model import Outcome, Registry, Severity, failed, passed, skipped, warned
 from kgc.core.profile import Profile
 from kgc.evidence.pci import PciDevice
-from kgc.evidence.vfio_config import INITRAMFS_FIX, early_boot, mod
+from kgc.evidence.vfio_config import (
+    INITRAMFS_FIX,
+    REBUILD_INITRAMFS,
+    PendingBoot,
+    early_boot,
+    mod,
+    pending_boot,
+    softdep_edit,
+)
 from kgc.layers.common import no_targets
 from kgc.layers.vfio.collect import VfioEvidence
 
@@ -43,6 +51,48 @@ def _bind_fix(bdfs: list[str]) -> str:
     )
 
 
+def _pending(ev: VfioEvidence, d: PciDevice, profile: Profile) -> PendingBoot | None:
+    """The device's configured-for-next-boot binding (None: nothing binds it at boot). The
+    host drivers that may claim it: the one it is on now, and those its modalias matches."""
+    hosts = [x for x in ((d.driver,) if d.driver else ()) + tuple(
+        (ev.candidates or {}).get(d.bdf, ())) if mod(x) not in {mod(a) for a in
+                                                                  _allowed(profile)}]
+    return pending_boot(ev.binding, d, hosts, _allowed(profile),
+                        profile.host.persistence.accepted_mechanisms)
+
+
+def _rebind(ev: VfioEvidence, devs: list[PciDevice],
+            profile: Profile) -> tuple[dict[str, str], str, list[dict[str, Any]]]:
+    """One story per device for a check that fails because ``devs`` are not on vfio-pci:
+    (bdf -> "configured ..., pending reboot" for the configured ones, the remedy, the
+    machine-applicable steps). A configured binding gets the reboot (and what must come
+    before it), never a second mechanism; an unconfigured one gets per-device driverctl."""
+    stories: dict[str, str] = {}
+    fixes: list[str] = []
+    steps: list[dict[str, Any]] = []
+    loose: list[str] = []
+    for d in devs:
+        p = _pending(ev, d, profile)
+        if p is None:
+            loose.append(d.bdf)
+        elif not ev.iommu_on:
+            # with the IOMMU off vfio-pci binds nothing: the cause is the IOMMU, not a reboot
+            stories[d.bdf] = (f"its binding is configured ({'; '.join(p.where)}), but vfio-pci "
+                              "cannot bind it while the IOMMU is off")
+        else:
+            stories[d.bdf] = p.story()
+            fixes.append(p.fix())
+            steps += [s for s in p.fix_steps() if s not in steps]
+    if not ev.iommu_on:
+        fixes.insert(0, IOMMU_FIX + (" The configured binding applies at that reboot."
+                                     if stories else ""))
+        steps = [{"run": "enable the IOMMU (see iommu.enabled)"}, {"run": "reboot"}]
+    if loose:
+        fixes.append(("Then: " if not ev.iommu_on else "") + _bind_fix(loose))
+        steps += [{"run": f"driverctl set-override {b} vfio-pci"} for b in loose]
+    return stories, " ".join(dict.fromkeys(fixes)), steps
+
+
 
 @CHECKS.check(
     "vfio.driver",
@@ -60,13 +110,13 @@ def driver(ev: VfioEvidence, profile: Profile) -> Outcome:
     if not bad:
         return passed(f"all {len(targets)} target(s) use an allowed driver: "
                       + ", ".join(f"{d.bdf}={d.driver}" for d in targets), drivers=rows)
-    what = "; ".join(f"{d.bdf} [{d.ident}] is on {d.driver or 'no driver'}" for d in bad)
+    stories, fix, steps = _rebind(ev, bad, profile)
+    what = "; ".join(f"{d.bdf} [{d.ident}] is on {d.driver or 'no driver'}"
+                     + (f": {stories[d.bdf]}" if d.bdf in stories else "") for d in bad)
     reason = f"{len(bad)} of {len(targets)} target(s) not bound to {'/'.join(allowed)}: {what}"
-    fix = _bind_fix([d.bdf for d in bad])
     if not ev.iommu_on:
         reason += f"; {IOMMU_OFF}"
-        fix = IOMMU_FIX + " Then: " + fix
-    out = failed(reason, fix, drivers=rows, iommu_groups=len(ev.pci.groups))
+    out = failed(reason, fix, drivers=rows, iommu_groups=len(ev.pci.groups), fix=steps)
     return Outcome(out.status, out.reason, out.evidence, out.remediation,
                    expected=f"driver in {list(allowed)}",
                    found=", ".join(f"{d.bdf}={d.driver or 'none'}" for d in bad))
@@ -87,11 +137,14 @@ def device_node(ev: VfioEvidence, profile: Profile) -> Outcome:
                       dev_vfio=list(ev.vfio_nodes or ()))
     found: dict[str, str] = {}
     missing: list[str] = []
+    unbound = [d for d in targets if d.driver not in _allowed(profile)]
+    stories, rebind_fix, steps = _rebind(ev, unbound, profile)
     for d in targets:
         g = ev.pci.group_of(d.bdf)
         cdevs = ev.vfio_dev.get(d.bdf, ())
         if d.driver not in _allowed(profile):
-            missing.append(f"{d.bdf} (on {d.driver or 'no driver'}, not bound to vfio-pci)")
+            missing.append(f"{d.bdf} (on {d.driver or 'no driver'}, not bound to vfio-pci"
+                           + (f": {stories[d.bdf]}" if d.bdf in stories else "") + ")")
         elif g is not None and g in (ev.vfio_nodes or ()):
             found[d.bdf] = f"/dev/vfio/{g}"
         elif cdevs and any(c in (ev.iommufd_nodes or ()) for c in cdevs):
@@ -102,10 +155,12 @@ def device_node(ev: VfioEvidence, profile: Profile) -> Outcome:
     ev_: dict[str, Any] = {"nodes": found, "dev_vfio": list(ev.vfio_nodes or ()),
            "iommu_units": list(ev.iommu_units)}
     if missing:
-        return failed("no VFIO device node for " + "; ".join(missing),
-                      "Bind the device to vfio-pci (vfio.driver); /dev/vfio/<group> is created "
-                      "by the vfio module when the first device of the group binds. Check "
-                      "`ls -l /dev/vfio` and `dmesg | grep -i vfio`.", **ev_)
+        node_fix = ("/dev/vfio/<group> is created by the vfio module when the first device of "
+                    "the group binds. Check `ls -l /dev/vfio` and `dmesg | grep -i vfio`.")
+        if unbound:
+            return failed("no VFIO device node for " + "; ".join(missing),
+                          f"{rebind_fix} {node_fix}", **ev_, fix=steps)
+        return failed("no VFIO device node for " + "; ".join(missing), node_fix, **ev_)
     return passed("VFIO device nodes present: " + ", ".join(f"{b} -> {n}" for b, n in
                                                              found.items()), **ev_)
 
@@ -130,7 +185,7 @@ def group_viable(ev: VfioEvidence, profile: Profile) -> Outcome:
                        iommu_units=list(ev.iommu_units))
     allowed = _allowed(profile)
     problems: list[str] = []
-    offenders: list[str] = []
+    offenders: list[PciDevice] = []
     groups: dict[str, list[str]] = {}
     for d in targets:
         g = ev.pci.group_of(d.bdf)
@@ -140,21 +195,30 @@ def group_viable(ev: VfioEvidence, profile: Profile) -> Outcome:
         members = [ev.pci.devices[b] for b in ev.pci.groups.get(g, ()) if b in ev.pci.devices]
         groups[g] = [m.describe() for m in members]
         for m in members:
-            if m.bdf == d.bdf or _viable_member(m, allowed):
+            if m.bdf == d.bdf or _viable_member(m, allowed) or m in offenders:
                 continue
-            msg = (f"group {g} of target {d.bdf}: peer {m.bdf} [{m.ident}] is bound to host "
-                   f"driver {m.driver}")
-            if msg not in problems:
-                problems.append(msg)
-                offenders.append(m.bdf)
-    if problems:
-        fix = ("Make the group viable: bind the peer(s) too -- "
-               + "; ".join(f"driverctl set-override {b} vfio-pci" for b in offenders)
-               + " -- or unbind them, or move the target to a slot with its own IOMMU group "
-               "(a slot behind an ACS-capable root port).") if offenders else IOMMU_FIX
-        return failed("; ".join(problems), fix, groups=groups, offenders=offenders)
-    return passed(f"{len(groups)} group(s) viable: every member is vfio-bound, pci-stub, "
-                  "driverless or a bridge", groups=groups)
+            offenders.append(m)
+    if not problems and not offenders:
+        return passed(f"{len(groups)} group(s) viable: every member is vfio-bound, pci-stub, "
+                      "driverless or a bridge", groups=groups)
+    stories, rebind_fix, steps = _rebind(ev, offenders, profile)
+    for m in offenders:
+        g = ev.pci.group_of(m.bdf)
+        of = [d.bdf for d in targets if ev.pci.group_of(d.bdf) == g and d.bdf != m.bdf]
+        problems.append(f"group {g} of target {', '.join(of)}: peer {m.bdf} [{m.ident}] is "
+                        f"bound to host driver {m.driver}"
+                        + (f" ({stories[m.bdf]})" if m.bdf in stories else ""))
+    if offenders and len(stories) == len(offenders):
+        fix = f"Make the group viable: {rebind_fix}"
+    elif offenders:
+        fix = (f"Make the group viable: bind the peer(s) too -- {rebind_fix} -- or unbind "
+               "them, or move the target to a slot with its own IOMMU group (a slot behind "
+               "an ACS-capable root port).")
+    else:
+        fix, steps = IOMMU_FIX, []
+    fix_ev: dict[str, Any] = {"fix": steps} if steps else {}
+    return failed("; ".join(problems), fix, groups=groups,
+                  offenders=[m.bdf for m in offenders], **fix_ev)
 
 
 @CHECKS.check(
@@ -180,12 +244,19 @@ def competing_driver(ev: VfioEvidence, profile: Profile) -> Outcome:
     risks: list[str] = []
     cautions: list[str] = []
     fixes: list[str] = []
+    steps: list[dict[str, Any]] = []
     detail: dict[str, str] = {}
+    claimed = [d for d in targets
+               if d.driver is not None and mod(d.driver) not in allowed | {"pci_stub"}]
+    if claimed:  # one remedy for every device a host driver holds now
+        stories, fix, steps = _rebind(ev, claimed, profile)
+        fixes.append(fix)
     for d in targets:
-        if d.driver is not None and mod(d.driver) not in allowed | {"pci_stub"}:
-            risks.append(f"{d.bdf} is claimed by host driver {d.driver} now")
-            fixes.append(f"driverctl set-override {d.bdf} vfio-pci")
-            detail[d.bdf] = f"claimed by {d.driver}"
+        if d in claimed:
+            risks.append(f"{d.bdf} is claimed by host driver {d.driver} now"
+                         + (f": {stories[d.bdf]}" if d.bdf in stories else ""))
+            detail[d.bdf] = f"claimed by {d.driver}" + ("; configured for the next boot"
+                                                         if d.bdf in stories else "")
             continue
         host_mods = [m for m in ev.candidates.get(d.bdf, ())
                      if m not in allowed and not m.startswith("vfio") and m != "pci_stub"]
@@ -216,7 +287,7 @@ def competing_driver(ev: VfioEvidence, profile: Profile) -> Outcome:
             elif boot.state == "stale":
                 cautions.append(f"{d.bdf} [{d.ident}] is guarded on the root filesystem "
                                 f"({guards}), but {boot.why}")
-                fixes.append("Rebuild the initramfs: update-initramfs -u -k all (dracut -f)")
+                fixes.append("Rebuild the initramfs: " + REBUILD_INITRAMFS)
                 detail[d.bdf] += "; initramfs: stale"
             elif boot.state == "unknown":
                 detail[d.bdf] += f" (early boot not checked: {boot.why})"
@@ -226,14 +297,16 @@ def competing_driver(ev: VfioEvidence, profile: Profile) -> Outcome:
         risks.append(f"{d.bdf} [{d.ident}] can be claimed first by {', '.join(unguarded)} "
                      f"({state}); its driver_override is "
                      f"{d.driver_override or 'unset'} and no softdep/blacklist puts vfio-pci first")
-        fixes += [f"echo 'softdep {m} pre: vfio-pci' >> /etc/modprobe.d/vfio.conf"
-                  for m in unguarded] + [f"or: driverctl set-override {d.bdf} vfio-pci"]
+        edits = [softdep_edit(ev.modprobe, m) for m in unguarded]
+        fixes += [e.describe() for e in edits] + [f"or: driverctl set-override {d.bdf} vfio-pci"]
+        steps += [e.to_dict() for e in edits if e.to_dict() not in steps]
         detail[d.bdf] = f"unguarded host drivers: {', '.join(unguarded)}"
+    fix_ev: dict[str, Any] = {"fix": steps} if steps else {}
+    fix = "; ".join(dict.fromkeys(f.rstrip(".") for f in fixes))
     if risks:
-        return failed("; ".join(risks + cautions), "; ".join(dict.fromkeys(fixes)),
-                      per_device=detail)
+        return failed("; ".join(risks + cautions), fix, per_device=detail, **fix_ev)
     if cautions:
-        return warned("; ".join(cautions), "; ".join(dict.fromkeys(fixes)), per_device=detail)
+        return warned("; ".join(cautions), fix, per_device=detail, **fix_ev)
     return passed("no host driver can claim a target first: "
                   + "; ".join(f"{b}: {v}" for b, v in detail.items()), per_device=detail)
 

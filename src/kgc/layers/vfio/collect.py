@@ -9,12 +9,12 @@ from kgc.core.hostfs import HostSnapshot, require_snapshot
 from kgc.evidence.pci import PCI_QUERY, PciInventory, parse_pci
 from kgc.evidence.vfio_config import (
     CONFIG_QUERY,
+    BootBinding,
     InitramfsListing,
     ModprobeConfig,
     modalias_error,
-    parse_initramfs,
+    parse_boot_binding,
     parse_modalias_drivers,
-    parse_modprobe,
 )
 
 QUERY = PCI_QUERY | CONFIG_QUERY
@@ -32,6 +32,9 @@ class VfioEvidence:
     iommu_units: tuple[str, ...] = ()
     candidates_error: str = ""  # why `candidates` is None
     initramfs: InitramfsListing = InitramfsListing(None, (), "not collected")
+    # what binds each device at the next boot (modprobe.d, boot loader, driverctl, udev):
+    # a device on a host driver whose binding is configured is "pending reboot"
+    binding: BootBinding = BootBinding()
 
     @property
     def iommu_on(self) -> bool:
@@ -47,6 +50,7 @@ def parse(snap: HostSnapshot, profile: object = None) -> VfioEvidence:
         bdf = p.split("/")[-2]
         vfio_dev[bdf] = snap.listdir(p) or ()
     mods = snap.listdir("/sys/module")
+    binding = parse_boot_binding(snap)
     return VfioEvidence(
         pci=pci,
         vfio_nodes=snap.listdir("/dev/vfio"),
@@ -54,8 +58,9 @@ def parse(snap: HostSnapshot, profile: object = None) -> VfioEvidence:
         vfio_dev=vfio_dev,
         loaded_modules=None if mods is None else frozenset(mods),
         candidates=parse_modalias_drivers(snap),
-        modprobe=parse_modprobe(snap),
+        modprobe=binding.modprobe,
         iommu_units=snap.listdir("/sys/class/iommu") or (),
         candidates_error=modalias_error(snap),
-        initramfs=parse_initramfs(snap),
+        initramfs=binding.initramfs,
+        binding=binding,
     )
