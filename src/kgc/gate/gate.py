@@ -325,6 +325,11 @@ WHOLE_LAYERS = (
     "apply to this platform is waived (policy.waive) or allowed to skip (policy.skip_allowed)\n"
     "in the profile, where the release policy shows it — never deselected.")
 
+NOT_ACCEPTED = (
+    "Judge it on evidence the policy accepts: a live run against real nodes (a real kubelet "
+    "starting real Kata microVMs), not a stand-in's (kwok) and not a replayed bundle where "
+    "the policy accepts live results only.")
+
 
 def _run_findings(doc: VerdictDoc, profile: str, digest: str) -> list[Finding]:
     """What the run as a whole must show before any result counts: that it finished, that
@@ -374,7 +379,11 @@ def _missing_checks(doc: VerdictDoc, policy: Policy, lay: str, target: str,
     check ids of the layer -> severity (a bare list: severity unknown, counted as
     blocking). A layer with no result at all on the target is one layer finding instead
     (except under ``skip: per-check``)."""
-    have = {r["check"] for r in doc.results if r["target"] == target}
+    mine = [r for r in doc.results if r["target"] == target]
+    have = {r["check"] for r in mine if _accept(r, policy) is None}
+    # a check whose only results are not accepted (simulated: a stand-in's evidence;
+    # replayed under a live-only policy) was not judged on evidence that may certify
+    refused = {r["check"]: why for r in mine if (why := _accept(r, policy))}
     ran = any(r["layer"] == lay and r["target"] == target for r in doc.results)
     if not ran and policy.skip != "per-check":
         return []
@@ -392,6 +401,12 @@ def _missing_checks(doc: VerdictDoc, policy: Policy, lay: str, target: str,
             why = (f"a {sev} check the policy blocks on: it must be judged" if sev else
                    "a check the policy may block on: it must be judged")
         else:
+            continue
+        if cid in refused:
+            out.append(Finding(
+                "check", f"{cid} on {target}: no accepted verdict (its result is "
+                f"{refused[cid]}; {why})", target=target, check=cid, layer=lay,
+                status="missing", severity=sev, remediation=NOT_ACCEPTED))
             continue
         out.append(Finding(
             "check", f"{cid} on {target}: no verdict (not run: left out of the selection"
