@@ -491,6 +491,9 @@ def evaluate(doc: VerdictDoc, policy: Policy, profile: str,
                                     f"had no {sc} target", layer=lay))
             continue
         for t in targets:
+            miss = _missing_checks(doc, policy, lay, t, checks.get(lay, ())) \
+                if checks is not None else []
+            blocking += miss
             mine = [r for r in accepted if r["layer"] == lay and r["target"] == t]
             alls = [r for r in doc.results if r["layer"] == lay and r["target"] == t]
             done = [r for r in mine if r["status"] != "skip"]
@@ -499,6 +502,8 @@ def evaluate(doc: VerdictDoc, policy: Policy, profile: str,
                     bool(done) and any(r["status"] in BAD for r in done))
             else:
                 ok = bool(done)
+            if ok and any(f.remediation == NOT_ACCEPTED for f in miss):
+                continue  # checks it blocks on rest on stand-ins: named above, never "ok"
             if ok and lay in doc.layers_judged:
                 judged.setdefault(lay, []).append(t)
                 continue
@@ -517,9 +522,6 @@ def evaluate(doc: VerdictDoc, policy: Policy, profile: str,
                 msg = (f"required layer {lay} on {t}: no check passed ({len(done)} warned; "
                        "policy warn: per-layer)")
             blocking.append(Finding("layer", msg, target=t, layer=lay))
-        if checks is not None:
-            for t in targets:
-                blocking += _missing_checks(doc, policy, lay, t, checks.get(lay, ()))
 
     # -- what else was not run (informational) -------------------------------------------
     for lay in layers:
