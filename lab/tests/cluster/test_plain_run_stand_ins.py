@@ -78,4 +78,4 @@ def test_a_plain_run_marks_every_stand_in_result_and_never_gates_green(
     out = gate.stdout + gate.stderr
     assert gate.returncode == 1, out
     assert "NOT CERTIFIED" in out and f"{layer} NOT JUDGED" in out and f"{layer} ok" not in out
-    assert "no accepted verdict (its result is simulated (evidence from stand-ins" in out, out
+    assert "no accepted verdict (its result is simulated" in out, out  # the screen clips
