@@ -165,6 +165,28 @@ def _phases_oracle(m: dict[str, Any]) -> None:
     assert row.seconds("e2e") == pytest.approx(6.87) and row.seconds("decision") == 4.0
     assert row.ready and row.rel("ready") == pytest.approx(6.87) and row.rel("x") is None
     assert row.label == "r1 #1 kata-1-1" or row.label.startswith("r1 #1 ")
+    # out of order: only observed milestones, named with their times, and spans never
+    # fold a reversal (tests/keda/test_keda_out_of_order.py on kubelet-shaped records)
+    marks = {"created": 1.0, "scheduled": 3.0, "started": 2.0, "ready": 2.5}
+    assert ph.out_of_order(marks) == [("scheduled", "started"), ("scheduled", "ready")]
+    assert ph.out_of_order(marks, "started", "ready") == []
+    rep = repetition(1, [pod(sandbox=None)])
+    p0 = rep.pods[0]
+    late = dict(p0.observed, scheduled=Stamp(p0.observed["started"].mono + 0.05, 0.0))
+    (row,) = rp(Repetition(1, 1, rep.trigger, rep.active, rep.scale,
+                           (PodRecord(p0.name, late, p0.api, p0.node),)), "kata")
+    assert row.values["scheduling"].status == ph.OK
+    assert row.values["startup"].status == ph.OUT_OF_ORDER
+    t0 = rep.trigger.mono
+    at = f"+{p0.observed['started'].mono - t0:.3f} s"
+    assert row.values["startup"].note == (
+        f"kata r1 #1 {p0.name}: out of order: containers running at {at} observed 0.050 s "
+        f"before pod scheduled at +{late['scheduled'].mono - t0:.3f} s")
+    (row,) = rp(Repetition(1, 1, None, rep.active, rep.scale,
+                           (PodRecord(p0.name, late, p0.api, p0.node),)), "kata")
+    assert row.values["startup"].note.startswith(
+        f"kata r1 #1 {p0.name}: out of order: containers running at "
+        f"{p0.observed['started'].mono:.3f} s (client monotonic) observed")
     (row,) = rp(repetition(1, [pod(sandbox=None)]))
     assert row.values["sandbox"].status == ph.MISSING and row.values["e2e"].status == ph.OK
     assert row.values["sandbox"].note == "PodReadyToStartContainers not observed"

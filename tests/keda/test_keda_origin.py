@@ -128,6 +128,12 @@ def test_the_engine_marks_per_check(tmp_path: Path):
     # without origins every verdict keeps the layer-wide mark
     for cid, v in _judge(lab_like(nodes=None), _profile(tmp_path)).items():
         assert v.simulated and "simulated (kwok)" in v.simulated_why, cid
-    # a real cluster's profile marks nothing, whatever the nodes are
-    for cid, v in _judge(lab_like(), _profile(tmp_path, simulated=False)).items():
+    # whoever runs it (a profile that does not declare the cluster simulated) the evidence
+    # marks the same verdicts: the stand-ins are in the record, not in the profile
+    plain = _judge(lab_like(), _profile(tmp_path, simulated=False))
+    assert not plain.pop("keda.baseline-budgets").simulated
+    for cid, v in plain.items():
+        assert v.simulated and v.simulated_why == by[cid].simulated_why, cid
+    # only what the record cannot tell is left to the profile: unmarked on a real cluster's
+    for cid, v in _judge(lab_like(nodes=None), _profile(tmp_path, simulated=False)).items():
         assert not v.simulated, cid

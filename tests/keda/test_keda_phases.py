@@ -68,7 +68,15 @@ def test_an_end_observed_before_its_start_is_out_of_order():
     (row,) = repetition_phases(bad)
     v = row.values["sandbox"]
     assert v.status == OUT_OF_ORDER and v.seconds is None
-    assert "PodReadyToStartContainers observed 0.400 s before pod scheduled" == v.note
+    # named: which pod, which milestones, when (seconds since the trigger)
+    assert v.note == ("kata r1 #1 p1-1: out of order: PodReadyToStartContainers at +0.670 s "
+                      "observed 0.400 s before pod scheduled at +1.070 s")
+    # and never folded into a span that looks like a duration
+    for span in ("startup", "e2e"):
+        assert row.values[span].status == OUT_OF_ORDER
+        assert row.values[span].note.endswith(v.note.split(": out of order: ")[1])
+        assert "PodReadyToStartContainers at +0.670 s observed 0.380 s before pod created " \
+            "at +1.050 s" in row.values[span].note  # every reversal inside it
 
 
 def test_a_non_finite_timestamp_is_invalid_not_a_crash():

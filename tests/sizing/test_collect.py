@@ -13,13 +13,13 @@ import pytest
 
 from kgc.core.profile import ClusterProfile
 from kgc.guest import build_script
+from kgc.kube.origin import KWOK_ANNOTATION
 from kgc.kube.pods import PodOutcome as Outcome
 from kgc.layers.sizing.checks import judge_shape
 from kgc.layers.sizing.collect import (
     COLLECTOR_KIND,
     COLLECTOR_LABEL,
     CONFIGMAP,
-    KWOK_NODE_ANNOTATION,
     MAX_PROBES,
     cluster_objects,
     collector_configmap,
@@ -48,6 +48,13 @@ from kgc_lab.cluster.shape import LabClusterProfile
 
 CLUSTER = ClusterProfile()
 SP = SizingProfile()
+
+
+# the lab's kwok node (kwok selects it by this annotation) and a real node (kubelet version)
+LAB_NODES: dict[str, Any] = {
+    "kgc-gpu-0": {"metadata": {"name": "kgc-gpu-0", "annotations": {KWOK_ANNOTATION: "fake"}}},
+    "gpu-a": {"metadata": {"name": "gpu-a"}, "status": {"nodeInfo": {"kubeletVersion": "v1.33.1"}}},
+}
 
 
 def lab_objects(pods: list[dict[str, Any]] | None = None):  # type: ignore[no-untyped-def]
@@ -150,7 +157,7 @@ def test_cluster_objects_are_projected_and_kgcs_own_pods_left_out() -> None:
         "io.katacontainers.config.hypervisor.default_vcpus": "2"}
     assert p["spec"]["containers"] == [{"name": "c", "resources": {"limits": {"cpu": "1"}}}]
     assert p["status"] == {"phase": "Running"}
-    assert KWOK_NODE_ANNOTATION in objs.nodes[0]["metadata"]["annotations"]
+    assert KWOK_ANNOTATION in objs.nodes[0]["metadata"]["annotations"]
     assert objs.runtime_classes[0]["overhead"]["podFixed"]["memory"] == "320Mi"
 
 
@@ -189,7 +196,7 @@ def test_a_recorded_guest_log_becomes_guest_evidence_judged_at_the_predicted_siz
     cap = next(c for c in sim_sizing.captures() if c.name == "go-nvidia-one-container-3x10240")
     o = observe(p, Outcome(p.manifest["metadata"]["name"], _ran(p),
                            log="kubelet noise before\n" + sim_sizing.capture_log(cap),
-                           waited_s=4.2), {"kgc-gpu-0"})
+                           waited_s=4.2), LAB_NODES)
     assert o.error == "" and o.simulated and o.node == "kgc-gpu-0" and o.waited_s == 4.2
     assert o.guest is not None and o.guest.vcpus == 3 and o.guest.ram_mib is not None
     assert "managedFields" not in o.pod["metadata"]
@@ -206,8 +213,30 @@ def test_a_real_node_is_not_simulated() -> None:
     p = _plan()
     cap = sim_sizing.captures()[0]
     o = observe(p, Outcome("x", _ran(p, node="gpu-a"), log=sim_sizing.capture_log(cap)),
-                {"kgc-gpu-0"})
+                LAB_NODES)
+    assert not o.simulated and o.stand_in is None
+
+
+def test_a_pod_whose_containers_a_stand_in_played_is_simulated_on_any_node() -> None:
+    """kwok's stages report kubelet-only container events (kwok's default pod-create stage:
+    Normal Created "Created container") as ``kwok_controller`` (kwok
+    pkg/kwok/controllers/controller.go): the pod's own events show no kubelet ran it."""
+    p = _plan()
+    cap = sim_sizing.captures()[0]
+    played = [{"type": "Normal", "reason": "Created", "message": "Created container",
+               "source": {"component": "kwok_controller"}}]
+    o = observe(p, Outcome("x", _ran(p, node="gpu-a"), log=sim_sizing.capture_log(cap),
+                           events=played), LAB_NODES)
+    assert o.simulated and o.stand_in == ("its 'Created' event was reported by "
+                                          "kwok_controller, not by a kubelet")
+    real = [dict(played[0], source={"component": "kubelet", "host": "gpu-a"})]
+    o = observe(p, Outcome("x", _ran(p, node="gpu-a"), log=sim_sizing.capture_log(cap),
+                           events=real), LAB_NODES)
     assert not o.simulated
+    # a node the run never saw is no evidence of a real kubelet
+    o = observe(p, Outcome("x", _ran(p, node="elsewhere"), log=sim_sizing.capture_log(cap)),
+                LAB_NODES)
+    assert o.stand_in == "node elsewhere: node not seen"
 
 
 @pytest.mark.parametrize(("outcome", "expect"), [
@@ -232,7 +261,7 @@ def test_a_pod_without_guest_evidence_says_which_pod_and_why(outcome: Outcome,
     p = _plan()
     if outcome.pod == "RAN-FAILED":
         outcome.pod = _ran(p, phase="Failed")
-    o = observe(p, outcome, set())
+    o = observe(p, outcome, {})
     assert o.guest is None
     assert o.error.startswith(expect), o.error
 
@@ -267,3 +296,43 @@ def test_a_matrix_whose_only_shape_did_not_apply_measured_nothing() -> None:
     # the shape is not judged, and with no other shape nothing was measured: an error
     # (issue 21; next to a measured shape it is a skip inside a pass, see test_checks)
     assert v.status == "error" and "no node advertises nvidia.com/gpu" in v.reason
+
+
+# -- which sizing verdicts rest on a stand-in (issue 18.6) -------------------------------------
+def test_each_sizing_check_names_the_stand_ins_its_verdict_rests_on() -> None:
+    """A probe measured on a kwok node makes its configuration a stand-in's (every check
+    reads it); the shapes mark vm-matches-limits; the Kata pods' kwok nodes node-overcommit."""
+    from kgc.layers.sizing.evidence import ClusterObjects, measured_from_probe
+
+    p = _plan()
+    cap = next(c for c in sim_sizing.captures() if c.name == "go-nvidia-one-container-3x10240")
+    kwok = observe(p, Outcome("x", _ran(p), log=sim_sizing.capture_log(cap)), LAB_NODES)
+    real = observe(p, Outcome("x", _ran(p, node="gpu-a"), log=sim_sizing.capture_log(cap)),
+                   LAB_NODES)
+    assert kwok.stand_in == "node kgc-gpu-0: kwok node (kwok.x-k8s.io/node=fake)"
+    measured = measured_from_probe("kata", kwok)
+    assert measured.stand_in.startswith("probe pod kgc-sizing-one-container: node kgc-gpu-0")
+    assert KataConfigSource.from_dict(json.loads(json.dumps(measured.to_dict()))) == measured
+    prof = KataConfigSource("kata", "profile", "p", KATA_PRESETS["qemu-nvidia-gpu"])
+    pod = {"metadata": {"name": "web"}, "spec": {"runtimeClassName": "kata",
+                                                 "nodeName": "kgc-gpu-0"}}
+    objs = ClusterObjects(pods=(pod,), nodes=tuple(LAB_NODES.values()))
+    ev = SizingEvidence(configs={"kata": prof}, shapes=(real,), cluster=objs)
+    assert [ev.stand_ins_for(c) for c in ("sizing.kata-config", "sizing.vm-matches-limits",
+                                          "sizing.starved-pods")] == [[], [], []]
+    assert ev.stand_ins_for("sizing.node-overcommit") == [
+        "node kgc-gpu-0: kwok node (kwok.x-k8s.io/node=fake)"]
+    ev = SizingEvidence(configs={"kata": measured}, shapes=(kwok,))
+    assert ev.stand_ins_for("sizing.kata-config") == [f"Kata config of kata: {measured.stand_in}"]
+    assert ev.stand_ins_for("sizing.vm-matches-limits")[1:] == [
+        "shape one-container (pod on kgc-gpu-0): node kgc-gpu-0: kwok node "
+        "(kwok.x-k8s.io/node=fake)"]
+    # a node recorded before kgc kept its kubelet version: nothing tells real from kwok
+    old = ClusterObjects(pods=(dict(pod, spec=dict(pod["spec"], nodeName="gpu-a")),),
+                         nodes=({"metadata": {"name": "gpu-a"}, "status": {}},))
+    assert SizingEvidence(configs={"kata": prof}, cluster=old).stand_ins_for(
+        "sizing.node-overcommit") is None
+    # an older shape record marked simulated without a reason still says so
+    legacy = ShapeObservation.from_dict({k: v for k, v in kwok.to_dict().items()
+                                         if k != "stand_in_why"})
+    assert legacy.stand_in == "recorded as simulated"

@@ -140,7 +140,12 @@ def test_the_lab_profile_passes_and_the_replayed_record_judges_the_same(
     assert {k: str(v.status) for k, v in got.items()} == {
         "sizing.kata-config": "pass", "sizing.vm-matches-limits": "pass",
         "sizing.starved-pods": "pass", "sizing.node-overcommit": "pass"}
-    assert all(v.simulated for v in got.values())
+    # marked where the verdict rests on a stand-in (the shape pods and the Kata pod's node
+    # are kwok's); the profile's Kata entry and the pods' specs are no stand-in's
+    assert {k: v.simulated for k, v in got.items()} == {
+        "sizing.kata-config": False, "sizing.vm-matches-limits": True,
+        "sizing.starved-pods": False, "sizing.node-overcommit": True}
+    assert "node kgc-gpu-1: kwok node" in got["sizing.node-overcommit"].simulated_why
     assert "[before it: node: not read (a cluster run cannot read the nodes' Kata files" \
         in got["sizing.kata-config"].reason
     created = runs[0].created

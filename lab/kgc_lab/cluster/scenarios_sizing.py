@@ -123,6 +123,9 @@ SCENARIOS: dict[str, SizingScenario] = {s.name: s for s in (
 )}
 
 
+# the checks whose verdicts rest on the lab's kwok pods or nodes (the Kata configurations
+# the lab profile names, and the pods' specs, are no stand-in's)
+RESTS_ON_PODS = ("sizing.vm-matches-limits", "sizing.node-overcommit")
 OFFLINE_NODE = "kgc-gpu-0"  # a kwok node of the lab: what makes the shapes simulated
 
 
@@ -155,7 +158,8 @@ def offline_shapes(profile: Any = None) -> Any:
                "status": {"phase": "Succeeded" if c.exit_code == 0 else "Failed"}}
         outcome = SimpleNamespace(pod=pod, create_error=None, log=c.text, events=(),
                                   timed_out=False, waited_s=0.0, settled=None, log_error=None)
-        shapes.append(observe(p, outcome, {OFFLINE_NODE}))
+        shapes.append(observe(p, outcome, {OFFLINE_NODE: {"metadata": {
+            "name": OFFLINE_NODE, "annotations": {"kwok.x-k8s.io/node": "fake"}}}}))
     configs = {rc: resolve_config(rc, node=KataConfigSource(rc, SOURCE_NONE, "",
                                                             tried=(NODE_NOT_READ,)),
                                   profile_entry=sp.kata.get(rc), probe=None)
@@ -172,7 +176,7 @@ def mismatches(sc: SizingScenario, verdicts: list[Any]) -> dict[str, str]:
             out[cid] = "no verdict"
         elif str(v.status) != want:
             out[cid] = f"expected {want}, got {v.status}: {v.reason}"
-        elif not v.simulated:
+        elif not v.simulated and cid in RESTS_ON_PODS and want == "pass":
             out[cid] = "the verdict is not marked simulated"
     for cid, subs in sc.reasons.items():
         v = got.get(cid)

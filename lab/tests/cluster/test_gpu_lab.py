@@ -28,6 +28,7 @@ from kubernetes.client.rest import ApiException
 
 from cluster.kubehelp import LabInfo
 from kgc import kube
+from kgc.layers.gpu.evidence import API_ONLY_CHECKS
 from kgc_lab.cluster import rbac, scenarios_gpu
 from kgc_lab.cluster.scenarios_gpu import SCENARIOS, LabHandle
 from kgc_lab.scenarios import scenarios
@@ -141,7 +142,10 @@ def test_gpu_scenario_yields_its_documented_verdicts(gpu_lab: LabHandle, name: s
     assert doc["run"]["matches_documented"] and doc["run"]["identity"] == rbac.USER
     assert {r["check"] for r in doc["results"]} == set(sc.expected)
     for r in doc["results"]:
-        assert r["simulated"] and "[simulated:" in r["reason"], r["check"]
+        # every pass resting on the lab's stand-ins is marked; the RuntimeClass checks read
+        # API objects of the real control plane only
+        if r["status"] == "pass" and r["check"] not in API_ONLY_CHECKS:
+            assert r["simulated"] and "[simulated:" in r["reason"], r["check"]
         if r["status"] in ("fail", "error"):
             assert r["remediation"], r["check"]
     if name == "image-pull":  # classified within seconds, never a bare timeout
@@ -149,11 +153,11 @@ def test_gpu_scenario_yields_its_documented_verdicts(gpu_lab: LabHandle, name: s
         pods = next(r for r in doc["results"] if r["check"] == "gpu.pod-runs")
         assert "could not pull" in pods["reason"] and "timed out" not in pods["reason"]
     if name == "cluster-good":
-        uniq = next(r for r in doc["results"] if r["check"] == "gpu.unique")
-        notes = [p["evidence"].get("simulated_output", "")
-                 for p in uniq["evidence"]["pods"].values()]
-        assert any("GPU UUID varied by the lab" in n for n in notes), notes
-        assert all("fixtures/guest/h200-firecracker.raw.txt" in n for n in notes)
+        # what the lab served and changed is in its own event, recorded with the pods
+        # (the product judges from generic evidence and never reads the lab's events)
+        text = (tmp_path / f"{name}.bundle.json").read_text()
+        assert "GPU UUID varied by the lab" in text
+        assert "fixtures/guest/h200-firecracker.raw.txt" in text
     # the scenario's own bundle replays to the same verdicts offline
     ev = kgc("evaluate", str(tmp_path / f"{name}.bundle.json"), "--profile",
              str(tmp_path / f"{name}.profile.yaml"), "--json", cwd=tmp_path)
@@ -209,7 +213,7 @@ def test_pytest_as_the_serviceaccount_then_snapshot_and_evaluate_agree_with_no_s
     assert live_doc["overall"] == "pass"
     live_gpu = {r["check"]: r for r in live_doc["results"] if r["layer"] == "gpu"}
     assert len(live_gpu) == 17 and {r["status"] for r in live_gpu.values()} == {"pass"}
-    assert all(r["simulated"] for r in live_gpu.values())
+    assert all(r["simulated"] for c, r in live_gpu.items() if c not in API_ONLY_CHECKS)
     assert all(r["target"] == live_gpu["gpu.runtimeclass"]["target"] for r in live_gpu.values())
 
     snap = kgc("snapshot", "--kubeconfig", sa, "--profile", "lab", "-o", "cluster.json",

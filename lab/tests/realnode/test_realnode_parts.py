@@ -90,8 +90,12 @@ def test_without_a_per_pod_answer_the_lab_marks_every_cluster_verdict(evidence: 
     assert v.simulated, v
 
 
-def test_a_cluster_not_declared_simulated_is_never_marked() -> None:
-    assert not _judge(_Ev({"gpu-1": KWOK_NODE}), simulated_profile=False).simulated
+def test_a_cluster_not_declared_simulated_is_marked_from_its_evidence() -> None:
+    # whoever runs the suite: the stand-in is in the record, not in the profile
+    v = _judge(_Ev({"gpu-1": KWOK_NODE}), simulated_profile=False)
+    assert v.simulated and "pod gpu-1 on n: kwok node" in v.simulated_why
+    # what the record cannot tell stays unmarked on a profile of a real cluster
+    assert not _judge(object(), simulated_profile=False).simulated
 
 
 def test_a_node_seen_without_kubelet_version_is_a_stand_in() -> None:

@@ -37,7 +37,10 @@ def test_kgc_lab_run_sizing_good(tmp_path: Path) -> None:
     assert run["scenario"] == "sizing-good" and run["matches_documented"] is True
     assert {r["check"]: r["status"] for r in doc["results"]} == run["expected"]
     assert set(run["expected"].values()) == {"pass"}
-    assert all(r["simulated"] for r in doc["results"])
+    # marked from the evidence where the verdict rests on the kwok shape pods or nodes (the
+    # profile's Kata entries and the pods' specs are no stand-in's)
+    assert all(r["simulated"] for r in doc["results"]
+               if r["check"] not in ("sizing.kata-config", "sizing.starved-pods"))
     assert doc["overall"] == "pass"
     print(f"kgc lab run --scenario sizing-good: {wall:.1f} s; shape pods (s): "
           f"{run['shape_pod_wall_s']}")

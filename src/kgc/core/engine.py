@@ -234,26 +234,28 @@ class Context:
     def simulated(self, chk: Check) -> str | None:
         """Why this check's evidence comes from a stand-in, or None when it is real.
 
-        In a simulated cluster (``profile.cluster.simulated``: the lab, where kwok nodes
-        stand beside a real one) a cluster layer's evidence may answer per subject: an
-        evidence object with a ``stand_ins()`` method returning the stand-ins it rests on
-        (e.g. ``["pod gpu-0 on kwok node kgc-gpu-1"]``) — ``[]`` when every subject ran on a
-        real node, ``None`` when it cannot tell; or, finer, per check: a
-        ``stand_ins_for(check_id)`` method answering the same for the subjects that one
-        check judges (preferred when present). Without an answer every verdict of the
-        layer is marked."""
+        Whoever runs the suite, a cluster layer's evidence answers from what it recorded
+        (the node objects a pod ran on, the pod's own events: :mod:`kgc.kube.origin`):
+        per check, a ``stand_ins_for(check_id)`` method returning the stand-ins that one
+        check's verdict rests on (e.g. ``["pod gpu-0 on kwok node kgc-gpu-1"]``), else a
+        layer-wide ``stand_ins()``; ``[]`` when every subject is real, ``None`` when it
+        cannot tell (older records). Only what cannot be told falls back to the profile:
+        in a profile that declares its cluster simulated (``cluster.simulated``: the lab)
+        every such verdict is marked; elsewhere it is not (nothing shows a stand-in)."""
         for pattern, why in self.profile.simulated.items():
             if fnmatch.fnmatchcase(chk.id, pattern):
                 return why
         lay = self.layers.get(chk.layer)
-        if lay is not None and lay.scope is Scope.CLUSTER and self.profile.cluster.simulated:
-            ev = self._evidence.get(chk.layer)
-            per_check = getattr(ev, "stand_ins_for", None)
-            probe = getattr(ev, "stand_ins", None)
-            named = (per_check(chk.id) if callable(per_check)
-                     else probe() if callable(probe) else None)
-            if isinstance(named, list | tuple) and all(isinstance(n, str) for n in named):
-                return f"evidence from stand-ins: {', '.join(named)}" if named else None
+        if lay is None or lay.scope is not Scope.CLUSTER:
+            return None
+        ev = self._evidence.get(chk.layer)
+        per_check = getattr(ev, "stand_ins_for", None)
+        probe = getattr(ev, "stand_ins", None)
+        named = (per_check(chk.id) if callable(per_check)
+                 else probe() if callable(probe) else None)
+        if isinstance(named, list | tuple) and all(isinstance(n, str) for n in named):
+            return f"evidence from stand-ins: {', '.join(named)}" if named else None
+        if self.profile.cluster.simulated:
             return "the cluster's nodes and pods are simulated (kwok), not real microVMs"
         return None
 

@@ -325,6 +325,11 @@ WHOLE_LAYERS = (
     "apply to this platform is waived (policy.waive) or allowed to skip (policy.skip_allowed)\n"
     "in the profile, where the release policy shows it — never deselected.")
 
+NOT_ACCEPTED = (
+    "Judge it on evidence the policy accepts: a live run against real nodes (a real kubelet "
+    "starting real Kata microVMs), not a stand-in's (kwok) and not a replayed bundle where "
+    "the policy accepts live results only.")
+
 
 def _run_findings(doc: VerdictDoc, profile: str, digest: str) -> list[Finding]:
     """What the run as a whole must show before any result counts: that it finished, that
@@ -374,7 +379,11 @@ def _missing_checks(doc: VerdictDoc, policy: Policy, lay: str, target: str,
     check ids of the layer -> severity (a bare list: severity unknown, counted as
     blocking). A layer with no result at all on the target is one layer finding instead
     (except under ``skip: per-check``)."""
-    have = {r["check"] for r in doc.results if r["target"] == target}
+    mine = [r for r in doc.results if r["target"] == target]
+    have = {r["check"] for r in mine if _accept(r, policy) is None}
+    # a check whose only results are not accepted (simulated: a stand-in's evidence;
+    # replayed under a live-only policy) was not judged on evidence that may certify
+    refused = {r["check"]: why for r in mine if (why := _accept(r, policy))}
     ran = any(r["layer"] == lay and r["target"] == target for r in doc.results)
     if not ran and policy.skip != "per-check":
         return []
@@ -392,6 +401,12 @@ def _missing_checks(doc: VerdictDoc, policy: Policy, lay: str, target: str,
             why = (f"a {sev} check the policy blocks on: it must be judged" if sev else
                    "a check the policy may block on: it must be judged")
         else:
+            continue
+        if cid in refused:
+            out.append(Finding(
+                "check", f"{cid} on {target}: no accepted verdict (its result is "
+                f"{refused[cid]}; {why})", target=target, check=cid, layer=lay,
+                status="missing", severity=sev, remediation=NOT_ACCEPTED))
             continue
         out.append(Finding(
             "check", f"{cid} on {target}: no verdict (not run: left out of the selection"
@@ -476,6 +491,9 @@ def evaluate(doc: VerdictDoc, policy: Policy, profile: str,
                                     f"had no {sc} target", layer=lay))
             continue
         for t in targets:
+            miss = _missing_checks(doc, policy, lay, t, checks.get(lay, ())) \
+                if checks is not None else []
+            blocking += miss
             mine = [r for r in accepted if r["layer"] == lay and r["target"] == t]
             alls = [r for r in doc.results if r["layer"] == lay and r["target"] == t]
             done = [r for r in mine if r["status"] != "skip"]
@@ -484,6 +502,8 @@ def evaluate(doc: VerdictDoc, policy: Policy, profile: str,
                     bool(done) and any(r["status"] in BAD for r in done))
             else:
                 ok = bool(done)
+            if ok and any(f.remediation == NOT_ACCEPTED for f in miss):
+                continue  # checks it blocks on rest on stand-ins: named above, never "ok"
             if ok and lay in doc.layers_judged:
                 judged.setdefault(lay, []).append(t)
                 continue
@@ -502,9 +522,6 @@ def evaluate(doc: VerdictDoc, policy: Policy, profile: str,
                 msg = (f"required layer {lay} on {t}: no check passed ({len(done)} warned; "
                        "policy warn: per-layer)")
             blocking.append(Finding("layer", msg, target=t, layer=lay))
-        if checks is not None:
-            for t in targets:
-                blocking += _missing_checks(doc, policy, lay, t, checks.get(lay, ()))
 
     # -- what else was not run (informational) -------------------------------------------
     for lay in layers:

@@ -10,6 +10,13 @@ simulated, results from its kwok nodes stay marked. Pure functions over raw Node
 A node is a stand-in when kwok manages it (the ``kwok.x-k8s.io/node`` annotation kwok
 selects nodes by) or when its status says its kubelet is kwok's (``kubeletVersion``
 ``kwok-*``/``fake``).
+
+A pod is a stand-in too when its own events show that its containers' lifecycle was played,
+not run: a container event only the kubelet reports (``Pulling``/``Pulled``/``Created``/
+``Started``/``Killing``, kubernetes ``pkg/kubelet/events/event.go``) that names another
+reporter (kwok's stages report them as ``kwok_controller``, kwok
+``pkg/kwok/controllers/controller.go``) — whatever that pod printed was served by it, no
+container produced it (:func:`played_by`).
 """
 
 from __future__ import annotations
@@ -21,6 +28,10 @@ from typing import Any
 from kgc.errors import EvidenceError
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+KUBELET = "kubelet"  # the kubelet's event source (cmd/kubelet: EventSource{Component: "kubelet"})
+# container events only the kubelet reports on a pod (kubernetes pkg/kubelet/events/event.go);
+# "Failed"/"BackOff" are left out: other controllers use those words too
+KUBELET_REASONS = frozenset({"Pulling", "Pulled", "Created", "Started", "Killing"})
 
 
 def _sub(d: Mapping[str, Any], key: str) -> Mapping[str, Any]:
@@ -42,6 +53,41 @@ def stand_in_reason(node: Mapping[str, Any] | None) -> str | None:
     if version.startswith("kwok") or version == "fake":
         return f"kwok kubelet ({version})"
     return None
+
+
+def played_by(events: Iterable[tuple[str | None, str | None]]) -> str | None:
+    """Why a pod's events show its containers were played by a stand-in, or None.
+
+    ``events`` are the pod's (reason, reporting component) pairs. A kubelet-only container
+    event reported by another component (kwok's ``kwok_controller``) says no kubelet ran
+    the container: the pod's output, if any, was served. An event without a reporter says
+    nothing either way."""
+    for reason, source in events:
+        if reason in KUBELET_REASONS and source and source != KUBELET:
+            return f"its {reason!r} event was reported by {source}, not by a kubelet"
+    return None
+
+
+def reporter(event: Mapping[str, Any]) -> str | None:
+    """Who reported a raw Event (``core/v1`` ``source.component``, ``events.k8s.io/v1``
+    ``reportingController``, or ``reportingComponent``)."""
+    for v in (_sub(event, "source").get("component"), event.get("reportingController"),
+              event.get("reportingComponent")):
+        if isinstance(v, str) and v:
+            return v
+    return None
+
+
+def pod_stand_in(node_name: str | None, node: Mapping[str, Any] | None,
+                 events: Iterable[tuple[str | None, str | None]]) -> str | None:
+    """Why one pod's result rests on a stand-in (its node, else its events), or None.
+    A pod that never got a node rests on the API and the scheduler only: not a stand-in by
+    its node (its events may still say so)."""
+    if node_name:
+        why = stand_in_reason(node)
+        if why is not None:
+            return f"node {node_name}: {why}"
+    return played_by(events)
 
 
 @dataclass(frozen=True)

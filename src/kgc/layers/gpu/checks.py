@@ -37,6 +37,7 @@ from kgc.core.model import (
 from kgc.core.profile import layer_section
 from kgc.evidence.guest import GuestEvidence, GuestPciFunction
 from kgc.evidence.present import present
+from kgc.kube.origin import played_by
 from kgc.layers.gpu import smi as nvsmi
 from kgc.layers.gpu.classify import classify, pod_ran, smi_missing
 from kgc.layers.gpu.evidence import (
@@ -79,14 +80,11 @@ class PodSubject:
         return tuple(p for p in self.run.pods if p is not self.pod)
 
 
-SIMULATED_REASON = "SimulatedOutput"  # an event a lab stand-in records on a pod it answered
-
-
 def _pod_ev(pod: GpuPodEvidence) -> dict[str, Any]:
     ev: dict[str, Any] = {"pod": pod.ref, "node": pod.node or pod.target_node}
-    notes = [e.message for e in pod.events if e.reason == SIMULATED_REASON and e.message]
-    if notes:  # what a simulated cluster served as this pod's output, and what it changed
-        ev["simulated_output"] = notes[-1]
+    played = played_by((e.reason, e.source) for e in pod.events)
+    if played:  # the pod's own events say its containers were played, not run
+        ev["stand_in"] = played
     return ev
 
 

@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 from kgc.evidence.guest import GuestEvidence, clip
 from kgc.evidence.present import BlankIsMissing, without_blanks
 from kgc.evidence.record import OPTIONAL, Record, Rules, key
-from kgc.kube.origin import NodeOrigin, stand_in_reason, stand_ins
+from kgc.kube.origin import played_by, stand_in_reason
 
 MAX_EVENTS = 100  # per pod, the most recent kept
 MAX_MESSAGE = 2048
@@ -428,16 +428,63 @@ class GpuRunEvidence(Record):
     # why no (or fewer) pods were created: "no node advertises nvidia.com/gpu", sample bound
     plan_notes: tuple[str, ...] = ()
 
+    def stand_ins_for(self, check_id: str) -> list[str] | None:
+        """For the engine's simulated mark (``Context.simulated``), per check: the stand-ins
+        the check's verdict rests on, [] when it rests on none, None when this cannot tell
+        (node origins not recorded: older bundles). The RuntimeClass checks read API
+        objects only; ``gpu.nodes-advertise``/``gpu.device-plugin`` (and the per-pod checks
+        of a run without a pod) rest on the GPU nodes; every per-pod check on its pods
+        (:meth:`pod_stand_ins`), and on the GPU nodes too where a pod was left unscheduled
+        (the API's refusal of a pod rests on the API alone)."""
+        if check_id in API_ONLY_CHECKS:
+            return []
+        if check_id in NODE_CHECKS or not self.pods:
+            return self.node_stand_ins()
+        pods = self.pod_stand_ins()
+        if pods is None or all(p.node or p.create_error is not None for p in self.pods):
+            return pods
+        # a pod left unscheduled: the scheduler judged it against the GPU nodes
+        nodes = self.node_stand_ins()
+        return None if nodes is None else list(dict.fromkeys(pods + nodes))
+
     def stand_ins(self) -> list[str] | None:
-        """For the engine's simulated mark (``Context.simulated``): the pods that ran on a
-        stand-in node, [] when every pod ran on a real kubelet, None when it cannot tell
-        (no pod, or node origins not recorded)."""
+        """The same over the run's pods (None without a pod: nothing to tell by)."""
+        return self.pod_stand_ins() if self.pods else None
+
+    def node_stand_ins(self) -> list[str] | None:
+        """The stand-ins among the GPU nodes (a GPU label or an nvidia.com/* resource; every
+        node when none is one: a "no GPU node" verdict rests on them all)."""
+        nodes = list(self.cluster.nodes or ())
+        gpu = [n for n in nodes if n.gpu_resources() or any(
+            k.startswith(("nvidia.com/", "feature.node.kubernetes.io/pci-10de"))
+            for k in n.labels)] or nodes
+        if any(n.stand_in is None for n in gpu):
+            return None
+        return [f"node {n.name}: {n.stand_in_why}" for n in gpu if n.stand_in]
+
+    def pod_stand_ins(self) -> list[str] | None:
+        """The pods that rest on a stand-in: on a node no real kubelet runs (or a node the
+        run never saw), or whose own events show their containers were played
+        (:func:`kgc.kube.origin.played_by`). A pod that never got a node rests on the API
+        and the scheduler: real, unless its events say otherwise."""
         nodes = {n.name: n for n in self.cluster.nodes or ()}
-        subjects: list[tuple[str, NodeOrigin | None]] = []
+        out: list[str] = []
         for p in self.pods:
-            n = nodes.get(p.node) if p.node else None
-            if n is not None and n.stand_in is None:
-                return None
-            subjects.append((p.ref, None if n is None else NodeOrigin(
-                n.name, bool(n.stand_in), n.stand_in_why)))
-        return stand_ins(subjects)
+            why = None
+            if p.node:
+                n = nodes.get(p.node)
+                if n is not None and n.stand_in is None:
+                    return None
+                why = (f"on {p.node}: {stand_in_reason(None)}" if n is None else
+                       f"on {p.node}: {n.stand_in_why}" if n.stand_in else None)
+            if why is None:
+                played = played_by((e.reason, e.source) for e in p.events)
+                why = played and f"on {p.node or 'no node'}: {played}"
+            if why:
+                out.append(f"pod {p.ref} {why}")
+        return out
+
+
+# the checks whose evaluators read RuntimeClass objects only; those that read the nodes
+API_ONLY_CHECKS = ("gpu.runtimeclass", "gpu.runtimeclass-overhead")
+NODE_CHECKS = ("gpu.nodes-advertise", "gpu.device-plugin")

@@ -372,7 +372,7 @@ def _over_budgets(kata: ClassStats, budgets: Mapping[Any, float]) -> tuple[list[
         elif s.missing or s.invalid:
             unjudged.append(f"{TITLES[phase]}: {s.missing + s.invalid} of "
                             f"{s.counted + s.missing + s.invalid} pods lack it"
-                            + (f" ({s.notes[0]})" if s.notes else ""))
+                            + (f" ({'; '.join(s.notes)})" if s.notes else ""))
     return over, unjudged
 
 

@@ -23,11 +23,13 @@ e2e (span)      trigger → ready                  everything the user waits for
 
 Durations come from the client's monotonic receipt times only (one clock). A phase whose
 endpoint was never observed is ``missing`` -- never 0; one whose end precedes its start is
-``out-of-order``; on a pod that never became Ready the phase it was stuck in is
-``stalled`` (censored: known only to exceed a lower bound) and the later ones
-``not-reached``. Pods the Deployment never created (fewer than K) appear as phantom rows
-(``pod`` None) stalled in ``decision`` or ``creation``, so a scale-up that fell short can
-never look fast.
+``out-of-order``, and so is a span over any two reversed milestones (Ready before started,
+sandbox ready before scheduled: the span would fold the reversal into a plausible duration),
+its note naming the pod, both milestones and their times; on a pod that never became Ready
+the phase it was stuck in is ``stalled`` (censored: known only to exceed a lower bound) and
+the later ones ``not-reached``. Pods the Deployment never created (fewer than K) appear as
+phantom rows (``pod`` None) stalled in ``decision`` or ``creation``, so a scale-up that fell
+short can never look fast.
 """
 
 from __future__ import annotations
@@ -164,9 +166,36 @@ def _stall_for(rep: Repetition, pod: str | None) -> Stall | None:
     return general[0] if general else None
 
 
+POD_FIRST = "created"  # the first milestone of the pod's own record
+
+
+def out_of_order(marks: Mapping[str, float], first: str = CHAIN[0],
+                 last: str = CHAIN[-1]) -> list[tuple[str, str]]:
+    """Every pair of observed milestones between ``first`` and ``last`` (chain order) whose
+    times are reversed: ``(earlier in the chain, later in the chain)``, the later one seen
+    first. A span over such a record is no duration: it would fold the reversal away."""
+    seen = [m for m in CHAIN[CHAIN.index(first):CHAIN.index(last) + 1] if m in marks]
+    return [(a, b) for i, a in enumerate(seen) for b in seen[i + 1:] if marks[b] < marks[a]]
+
+
+def _when(marks: Mapping[str, float], m: str) -> str:
+    t0 = marks.get("trigger")
+    if t0 is not None and m != "trigger":
+        return f"{MILESTONE_TITLES[m]} at +{marks[m] - t0:.3f} s"
+    return f"{MILESTONE_TITLES[m]} at {marks[m]:.3f} s (client monotonic)"
+
+
+def _reversed(who: str, marks: Mapping[str, float], pairs: list[tuple[str, str]]) -> str:
+    """The reversal(s) in words: the pod, both milestones and their times (seconds since the
+    trigger, else the client's monotonic clock)."""
+    return f"{who}: out of order: " + "; ".join(
+        f"{_when(marks, b)} observed {marks[a] - marks[b]:.3f} s before {_when(marks, a)}"
+        for a, b in pairs)
+
+
 def _values(marks: Mapping[str, float], bad: Mapping[str, str],
-            stall: Stall | None) -> dict[str, PhaseValue]:
-    """All measures of one pod from its chain marks."""
+            stall: Stall | None, who: str = "pod") -> dict[str, PhaseValue]:
+    """All measures of one pod from its chain marks (``who`` names the pod in notes)."""
     out: dict[str, PhaseValue] = {}
     stall_at = stall.at.mono if stall is not None and stall.at is not None else None
 
@@ -179,12 +208,17 @@ def _values(marks: Mapping[str, float], bad: Mapping[str, str],
             gone = [m for m in (a, b) if m not in marks]
             return PhaseValue(measure, MISSING, None,
                               " and ".join(MILESTONE_TITLES[m] for m in gone) + " not observed")
-        d = marks[b] - marks[a]
-        if d < 0:
-            return PhaseValue(measure, OUT_OF_ORDER, None,
-                              f"{MILESTONE_TITLES[b]} observed {-d:.3f} s before "
-                              f"{MILESTONE_TITLES[a]}")
-        return PhaseValue(measure, OK, d)
+        if measure in PHASES:  # a link of the chain: its own two ends
+            rev = [(a, b)] if marks[b] < marks[a] else []
+        else:  # a span: its ends, and any two of the pod's own milestones inside it (one
+            # pod stream; trigger and requested come from other watches, whose receipt
+            # order against the pod's is judged by their own links)
+            rev = out_of_order(marks, max(a, POD_FIRST, key=CHAIN.index), b)
+            if marks[b] < marks[a]:
+                rev.insert(0, (a, b))
+        if rev:
+            return PhaseValue(measure, OUT_OF_ORDER, None, _reversed(who, marks, rev))
+        return PhaseValue(measure, OK, marks[b] - marks[a])
 
     if "trigger" not in marks:
         note = (f"trigger time {bad['trigger']}" if "trigger" in bad else
@@ -245,7 +279,9 @@ def repetition_phases(rep: Repetition, role: str = "kata",
                 else:
                     bad[m] = "non-finite timestamp"
         stall = _stall_for(rep, pod.name if pod is not None else None)
-        values = _values(marks, bad, stall)
+        who = (f"{role} r{rep.index} #{rank} "
+               f"{pod.name if pod is not None else '(never created)'}")
+        values = _values(marks, bad, stall, who)
         out.append(PodPhases(
             role=role, runtime_class=runtime_class, repetition=rep.index, rank=rank,
             pod=pod.name if pod is not None else None,
@@ -361,6 +397,7 @@ __all__ = [
     "BOUNDS", "CHAIN", "MEASURES", "PHASES", "SPANS", "TITLES", "MILESTONE_TITLES",
     "OK", "MISSING", "OUT_OF_ORDER", "INVALID", "STALLED", "NOT_REACHED",
     "PhaseValue", "PodPhases", "Lag", "ScaleDown",
-    "requested_at", "repetition_phases", "class_phases", "estimate_clock_offset",
+    "out_of_order", "requested_at", "repetition_phases", "class_phases",
+    "estimate_clock_offset",
     "receipt_lags", "scale_downs",
 ]

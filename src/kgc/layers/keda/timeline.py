@@ -21,6 +21,7 @@ from kgc.layers.keda.phases import (
     BOUNDS,
     MEASURES,
     OK,
+    OUT_OF_ORDER,
     PHASES,
     STALLED,
     TITLES,
@@ -240,7 +241,7 @@ def timeline_svg(ev: KedaEvidence, *, max_rows: int = 120, title: str = "") -> s
     out.append(f'<text x="{x + 16}" y="{legend_y + 10}">stalled (never completed)</text>')
     out.append(f'<text x="{MARGIN}" y="{legend_y + 28}" fill="#555555">time since the '
                "trigger was raised, seconds (client receipt times of watch events); a gap "
-               "is a phase not observed</text>")
+               "is a phase not observed; ! marks one whose milestones are out of order</text>")
 
     for i, (run, rows) in enumerate(panels):
         px0 = MARGIN + i * (panel_w + PANEL_GAP)
@@ -311,6 +312,11 @@ def _bars(r: PodPhases, x0: float, y: float, pxs: float, axis_end: float) -> lis
                 f'x="{bx:.3f}" y="{y:.1f}" width="{v.seconds * pxs:.3f}" height="{ROW_H}" '
                 f'fill="{COLORS[p]}"><title>{escape(tag)} {v.seconds:.3f} s '
                 f"(from {start:.3f} s)</title></rect>")
+        elif v.status == OUT_OF_ORDER:  # named where it starts, never drawn as a gap
+            out.append(
+                f'<text class="out-of-order" data-phase="{p}" x="{bx:.3f}" '
+                f'y="{y + ROW_H - 2:.1f}" fill="{STALL_COLOR}">!<title>{escape(tag)} '
+                f"{escape(v.note)}</title></text>")
         elif v.status == STALLED:
             length = v.seconds if v.seconds is not None else max(0.0, axis_end - start)
             out.append(

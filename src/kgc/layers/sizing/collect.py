@@ -40,6 +40,7 @@ from kgc.core.target import TargetError
 from kgc.evidence.guest import find_boundary
 from kgc.guest import build_script
 from kgc.kube import KubeError, Run
+from kgc.kube.origin import KWOK_ANNOTATION, pod_stand_in, reporter
 from kgc.kube.pods import run_pods
 from kgc.layers.sizing.evidence import (
     SOURCE_NONE,
@@ -67,8 +68,6 @@ CONFIGMAP = "kgc-sizing-collector"
 SCRIPT_KEY = "collect.sh"
 MOUNT = "/kgc"
 SYNC = "/kgc-sync"  # emptyDir: the collector marks "done" there, the other containers exit
-KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"  # a kwok node runs no pod for real
-SIMULATED_ANNOTATION = "kgc.io/simulated"
 MAX_PROBES = 8  # probe pods per run (one per Kata RuntimeClass the profile does not describe)
 
 NODE_NOT_READ = ("node: not read (a cluster run cannot read the nodes' Kata files; "
@@ -120,11 +119,14 @@ def project_pod(obj: Mapping[str, Any]) -> dict[str, Any]:
 def project_node(obj: Mapping[str, Any]) -> dict[str, Any]:
     md, st = _m(obj.get("metadata")), _m(obj.get("status"))
     meta: dict[str, Any] = {k: md[k] for k in ("name",) if k in md}
-    ann = {k: v for k, v in _m(md.get("annotations")).items() if k == KWOK_NODE_ANNOTATION}
+    ann = {k: v for k, v in _m(md.get("annotations")).items() if k == KWOK_ANNOTATION}
     if ann:
         meta["annotations"] = ann
-    return {"metadata": meta,
-            "status": {k: st[k] for k in ("allocatable", "capacity") if k in st}}
+    status: dict[str, Any] = {k: st[k] for k in ("allocatable", "capacity") if k in st}
+    version = _m(st.get("nodeInfo")).get("kubeletVersion")
+    if isinstance(version, str):  # what tells a real kubelet from a stand-in (kgc.kube.origin)
+        status["nodeInfo"] = {"kubeletVersion": version}
+    return {"metadata": meta, "status": status}
 
 
 def project_runtime_class(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -404,18 +406,22 @@ def guest_from_log(text: str) -> tuple[GuestSize | None, str]:
     return g, ""
 
 
-def observe(p: PodPlan, outcome: Any, kwok_nodes: set[str]) -> ShapeObservation:
-    """One pod's :class:`ShapeObservation` from its ``PodOutcome`` (pure)."""
+def observe(p: PodPlan, outcome: Any,
+            nodes: Mapping[str, Mapping[str, Any]]) -> ShapeObservation:
+    """One pod's :class:`ShapeObservation` from its ``PodOutcome`` (pure). ``nodes``: the
+    cluster's Node objects by name; the pod rests on a stand-in when its node is no real
+    kubelet's (or was never seen) or its events show its containers were played
+    (:func:`kgc.kube.origin.pod_stand_in`)."""
     pod = _trim_pod(outcome.pod) if isinstance(outcome.pod, Mapping) else dict(p.manifest)
     spec, st = _m(pod.get("spec")), _m(pod.get("status"))
     node = spec.get("nodeName") if isinstance(spec.get("nodeName"), str) else ""
-    ann = _m(_m(pod.get("metadata")).get("annotations"))
-    simulated = bool(node and node in kwok_nodes) or SIMULATED_ANNOTATION in ann
+    why = pod_stand_in(node, nodes.get(node) if node else None, (
+        (e.get("reason"), reporter(e)) for e in outcome.events or () if isinstance(e, Mapping)))
     name = _m(p.manifest.get("metadata")).get("name", p.shape)
     container = collector_container(p.manifest)
     waited = outcome.waited_s if isinstance(outcome.waited_s, (int, float)) else None
-    obs = ShapeObservation(p.shape, pod, p.runtime_class, node=node or "", simulated=simulated,
-                           waited_s=waited)
+    obs = ShapeObservation(p.shape, pod, p.runtime_class, node=node or "",
+                           simulated=why is not None, waited_s=waited, stand_in_why=why or "")
     if outcome.create_error:
         return replace(obs, error=f"pod {name}: the API refused it: {outcome.create_error}")
     phase = st.get("phase") or "unknown"
@@ -478,12 +484,12 @@ def _run_all(run: Any, plans: Sequence[PodPlan], sp: SizingProfile) -> list[Any]
     return results
 
 
-def kwok_nodes(objects: ClusterObjects | None) -> set[str]:
-    out: set[str] = set()
+def nodes_by_name(objects: ClusterObjects | None) -> dict[str, Mapping[str, Any]]:
+    out: dict[str, Mapping[str, Any]] = {}
     for n in objects.nodes if objects else ():
-        md = _m(n.get("metadata"))
-        if KWOK_NODE_ANNOTATION in _m(md.get("annotations")) and isinstance(md.get("name"), str):
-            out.add(md["name"])
+        name = _m(n.get("metadata")).get("name")
+        if isinstance(name, str):
+            out[name] = n
     return out
 
 
@@ -523,7 +529,7 @@ def gather(ctx: Any) -> SizingEvidence:
             if live:
                 run.create(collector_configmap(run.namespace, run.labels))
             outcomes = dict(zip((id(p) for p in live), _run_all(run, live, sp), strict=True))
-            knodes = kwok_nodes(objects)
+            knodes = nodes_by_name(objects)
             for p in plans:
                 if p.not_applicable:
                     observations.append(ShapeObservation(p.shape, p.manifest, p.runtime_class,

@@ -27,6 +27,7 @@ from kgc.core.profile import RuntimeProfile
 from kgc.evidence.containerd import handlers, kata_config
 from kgc.evidence.present import BlankIsMissing
 from kgc.evidence.record import OPTIONAL, Record, Rules, key
+from kgc.kube.origin import KWOK_ANNOTATION, stand_in_reason
 from kgc.layers.sizing.model import MIB, KataSizing, SizingInputError
 
 SYS_MEMORY = "/sys/devices/system/memory"
@@ -265,6 +266,8 @@ class KataConfigSource(Record):
     sizing: KataSizing | None = field(default=None, metadata=key(required=True))
     error: str = ""
     tried: tuple[str, ...] = ()
+    # measured on a probe pod that rests on a stand-in: why ("" when real or not measured)
+    stand_in: str = field(default="", metadata=key(optional=True))
 
     @property
     def usable(self) -> bool:
@@ -286,8 +289,18 @@ class ShapeObservation(Record):
     node: str = ""
     guest: GuestSize | None = field(default=None, metadata=key(required=True))
     error: str = ""
+    # the pod rests on a stand-in (kgc.kube.origin: its node is no real kubelet's, or its
+    # events show its containers were played): ``stand_in_why`` says why ("" in older records)
     simulated: bool = False
     waited_s: float | None = None  # from the pod's creation to the end of waiting for it
+    stand_in_why: str = ""
+
+    @property
+    def stand_in(self) -> str | None:
+        """Why this pod's evidence rests on a stand-in, or None."""
+        if not self.simulated:
+            return None
+        return self.stand_in_why or "recorded as simulated"
 
 
 # -- cluster objects ---------------------------------------------------------------------------
@@ -314,6 +327,56 @@ class SizingEvidence(Record):
     notes: tuple[str, ...] = ()
     # why a part could not be collected ("cluster": the objects, "pods": the live pods)
     errors: Mapping[str, str] = field(default_factory=dict)
+
+    def stand_ins_for(self, check_id: str) -> list[str] | None:
+        """For the engine's simulated mark, per check: the stand-ins its verdict rests on.
+        ``sizing.vm-matches-limits`` judges the shape pods' guests against configurations;
+        every check reads the Kata configurations (one measured on a stand-in probe pod is
+        a stand-in's); ``sizing.node-overcommit`` also each Kata node's allocatable memory.
+        [] when none is a stand-in; None when a node's origin cannot be told."""
+        out = [f"Kata config of {rc}: {c.stand_in}" for rc, c in sorted(self.configs.items())
+               if c.stand_in]
+        if check_id == "sizing.vm-matches-limits":
+            out += [f"shape {o.shape} (pod on {o.node or 'no node'}): {o.stand_in}"
+                    for o in self.shapes or () if o.stand_in]
+        if check_id == "sizing.node-overcommit" and self.cluster is not None:
+            nodes = self.kata_node_stand_ins()
+            if nodes is None:
+                return None
+            out += nodes
+        return out
+
+    def stand_ins(self) -> list[str] | None:
+        return self.stand_ins_for("sizing.vm-matches-limits")
+
+    def kata_node_stand_ins(self) -> list[str] | None:
+        """The stand-ins among the nodes the cluster's Kata pods are placed on (a RuntimeClass
+        with a known configuration); None when such a node was recorded without its
+        kubelet version (older records): nothing tells real from simulated there."""
+        if self.cluster is None:
+            return []
+        def sub(d: Any, k: str) -> Mapping[str, Any]:
+            v = d.get(k) if isinstance(d, Mapping) else None
+            return v if isinstance(v, Mapping) else {}
+
+        placed = set()
+        for pod in self.cluster.pods:
+            spec = sub(pod, "spec")
+            if spec.get("runtimeClassName") in self.configs \
+                    and isinstance(spec.get("nodeName"), str):
+                placed.add(spec["nodeName"])
+        out = []
+        for n in self.cluster.nodes:
+            md = sub(n, "metadata")
+            name = md.get("name")
+            if name not in placed:
+                continue
+            if "nodeInfo" not in sub(n, "status") and KWOK_ANNOTATION not in sub(md, "annotations"):
+                return None
+            why = stand_in_reason(n)
+            if why:
+                out.append(f"node {name}: {why}")
+        return out
 
 
 # -- Kata configuration: from the node's TOML, the profile, or a probe -------------------------
@@ -431,7 +494,9 @@ def measured_from_probe(runtime_class: str, probe: ShapeObservation) -> KataConf
     detail = (f"{where}: default VM {g.vcpus} vCPU / {mem} MiB"
               + (" (simulated)" if probe.simulated else "")
               + "; limits are added the Go runtime's way")
-    return KataConfigSource(runtime_class, SOURCE_MEASURED, detail, sizing)
+    return KataConfigSource(runtime_class, SOURCE_MEASURED, detail, sizing,
+                            stand_in=f"probe pod {name}: {probe.stand_in}"
+                            if probe.stand_in else "")
 
 
 def resolve_config(
