@@ -30,6 +30,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,7 @@ from kgc.core.target import ClusterTarget, NodeTarget, TargetError
 from kgc.fleet import noderun
 from kgc.fleet.cli import FleetUsage
 from kgc.fleet.cli import register as register_fleet
-from kgc.gate.allure import quality_gate_config
+from kgc.gate import html as html_report
 from kgc.gate.cli import register as register_gating
 from kgc.plugin import suites_dir
 
@@ -107,17 +108,20 @@ def cmd_certify(a: argparse.Namespace, extra: list[str]) -> int:
     extra = list(extra)
     history = _take(extra, "--history")
     html = bool(_take(extra, "--html", takes_value=False)) or bool(history)
-    args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", str(suites_dir()), *extra]
+    # the suites are the rootdir wherever the venv, the kubeconfig and the working directory
+    # are: test ids and the report's tree start at the layer
+    root = [] if any(x == "--rootdir" or x.startswith("--rootdir=") for x in extra) else [
+        f"--rootdir={suites_dir()}"]
+    args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *root, str(suites_dir()),
+            *extra]
     rc = subprocess.call(args)
     if rc == 4:
         return 2  # pytest's own usage error -> kgc's bad-input code
     if html and rc in (0, 1):
         rdir = Path(str(_take(list(extra), "--report-dir") or "reports"))
         try:
-            index = report.generate_html(
-                rdir / "allure-results", rdir / "html",
-                history=Path(str(history)) if history else None,
-                quality_gate=_report_gate(None, rdir / "allure-results", None))
+            index = html_report.build(rdir / "allure-results", rdir / "html",
+                                      history=Path(str(history)) if history else None)
         except report.ReportError as exc:
             print(f"kgc certify: {exc}", file=sys.stderr)
             return 2
@@ -212,6 +216,15 @@ def cmd_snapshot(a: argparse.Namespace) -> int:
 def evaluate_bundles(paths: list[str], profile_name: str,
                      layer_names: list[str] | None = None) -> list[dict[str, Any]]:
     """The verdicts `pytest --snapshot PATHS` gives: every layer of each bundle's scope."""
+    return evaluate_run(paths, profile_name, layer_names)[0]
+
+
+def evaluate_run(paths: list[str], profile_name: str, layer_names: list[str] | None = None,
+                 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The verdicts of ``paths`` and the ``run`` section a verdict file needs for `kgc gate`
+    (profile, its digest, targets, the layers selected and judged, the selection), filled
+    as the pytest plugin fills them (:func:`kgc.core.report.run_identity`)."""
+    started = time.time()
     profile = _profile(profile_name)
     layers = load_layers()
     if layer_names:
@@ -225,22 +238,48 @@ def evaluate_bundles(paths: list[str], profile_name: str,
             bundles.append(load_bundle(p, layers))
         except BundleError as exc:
             raise UsageError(str(exc)) from None
-    out = []
+    out: list[dict[str, Any]] = []
+    selected: set[str] = set()
+    targets: dict[str, str] = {}
     for b in bundles:
         ctx = Context(target=b, profile=profile, layers=layers)
         names = [n for n, lay in layers.items() if lay.scope is b.scope
                  and (not layer_names or n in layer_names)]
+        selected.update(names)
+        targets.setdefault(b.name, b.scope.value)
         out += [v.to_dict() for v in ctx.judge_all(names)]
-    return out
+    order = list(layers)
+    chosen = [n for n in order if n in selected]
+    judged = [n for n in order if any(r["layer"] == n and r["status"] != "skip" for r in out)]
+    run = {
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "duration_s": round(time.time() - started, 3),
+        "kgc_version": __version__,
+        "profile": profile.name,
+        "profile_source": profile.source,
+        "targets": list(targets),
+        "layers": chosen,
+        "layers_judged": judged,
+        **report.run_identity(profile, targets, chosen, out, registry=layers),
+        "scope": report.scope_note(chosen, judged, order),
+        "command": ["kgc", "evaluate", *paths],
+        "bundles": [str(p) for p in paths],
+    }
+    return out, run
 
 
 def cmd_evaluate(a: argparse.Namespace) -> int:
-    results = evaluate_bundles(a.bundles, a.profile,
-                               [x for x in (a.layers or "").split(",") if x] or None)
+    results, run = evaluate_run(a.bundles, a.profile,
+                                [x for x in (a.layers or "").split(",") if x] or None)
     status, why = report.overall_and_reason(results)
+    if a.output:
+        try:
+            report.write_verdict_json(Path(a.output), results, run)
+        except OSError as exc:
+            raise UsageError(f"-o {a.output}: cannot write: {exc.strerror or exc}") from None
     if a.json:
-        print(json.dumps({"overall": status, "overall_reason": why, "results": results},
-                         indent=2, default=str))
+        print(json.dumps(report.verdict_doc(results, run), indent=2, default=str))
     else:
         for line in report.summary_table(results):
             print(line)
@@ -248,39 +287,19 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
         if det:
             print("\n== what to fix (fail, error, warn) ==")
             print("\n".join(det))
-        layers = list(load_layers())
-        judged = [n for n in layers if any(r["layer"] == n and r["status"] != "skip"
-                                          for r in results)]
-        print(f"overall: {status.upper()} {report.scope_note(judged, judged, layers)} — {why}")
+        judged = run["layers_judged"]
+        print(f"overall: {status.upper()} {report.scope_note(judged, judged, list(load_layers()))}"
+              f" — {why}")
+        if a.output:
+            print(f"verdict: {a.output} (kgc gate {a.output})")
     return 0 if status == "pass" else 1
 
 
-def _report_gate(profile: str | None, results: Path, verdict: Path | None) -> Any:
-    """The report's quality gate: the verdict policy's rules, from --profile, else from the
-    profile the run was judged with (verdict.json's run.profile_source / run.profile)."""
-    names = [profile] if profile else []
-    vpath = verdict or results.parent / "verdict.json"
-    try:
-        run = json.loads(vpath.read_text()).get("run", {})
-        names += [run.get("profile_source"), run.get("profile")]
-    except (OSError, ValueError, AttributeError):
-        pass
-    for n in [x for x in names if x]:
-        try:
-            return quality_gate_config(load_profile(n).policy)
-        except ProfileError:
-            if n == profile:
-                raise
-    return None
-
-
 def cmd_report(a: argparse.Namespace) -> int:
-    results = Path(a.results)
-    verdict = Path(a.verdict) if a.verdict else None
     try:
-        index = report.generate_html(results, Path(a.out), verdict,
-                                     history=Path(a.history) if a.history else None,
-                                     quality_gate=_report_gate(a.profile, results, verdict))
+        index = html_report.build(Path(a.results), Path(a.out),
+                                  Path(a.verdict) if a.verdict else None, profile=a.profile,
+                                  history=Path(a.history) if a.history else None)
     except report.ReportError as exc:
         print(f"kgc report: {exc}", file=sys.stderr)
         return 2
@@ -441,7 +460,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("bundles", nargs="+")
     p.add_argument("--profile", default=DEFAULT_PROFILE)
     p.add_argument("--layers", default=None, help="only these layers (comma-separated)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true",
+                   help="print the whole verdict (run, overall, counts, results) as JSON")
+    p.add_argument("-o", "--output", default=None, metavar="FILE",
+                   help="also write the verdict (kgc-verdict/1) to FILE: what `kgc gate` reads")
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("report", help="build the HTML report from allure-results (Allure 3)")

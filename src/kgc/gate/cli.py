@@ -13,14 +13,21 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from kgc.core.options import add_deprecated
-from kgc.core.profile import DEFAULT_PROFILE, Profile, ProfileError, builtin_profiles, load_profile
+from kgc.core.profile import DEFAULT_PROFILE, Profile, ProfileError, load_profile
 from kgc.core.report import profile_digest
 from kgc.gate import diff as gdiff
-from kgc.gate.gate import VerdictDoc, VerdictError, evaluate, layer_catalogue, load_verdict, render
+from kgc.gate.gate import (
+    VerdictDoc,
+    VerdictError,
+    evaluate,
+    gate_profile,
+    layer_catalogue,
+    load_verdict,
+    render,
+)
 from kgc.image.boot_qemu import boot_check
 from kgc.image.check import ImageError, main_check
 
@@ -55,18 +62,10 @@ def _guarded(name: str, fn: Callable[[argparse.Namespace], int]) -> Callable[...
 
 
 def profile_for(doc: VerdictDoc, name: str | None) -> Profile:
-    """--profile, else the profile the verdict names: the built-in of that name, else its
-    file if it is here. A built-in name always means the shipped content — a copy that took
-    the name (the verdict's own ``profile_source``) never chooses the gate's policy."""
-    if name:
-        return load_profile(name)
-    if doc.profile in builtin_profiles():
-        return load_profile(doc.profile)
-    src = str(doc.run.get("profile_source") or "")
-    if src and Path(src).is_file():
-        return load_profile(src)
-    raise _BadInput(f"{doc.path}: judged against profile {doc.profile or '(none)'!r}, which is "
-                    "not built in and whose file is not here: give --profile NAME|PATH")
+    try:
+        return gate_profile(doc, name)
+    except VerdictError as exc:
+        raise _BadInput(str(exc)) from None
 
 
 def cmd_gate(a: argparse.Namespace) -> int:
