@@ -471,9 +471,7 @@ def cmd_rbac(a: argparse.Namespace) -> int:
 def cmd_kubeconfig(a: argparse.Namespace) -> int:
     """A kubeconfig for the ServiceAccount, from the current context (TokenRequest API)."""
     # startup: kgc.kube loads the Kubernetes client (~1 s), which only cluster work needs
-    from kgc.kube import KubeError
-    # startup: the Kubernetes client, as above
-    from kgc.kube.sakubeconfig import service_account_kubeconfig, write_private
+    from kgc.kube.sakubeconfig import KubeError, service_account_kubeconfig, write_private
 
     out = Path(a.output)
     if out.is_dir():
