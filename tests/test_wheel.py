@@ -200,3 +200,65 @@ def test_product_commands_import_no_lab(installed) -> None:
     r = _run([py, "-c", code], work, installed["env"])
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_wheel_ships_the_certification_rbac(installed) -> None:
+    """The cluster path from the wheel alone: `kgc rbac certify` prints the role the
+    README's cluster block applies (package data, the same bytes as the checkout's file),
+    and `kgc kubeconfig` is there (its bad input is one line, exit 2)."""
+    kgc = str(installed["venv"] / "bin" / "kgc")
+    for role, name in (("certify", "kgc-certify.yaml"),
+                       ("certify-namespaced", "kgc-certify-namespaced.yaml")):
+        r = _run([kgc, "rbac", role], installed["empty"], installed["env"])
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == (REPO / "deploy" / "rbac" / name).read_text()
+    r = _run([kgc, "kubeconfig", "--service-account", "no-slash", "-o", "x.kubeconfig"],
+             installed["empty"], installed["env"])
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not (installed["empty"] / "x.kubeconfig").exists()
+
+
+def test_the_tree_is_layer_then_check_from_the_venv(installed) -> None:
+    """A kubeconfig inside the venv (an ancestor shared with the installed suites) made
+    pytest's rootdir the venv: the report's tree read venv > lib > python3.11 >
+    site-packages > kgc > … . Now every result sits under its card layer, and `kgc
+    certify`'s test ids start at the layer."""
+    work = installed["base"] / "tree"
+    work.mkdir()
+    kc = installed["venv"] / "kgc-test.kubeconfig"
+    shutil.copy(REPO / "tests" / "data" / "kubeconfig-unreachable.yaml", kc)
+    for cmd in ([str(installed["venv"] / "bin" / "pytest"), "-m", "iommu"],
+                [str(installed["venv"] / "bin" / "kgc"), "certify", "-m", "iommu"]):
+        r = _run([*cmd, "--kubeconfig", str(kc)], work, installed["env"])
+        assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+        paths = {tuple(json.loads(f.read_text()).get("titlePath") or ())
+                 for f in (work / "reports" / "allure-results").glob("*-result.json")}
+        assert paths == {("1. Host IOMMU",)}, paths
+    doc = json.loads((work / "reports" / "verdict.json").read_text())
+    assert all(x["test"].startswith("iommu/") for x in doc["results"]), doc["results"][0]
+
+
+def test_readme_many_nodes_runs_with_the_fleet_extra(installed) -> None:
+    """`pip install 'WHEEL[fleet]'` brings pytest-xdist, which the README's many-nodes
+    command (`-n 4 --dist loadgroup`) needs (the base install does not: the first test).
+    The block's lines verbatim but for the wheel's path, the venv and the nodes (this
+    machine, local://, here: no SSH hosts in CI)."""
+    readme = (REPO / "README.md").read_text()
+    m = re.search(r"<!-- many-nodes:start -->\n(.*?)<!-- many-nodes:end -->", readme, re.S)
+    assert m, "README lost its many-nodes block"
+    lines = [ln.strip() for ln in m.group(1).splitlines() if ln.strip()]
+    venv = installed["base"] / "fleet-venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    env = dict(installed["env"], PATH=f"{venv / 'bin'}:{installed['env']['PATH']}")
+    work = installed["base"] / "many-nodes"
+    work.mkdir()
+    for line in lines:
+        cmd = re.sub(r"[\w.-]+\.whl", str(installed["wheel"]), line)
+        cmd = re.sub(r"--hosts \S+", "--hosts local://", cmd)
+        r = _run(cmd, work, env, timeout=900, shell=True)
+        assert r.returncode in (0, 1), (line, r.stdout[-2000:], r.stderr[-2000:])
+        assert "Traceback" not in r.stdout + r.stderr
+        if line.startswith("pytest"):
+            assert "4 workers" in r.stdout, r.stdout[-2000:]  # xdist really ran it
+            doc = json.loads((work / "reports" / "verdict.json").read_text())
+            assert {x["layer"] for x in doc["results"]} >= {"iommu", "vfio", "runtime"}

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kgc.core import report
+from kgc.gate import html as html_report
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -178,7 +179,8 @@ def cmd_certify(a: argparse.Namespace) -> int:
         print(line)
     print(f"overall: {doc['overall'].upper()}    {out / 'verdict.json'}")
     try:
-        index = report.generate_html(out / "allure-results", out / "html")
+        # headed by the release gate's word on the merged verdict, as `kgc report` does
+        index = html_report.build(out / "allure-results", out / "html")
         print(f"HTML report: {index}")
     except report.ReportError as exc:
         print(f"kgc lab certify: {exc}", file=sys.stderr)

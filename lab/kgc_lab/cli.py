@@ -4,7 +4,8 @@ Only this module and the labs import lab code; the product's commands never do.
     kgc lab node build|start|stop|reboot|list|ssh|scenarios|bench   QEMU node images
     kgc lab containerd list|run|up                                  real containerd + NRI
     kgc lab cluster up|down|status                                  Kubernetes control plane
-    kgc lab run --scenario NAME [--report-dir DIR]                  one documented scenario
+    kgc lab run --scenario NAME [--report-dir DIR] [--json]         one documented scenario
+                                                                    (prints its verdict table)
     kgc lab certify [--stage NAME]                                  the main job
     kgc lab cleanup [--dry-run] [--orphans] [--cri-socket PATH]     stop all the labs left
 
@@ -31,14 +32,32 @@ def _cmd_run(a: argparse.Namespace) -> int:
 
     sc = scenarios()[a.scenario]
     out = sc.run(Path(a.report_dir), bool(a.keep))
-    print(json.dumps({"scenario": sc.name, "lab": sc.lab, "verdict_json": str(out.verdict_json),
-                      "matches_documented": out.matches, "mismatches": dict(out.mismatches)},
-                     indent=1))
+    if a.json:
+        print(json.dumps({"scenario": sc.name, "lab": sc.lab,
+                          "verdict_json": str(out.verdict_json),
+                          "matches_documented": out.matches,
+                          "mismatches": dict(out.mismatches)}, indent=1))
+    else:
+        print("\n".join(scenario_table(sc.name, out.verdict_json, out.mismatches)))
     if not out.matches:
         print(f"kgc lab run: scenario {sc.name}: verdicts differ from the documented ones",
               file=sys.stderr)
         return 1
     return 0
+
+
+def scenario_table(name: str, verdict_json: Path, mismatches: Any) -> list[str]:
+    """What `kgc lab run` prints: the verdict table it judged (the console's table), each
+    check that differs from the documented verdict, and where the verdict is."""
+    from kgc.core import report
+
+    doc = json.loads(Path(verdict_json).read_text())
+    lines = [f"kgc lab run: scenario {name}", *report.summary_table(doc.get("results", []))]
+    for check, why in dict(mismatches).items():
+        lines.append(f"  DIFFERS from the documented verdict: {check}: {why}")
+    lines.append(f"documented verdicts: {'match' if not mismatches else 'DIFFER'}; "
+                 f"verdict: {verdict_json}")
+    return lines
 
 
 def _cmd_cleanup(a: argparse.Namespace) -> int:
@@ -90,6 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--report-dir", default="reports",
                      help="where verdict.json goes (default: ./reports)")
     run.add_argument("--keep", action="store_true", help="leave the lab running afterwards")
+    run.add_argument("--json", action="store_true",
+                     help="print the outcome as JSON instead of the verdict table")
     run.set_defaults(func=_cmd_run)
     register(sub)
     return ap

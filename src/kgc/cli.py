@@ -7,8 +7,11 @@
                                       `pytest --snapshot BUNDLE`)
     kgc report                        allure-results -> HTML (Allure 3)
     kgc checks [--format md|json]     the check catalogue
+    kgc checks ID                     one check: what it proves, evidence, remediation, keys
     kgc profile check FILE|NAME       validate a profile
     kgc cleanup --kubeconfig F (--run ID | --all)   remove what cluster runs left behind
+    kgc rbac certify                  print the certification RBAC (kubectl apply -f -)
+    kgc kubeconfig --service-account NS/NAME -o FILE   the account's kubeconfig (0600)
     kgc gate VERDICT [--profile P]    gate a verdict against the profile's release policy
     kgc diff OLD NEW                  what changed between two verdicts; exit 1 on regression
     kgc image check IMAGE --profile P certify a node image file (read-only, no mount)
@@ -32,11 +35,12 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from kgc import __version__, guest
-from kgc.core import logfilter, report
+from kgc.core import explain, logfilter, report
 from kgc.core.bundle import BundleError, load_bundle, write_bundle
 from kgc.core.engine import Context, Unavailable
 from kgc.core.layer import Scope
@@ -48,7 +52,7 @@ from kgc.core.target import ClusterTarget, NodeTarget, Refused, TargetError, Unr
 from kgc.fleet import noderun
 from kgc.fleet.cli import FleetUsage
 from kgc.fleet.cli import register as register_fleet
-from kgc.gate.allure import quality_gate_config
+from kgc.gate import html as html_report
 from kgc.gate.cli import register as register_gating
 from kgc.plugin import suites_dir
 
@@ -67,6 +71,25 @@ def catalogue_markdown() -> str:
 
 
 def cmd_checks(a: argparse.Namespace) -> int:
+    if a.id:
+        layers = load_layers()
+        cat = {c.id: c for c in catalogue(layers)}
+        if a.id not in cat:
+            near = [c for c in cat if a.id in c] or [c for c in cat
+                                                      if c.split(".")[0] == a.id.split(".")[0]]
+            raise UsageError(f"no check {a.id!r}" + (f" (did you mean: {', '.join(near[:6])})"
+                                                     if near else " (kgc checks lists them)"))
+        chk = cat[a.id]
+        if a.format == "json":
+            r = explain.reads(chk)
+            print(json.dumps({"id": chk.id, "layer": chk.layer, "title": chk.title,
+                              "severity": str(chk.severity), "proves": chk.doc or chk.title,
+                              "evidence_type": explain.evidence_type(chk),
+                              "evidence": r["evidence"], "profile_keys": r["profile"],
+                              "remediation": chk.remediation}, indent=2))
+        else:
+            print("\n".join(explain.explain(chk, layers[chk.layer])))
+        return 0
     if a.write_readme:
         readme = Path(a.write_readme)
         try:
@@ -104,24 +127,56 @@ def _take(args: list[str], flag: str, takes_value: bool = True) -> str | bool | 
     return None
 
 
+CERTIFY_HELP = """usage: kgc certify [--html] [--history FILE] [kgc/pytest options] [-m LAYERS]
+
+Run the conformance suites (pytest over the installed suites, from the current directory;
+reports under ./reports). Exit 0 certified for the layers run, 1 not, 2 bad input.
+
+kgc certify's own options:
+  --html                build the HTML report afterwards (reports/html, Allure 3)
+  --history FILE        keep the Allure history in FILE (trends across nightly runs;
+                        implies --html)
+"""
+
+
+def certify_help(suites: list[str]) -> str:
+    """`kgc certify --help`: kgc's own options, then the plugin's (the pytest group
+    "kata-gpu-conformance"), then the rest of pytest's help."""
+    text = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *suites,
+                           "--help"], capture_output=True, text=True, check=False,
+                          timeout=120).stdout
+    m = re.search(r"^kata-gpu-conformance:\n.*?(?=^\S.*:\n)", text, re.M | re.S)
+    ours = m.group(0) if m else ""
+    rest = text.replace(ours, "", 1) if ours else text
+    return (CERTIFY_HELP + "\n" + ours.replace("kata-gpu-conformance:",
+                                                "kgc's run options (the pytest plugin):", 1)
+            + "\npytest's options:\n\n" + rest)
+
+
 def cmd_certify(a: argparse.Namespace, extra: list[str]) -> int:
     """pytest over the installed suites, from the current directory. kgc's own options:
     ``--html`` builds the HTML report afterwards, ``--history FILE`` (implies --html) keeps
     the Allure history there (trends across nightly runs)."""
     extra = list(extra)
+    if "-h" in extra or "--help" in extra:
+        sys.stdout.write(certify_help([str(suites_dir())]))
+        return 0
     history = _take(extra, "--history")
     html = bool(_take(extra, "--html", takes_value=False)) or bool(history)
-    args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", str(suites_dir()), *extra]
+    # the suites are the rootdir wherever the venv, the kubeconfig and the working directory
+    # are: test ids and the report's tree start at the layer
+    root = [] if any(x == "--rootdir" or x.startswith("--rootdir=") for x in extra) else [
+        f"--rootdir={suites_dir()}"]
+    args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *root, str(suites_dir()),
+            *extra]
     rc = subprocess.call(args)
     if rc == 4:
         return 2  # pytest's own usage error -> kgc's bad-input code
     if html and rc in (0, 1):
         rdir = Path(str(_take(list(extra), "--report-dir") or "reports"))
         try:
-            index = report.generate_html(
-                rdir / "allure-results", rdir / "html",
-                history=Path(str(history)) if history else None,
-                quality_gate=_report_gate(None, rdir / "allure-results", None))
+            index = html_report.build(rdir / "allure-results", rdir / "html",
+                                      history=Path(str(history)) if history else None)
         except report.ReportError as exc:
             print(f"kgc certify: {exc}", file=sys.stderr)
             return 2
@@ -254,6 +309,15 @@ def _outcome(ctx: Context, layer: str) -> dict[str, str] | None:
 def evaluate_bundles(paths: list[str], profile_name: str,
                      layer_names: list[str] | None = None) -> list[dict[str, Any]]:
     """The verdicts `pytest --snapshot PATHS` gives: every layer of each bundle's scope."""
+    return evaluate_run(paths, profile_name, layer_names)[0]
+
+
+def evaluate_run(paths: list[str], profile_name: str, layer_names: list[str] | None = None,
+                 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The verdicts of ``paths`` and the ``run`` section a verdict file needs for `kgc gate`
+    (profile, its digest, targets, the layers selected and judged, the selection), filled
+    as the pytest plugin fills them (:func:`kgc.core.report.run_identity`)."""
+    started = time.time()
     profile = _profile(profile_name)
     layers = load_layers()
     if layer_names:
@@ -267,22 +331,48 @@ def evaluate_bundles(paths: list[str], profile_name: str,
             bundles.append(load_bundle(p, layers))
         except BundleError as exc:
             raise UsageError(str(exc)) from None
-    out = []
+    out: list[dict[str, Any]] = []
+    selected: set[str] = set()
+    targets: dict[str, str] = {}
     for b in bundles:
         ctx = Context(target=b, profile=profile, layers=layers)
         names = [n for n, lay in layers.items() if lay.scope is b.scope
                  and (not layer_names or n in layer_names)]
+        selected.update(names)
+        targets.setdefault(b.name, b.scope.value)
         out += [v.to_dict() for v in ctx.judge_all(names)]
-    return out
+    order = list(layers)
+    chosen = [n for n in order if n in selected]
+    judged = [n for n in order if any(r["layer"] == n and r["status"] != "skip" for r in out)]
+    run = {
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "duration_s": round(time.time() - started, 3),
+        "kgc_version": __version__,
+        "profile": profile.name,
+        "profile_source": profile.source,
+        "targets": list(targets),
+        "layers": chosen,
+        "layers_judged": judged,
+        **report.run_identity(profile, targets, chosen, out, registry=layers),
+        "scope": report.scope_note(chosen, judged, order),
+        "command": ["kgc", "evaluate", *paths],
+        "bundles": [str(p) for p in paths],
+    }
+    return out, run
 
 
 def cmd_evaluate(a: argparse.Namespace) -> int:
-    results = evaluate_bundles(a.bundles, a.profile,
-                               [x for x in (a.layers or "").split(",") if x] or None)
+    results, run = evaluate_run(a.bundles, a.profile,
+                                [x for x in (a.layers or "").split(",") if x] or None)
     status, why = report.overall_and_reason(results)
+    if a.output:
+        try:
+            report.write_verdict_json(Path(a.output), results, run)
+        except OSError as exc:
+            raise UsageError(f"-o {a.output}: cannot write: {exc.strerror or exc}") from None
     if a.json:
-        print(json.dumps({"overall": status, "overall_reason": why, "results": results},
-                         indent=2, default=str))
+        print(json.dumps(report.verdict_doc(results, run), indent=2, default=str))
     else:
         for line in report.summary_table(results):
             print(line)
@@ -290,39 +380,19 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
         if det:
             print("\n== what to fix (fail, error, warn) ==")
             print("\n".join(det))
-        layers = list(load_layers())
-        judged = [n for n in layers if any(r["layer"] == n and r["status"] != "skip"
-                                          for r in results)]
-        print(f"overall: {status.upper()} {report.scope_note(judged, judged, layers)} — {why}")
+        judged = run["layers_judged"]
+        print(f"overall: {status.upper()} {report.scope_note(judged, judged, list(load_layers()))}"
+              f" — {why}")
+        if a.output:
+            print(f"verdict: {a.output} (kgc gate {a.output})")
     return 0 if status == "pass" else 1
 
 
-def _report_gate(profile: str | None, results: Path, verdict: Path | None) -> Any:
-    """The report's quality gate: the verdict policy's rules, from --profile, else from the
-    profile the run was judged with (verdict.json's run.profile_source / run.profile)."""
-    names = [profile] if profile else []
-    vpath = verdict or results.parent / "verdict.json"
-    try:
-        run = json.loads(vpath.read_text()).get("run", {})
-        names += [run.get("profile_source"), run.get("profile")]
-    except (OSError, ValueError, AttributeError):
-        pass
-    for n in [x for x in names if x]:
-        try:
-            return quality_gate_config(load_profile(n).policy)
-        except ProfileError:
-            if n == profile:
-                raise
-    return None
-
-
 def cmd_report(a: argparse.Namespace) -> int:
-    results = Path(a.results)
-    verdict = Path(a.verdict) if a.verdict else None
     try:
-        index = report.generate_html(results, Path(a.out), verdict,
-                                     history=Path(a.history) if a.history else None,
-                                     quality_gate=_report_gate(a.profile, results, verdict))
+        index = html_report.build(Path(a.results), Path(a.out),
+                                  Path(a.verdict) if a.verdict else None, profile=a.profile,
+                                  history=Path(a.history) if a.history else None)
     except report.ReportError as exc:
         print(f"kgc report: {exc}", file=sys.stderr)
         return 2
@@ -416,6 +486,76 @@ def cmd_cleanup(a: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- kgc rbac
+RBAC = {"certify": ("kgc-certify.yaml", "the certification role of the cluster layers: "
+                    "ServiceAccount kgc-system/kgc-certify, its ClusterRole and the admission "
+                    "policy that confines it"),
+        "certify-namespaced": ("kgc-certify-namespaced.yaml", "the same without the "
+                               "cluster-wide pod list (teams that read only their own "
+                               "namespaces)")}
+
+
+def rbac_text(name: str) -> str:
+    """The shipped manifest (package data kgc/data/rbac; generated outside the product,
+    docs/rbac.md says how; a self-test keeps them equal to the generator's output)."""
+    from importlib.resources import files
+
+    return (files("kgc") / "data" / "rbac" / RBAC[name][0]).read_text()
+
+
+def cmd_rbac(a: argparse.Namespace) -> int:
+    sys.stdout.write(rbac_text(a.role))
+    return 0
+
+
+def cmd_kubeconfig(a: argparse.Namespace) -> int:
+    """A kubeconfig for the ServiceAccount, from the current context (TokenRequest API)."""
+    # startup: kgc.kube loads the Kubernetes client (~1 s), which only cluster work needs
+    from kgc.kube.sakubeconfig import KubeError, service_account_kubeconfig, write_private
+
+    out = Path(a.output)
+    if out.is_dir():
+        raise UsageError(f"-o {out}: a directory, not a file")
+    try:
+        doc = service_account_kubeconfig(a.service_account, kubeconfig=a.kubeconfig,
+                                         context=a.context, duration_s=int(a.duration))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    except KubeError as exc:
+        print(f"kgc kubeconfig: {exc}", file=sys.stderr)
+        if exc.remediation:
+            print(f"  fix: {exc.remediation}", file=sys.stderr)
+        return 1
+    try:
+        write_private(out, doc)
+    except OSError as exc:
+        raise UsageError(f"-o {out}: cannot write: {exc.strerror or exc}") from None
+    print(f"{out}: ServiceAccount {a.service_account} on {doc['clusters'][0]['name']} "
+          f"(token valid {int(a.duration)} s, mode 0600)")
+    return 0
+
+
+def _cluster_access_parsers(sub: Any) -> None:
+    p = sub.add_parser("rbac", help="print the certification RBAC (kubectl apply -f -)")
+    p.add_argument("role", choices=sorted(RBAC), help="; ".join(
+        f"{k}: {v[1]}" for k, v in RBAC.items()))
+    p.set_defaults(func=cmd_rbac)
+    p = sub.add_parser("kubeconfig", help="write a ServiceAccount's kubeconfig from the "
+                       "current context (a bound token from the TokenRequest API)")
+    p.add_argument("--service-account", required=True, metavar="NS/NAME",
+                   help="the account (e.g. kgc-system/kgc-certify, from kgc rbac certify)")
+    p.add_argument("-o", "--output", required=True, metavar="FILE",
+                   help="kubeconfig to write (mode 0600; replaced if it exists)")
+    p.add_argument("--kubeconfig", default=None, help="whose context names the cluster "
+                   "(default: $KUBECONFIG's files merged, else ~/.kube/config, as kubectl)")
+    p.add_argument("--context", default=None,
+                   help="kubeconfig context (default: its current-context)")
+    p.add_argument("--duration", type=float, default=7200, metavar="S",
+                   help="token lifetime in seconds (default 7200; the API server may "
+                   "shorten it)")
+    p.set_defaults(func=cmd_kubeconfig)
+
+
 def _cleanup_parser(sub: Any) -> None:
     p = sub.add_parser("cleanup", help="remove the namespaces and objects cluster runs left")
     p.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG's files merged, "
@@ -440,8 +580,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version", version=f"kgc {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("checks", help="list the check catalogue")
-    p.add_argument("--format", choices=("md", "json"), default="md")
+    p = sub.add_parser("checks", help="list the check catalogue, or explain one check")
+    p.add_argument("id", nargs="?", default=None, metavar="ID",
+                   help="explain this check: what it proves, the evidence it reads, its "
+                   "remediation, the profile keys it uses")
+    p.add_argument("--format", choices=("md", "json"), default="md",
+                   help="md: a Markdown table (or text for one ID); json")
     p.add_argument("--write-readme", metavar="README", nargs="?", const="README.md",
                    help="refresh the catalogue section of a README (default ./README.md)")
     p.set_defaults(func=cmd_checks)
@@ -451,21 +595,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("snapshot", help="record a node's or a cluster's evidence as a bundle")
     p.add_argument("-o", "--output", required=True, help="bundle file to write (JSON, 0600)")
-    p.add_argument("--profile", default=DEFAULT_PROFILE)
+    p.add_argument("--profile", default=DEFAULT_PROFILE,
+                   help=f"profile NAME|PATH (default {DEFAULT_PROFILE}; a bundle records "
+                   "what the profile asks to read)")
     p.add_argument("--hosts", default=None, help="node target (default local://)")
     p.add_argument("--root", default=None, help="read host files under this directory")
-    p.add_argument("--sudo", action="store_true")
-    p.add_argument("--ssh-config", default=None)
-    p.add_argument("--ssh-identity-file", default=None)
+    p.add_argument("--sudo", action="store_true", help="read the node's files with sudo")
+    p.add_argument("--ssh-config", default=None, help="ssh_config file for ssh:// targets")
+    p.add_argument("--ssh-identity-file", default=None,
+                   help="private key for ssh:// targets")
     p.add_argument("--ssh-accept-new-host-keys", action="store_true",
                    help="INSECURE: accept SSH host keys not yet known")
     p.add_argument("--nri-probe", action="store_true",
                    help="also run the live NRI probe (registers a plugin, starts a probe pod)")
-    p.add_argument("--nri-socket", default=None)
-    p.add_argument("--cri-socket", default=None)
+    p.add_argument("--nri-socket", default=None,
+                   help="NRI socket of the node (default: the profile's)")
+    p.add_argument("--cri-socket", default=None,
+                   help="CRI socket of the node (default: the profile's)")
     p.add_argument("--allow-reboot", action="store_true",
                    help="DESTRUCTIVE: also run and record the reboot test")
-    p.add_argument("--reboot-timeout", type=float, default=600)
+    p.add_argument("--reboot-timeout", type=float, default=600, metavar="S",
+                   help="--allow-reboot: how long to wait for the node (default 600 s)")
     p.add_argument("--kubeconfig", default=None,
                    help="record the cluster layers of this cluster instead of a node (without "
                    "node options, --context or $KUBECONFIG also mean the cluster, its files "
@@ -478,15 +628,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_snapshot)
 
     p = sub.add_parser("evaluate", help="judge evidence bundles offline")
-    p.add_argument("bundles", nargs="+")
-    p.add_argument("--profile", default=DEFAULT_PROFILE)
+    p.add_argument("bundles", nargs="+", metavar="BUNDLE",
+                   help="evidence bundles (kgc snapshot -o FILE)")
+    p.add_argument("--profile", default=DEFAULT_PROFILE,
+                   help=f"profile NAME|PATH to judge with (default {DEFAULT_PROFILE})")
     p.add_argument("--layers", default=None, help="only these layers (comma-separated)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true",
+                   help="print the whole verdict (run, overall, counts, results) as JSON")
+    p.add_argument("-o", "--output", default=None, metavar="FILE",
+                   help="also write the verdict (kgc-verdict/1) to FILE: what `kgc gate` reads")
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("report", help="build the HTML report from allure-results (Allure 3)")
-    p.add_argument("--results", default=os.path.join("reports", "allure-results"))
-    p.add_argument("--out", default=os.path.join("reports", "html"))
+    p.add_argument("--results", default=os.path.join("reports", "allure-results"),
+                   help="allure-results of the run (default reports/allure-results)")
+    p.add_argument("--out", default=os.path.join("reports", "html"),
+                   help="the report's directory (default reports/html)")
     p.add_argument("--verdict", default=None,
                    help="the run's verdict.json (default: beside the results directory)")
     p.add_argument("--history", default=None, metavar="FILE",
@@ -498,10 +655,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("profile", help="profile tools")
     psub = p.add_subparsers(dest="profile_cmd", required=True)
     pc = psub.add_parser("check", help="validate a profile file or built-in name")
-    pc.add_argument("file")
+    pc.add_argument("file", metavar="FILE|NAME", help="a profile file or a built-in name")
     pc.set_defaults(func=cmd_profile)
 
     _cleanup_parser(sub)
+    _cluster_access_parsers(sub)
 
     # -- release gating (kgc.gate / kgc.image): kgc gate, kgc diff, kgc image ---------
 

@@ -744,6 +744,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         report.write_allure_environment(Path(alluredir), env)
         report.write_allure_categories(Path(alluredir))
         report.clean_skipped_results(Path(alluredir))
+        report.place_results(Path(alluredir), state.layers)
     if exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED,
                       pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = 0 if status == "pass" else 1

@@ -419,3 +419,43 @@ def test_the_real_entry_point_exit_codes_one_stderr_line_nothing_written(
         assert len(out.stderr.strip().splitlines()) == 1, out.stderr
         assert out.stderr.startswith(f"kgc {args[0]}: ")
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_timing_noise_is_left_out_unless_asked() -> None:
+    """Issue 19.7: a kernel log timestamp (seconds since boot: every boot differs) and a
+    wait are not changes of the node; `--timing` shows them. The dmesg line is the real
+    form (Linux printk, `[    0.123456] DMAR: ...`); a figure in the same line that is not
+    the timestamp still counts."""
+    def run(ts: str, waited: float, units: int) -> dict:
+        rs = full_node()
+        rs[0] = dict(rs[0], evidence={"dmesg": [f"[{ts}] DMAR: IOMMU enabled",
+                                                f"[{ts}] DMAR: {units} units"],
+                                      "waited_s": waited})
+        return verdict(rs)
+
+    old, new = run("    0.123456", 1.5, 2), run("    0.987654", 4.0, 3)
+    r = d(old, new)
+    figs = {f.field: (f.old, f.new) for f in r.targets[0].figures}
+    assert figs == {"evidence.dmesg[1]": (2.0, 3.0)}, figs
+    assert r.timing_left_out == 3
+    assert "3 timing figure(s) left out" in gdiff.render(r)
+    r = gdiff.diff(parse_verdict(json.dumps(old).encode(), "old.json"),
+                   parse_verdict(json.dumps(new).encode(), "new.json"), POL, "lab",
+                   NODE_LAYERS, digest=DIGEST, timing=True)
+    fields = {f.field for f in r.targets[0].figures}
+    assert {"evidence.dmesg[0]", "evidence.waited_s"} <= fields, fields
+    assert r.timing_left_out == 0
+
+
+def test_diff_warns_when_the_verdicts_had_different_profiles() -> None:
+    old = verdict(full_node(), profile="lab")
+    new = verdict(full_node(), profile="lab")
+    new["run"]["profile_digest"] = "sha256:" + "0" * 64
+    r = d(old, new)
+    assert r.warnings and "different contents of profile 'lab'" in r.warnings[0]
+    other = verdict(full_node(), profile="generic-nvidia-passthrough")
+    r = d(old, other)
+    assert "OLD was judged against profile 'lab', NEW against 'generic-nvidia-passthrough'" \
+        in r.warnings[0]
+    assert r.warnings[0] in gdiff.render(r)
+    assert not d(old, verdict(full_node(), profile="lab")).warnings

@@ -5,6 +5,7 @@ judged by the real API server in ``test_rbac_escalation.py``.)"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +13,8 @@ import pytest
 from kgc.kube import run as krun
 from kgc.kube import runrole
 from kgc_lab.cluster import rbac
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 def docs(variant: str) -> list[dict[str, Any]]:
@@ -40,6 +43,21 @@ def test_the_deploy_files_are_the_builders_output(variant: str, path: Any) -> No
     assert path.read_text() == rbac.render(variant), (
         f"{path} is stale: python -m kgc_lab.cluster.rbac --write")
     assert rbac.manifest_docs(path) == docs(variant)
+
+
+@pytest.mark.parametrize("variant,role", [("cluster", "certify"),
+                                          ("namespaced", "certify-namespaced")])
+def test_kgc_rbac_prints_the_builders_output(variant: str, role: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """What the wheel ships and `kgc rbac ROLE` prints (package data, the product never
+    imports this generator) is the generator's output; deploy/rbac/ holds links to it."""
+    from kgc import cli
+
+    assert cli.rbac_text(role) == rbac.render(variant)
+    assert cli.main(["rbac", role]) == 0
+    assert capsys.readouterr().out == rbac.render(variant)
+    link = REPO / "deploy" / "rbac" / rbac.RBAC_FILES[variant]
+    assert link.is_symlink() and link.resolve() == (rbac.DEPLOY / link.name).resolve()
 
 
 @pytest.mark.parametrize("variant", rbac.VARIANTS)

@@ -152,18 +152,18 @@ def _atomic_write(path: Path, text: str) -> None:
         raise
 
 
-def write_verdict_json(
-    path: Path,
+def verdict_doc(
     results: list[dict[str, Any]],
     run: Mapping[str, Any],
     *,
     missing: int = 0,
     incomplete: bool = False,
-) -> Path:
+) -> dict[str, Any]:
+    """The whole ``kgc-verdict/1`` document (see the module docstring)."""
     status, why = overall_and_reason(results, missing)
     if incomplete:
         status, why = "fail", "the run did not finish (in progress, or it crashed)"
-    doc = {
+    return {
         "schema": SCHEMA,
         "run": dict(run),
         "overall": status,
@@ -172,6 +172,17 @@ def write_verdict_json(
         "counts": counts(results),
         "results": sorted(results, key=lambda r: (r["target"], r["check"])),
     }
+
+
+def write_verdict_json(
+    path: Path,
+    results: list[dict[str, Any]],
+    run: Mapping[str, Any],
+    *,
+    missing: int = 0,
+    incomplete: bool = False,
+) -> Path:
+    doc = verdict_doc(results, run, missing=missing, incomplete=incomplete)
     _atomic_write(Path(path), json.dumps(doc, indent=2, default=str))
     return Path(path)
 
@@ -413,6 +424,28 @@ def clean_skipped_results(alluredir: Path) -> None:
         f.write_text(json.dumps(doc))
 
 
+def place_results(alluredir: Path, registry: Mapping[str, Any] | None = None) -> None:
+    """Each kgc result's ``titlePath`` is its card layer ("N. title", as the ``suite`` label):
+    allure-pytest derives it from the test's path under pytest's rootdir, which is the
+    common ancestor of the working directory and any path on the command line (a
+    ``--kubeconfig`` file, the venv) — so the report's tree would start at ``venv > lib >
+    python3.11 > site-packages``. Results without a kgc layer are left as they are."""
+    layers = _registry(registry)
+    for f in alluredir.glob("*-result.json"):
+        try:
+            doc = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        epic = next((lab.get("value") for lab in doc.get("labels") or []
+                     if isinstance(lab, dict) and lab.get("name") == "epic"), None)
+        if epic not in layers:
+            continue
+        want = [label_of(str(epic), layers)]
+        if doc.get("titlePath") != want:
+            doc["titlePath"] = want
+            f.write_text(json.dumps(doc))
+
+
 class ReportError(Exception):
     pass
 
@@ -461,12 +494,14 @@ def _check_allure_major(binp: Path) -> None:
                           f"{INSTALL_ALLURE}")
 
 
-def headline(verdict: Mapping[str, Any] | None) -> str:
-    """CERTIFIED / NOT CERTIFIED, for which profile and layers — the report's first words."""
+def headline(verdict: Mapping[str, Any] | None, head: Mapping[str, Any] | None = None) -> str:
+    """The report's name: the gate's word (``head``: :func:`kgc.gate.gate.headline`), for
+    which profile and layers. Core decides no word itself: a verdict that was not gated is
+    NOT CERTIFIED."""
     if not verdict:
         return "kata-gpu-conformance"
     run = verdict.get("run", {})
-    word = "CERTIFIED" if verdict.get("overall") == "pass" else "NOT CERTIFIED"
+    word = str((head or {}).get("word") or "NOT CERTIFIED")
     scope = run.get("scope") or ""
     return f"{word} — profile {run.get('profile', '?')} {scope}".strip()
 
@@ -477,42 +512,73 @@ def _esc(x: Any) -> str:
     return html.escape("" if x is None else str(x), quote=True)
 
 
-def banner_html(verdict: Mapping[str, Any]) -> str:
-    """The report's first screen: the verdict, the blocking failures with their reasons and
-    remediation (line breaks kept), what was not judged, and each target's environment."""
+# a list longer than this shows its first items and collapses the rest
+BANNER_OPEN = 5
+_SEV = {"blocker": 0, "critical": 1, "normal": 2, "minor": 3, "trivial": 4}
+
+
+def _link(text: str, test_id: str | None) -> str:
+    """``text`` linking to the Allure test result ``test_id`` (the single-file report's
+    router: ``#<id>``), or plain when the check left no test result."""
+    if not test_id:
+        return text
+    return f'<a class="kgc-check-link" href="#{_esc(test_id)}">{text}</a>'
+
+
+def _collapsing(items: list[str], list_id: str, what: str) -> list[str]:
+    """An ordered list whose items past :data:`BANNER_OPEN` fold into a <details>."""
+    out = [f'<ol id="{list_id}">', *items[:BANNER_OPEN], "</ol>"]
+    if len(items) > BANNER_OPEN:
+        out += [f'<details class="kgc-more"><summary>… and {len(items) - BANNER_OPEN} more '
+                f"{what}</summary>",
+                f'<ol start="{BANNER_OPEN + 1}">', *items[BANNER_OPEN:], "</ol></details>"]
+    return out
+
+
+def banner_html(verdict: Mapping[str, Any], head: Mapping[str, Any] | None = None,
+                links: Mapping[tuple[str, str], str] | None = None) -> str:
+    """The report's first screen: the gate's word and why (``head``:
+    :func:`kgc.gate.gate.headline`; without one, NOT CERTIFIED: not gated), each blocking
+    finding with its reason and remediation (line breaks kept) linked to its check's result
+    (``links``: (check, target) -> Allure test result id), what was simulated, each
+    target's environment, and every result with its reason (collapsed)."""
     run = verdict.get("run", {})
-    ok = verdict.get("overall") == "pass"
+    head = head or {"word": "NOT CERTIFIED", "reason": "not gated (build the report with "
+                    "kgc report, which applies the release policy)", "blocking": []}
+    links = links or {}
+    ok = head.get("word") == "CERTIFIED"
     results = list(verdict.get("results", []))
-    blocking = [r for r in results if r.get("status") in ("fail", "error")]
-    sev = {"blocker": 0, "critical": 1, "normal": 2, "minor": 3, "trivial": 4}
-    blocking.sort(key=lambda r: (r["status"] != "fail", sev.get(r.get("severity", ""), 9),
-                                 r.get("target", ""), r.get("check", "")))
     simulated = [r for r in results if r.get("simulated")]
     colour = "#1b7f3b" if ok else "#b3261e"
     parts = [
         '<section id="kgc-verdict" style="font-family:sans-serif;margin:0;padding:16px 24px;'
         f'border-bottom:4px solid {colour};background:#fafafa">',
         f'<h1 id="kgc-headline" style="color:{colour};margin:0 0 6px 0;font-size:28px;'
-        'font-weight:bold">'
-        f'{"CERTIFIED" if ok else "NOT CERTIFIED"}</h1>',
+        f'font-weight:bold">{_esc(head.get("word"))}</h1>',
+        f'<p id="kgc-reason"><b>{_esc(head.get("reason"))}</b></p>',
         f'<p id="kgc-scope">profile <b>{_esc(run.get("profile"))}</b> — '
         f'{_esc(run.get("scope", ""))} — {_esc(verdict.get("overall_reason", ""))}</p>',
     ]
     if simulated:
         parts.append(f'<p id="kgc-simulated"><b>{len(simulated)} result(s) come from simulated '
-                     "evidence</b> (lab stand-ins): they prove the suite, not a node.</p>")
+                     "evidence</b> (lab stand-ins): they prove the suite, not a node or a "
+                     "cluster.</p>")
+    blocking = list(head.get("blocking") or [])
     if blocking:
-        parts.append(f'<h2 style="margin:12px 0 4px 0">Blocking ({len(blocking)})</h2>'
-                     '<ol id="kgc-blocking">')
-        for r in blocking:
-            parts.append(
-                f'<li><b>[{_esc(r["status"]).upper()}] {_esc(r["check"])}</b> on '
-                f'{_esc(r.get("target"))} ({_esc(r.get("severity"))}): {_esc(r.get("reason"))}'
+        items = []
+        for f in blocking:
+            tid = links.get((f.get("check", ""), f.get("target", "")))
+            title = _esc(f.get("text"))
+            items.append(
+                f'<li class="kgc-blocker" data-check="{_esc(f.get("check"))}"><b>'
+                + _link(title, tid) + "</b>"
+                + (f"<br>{_esc(f.get('reason'))}" if f.get("reason") else "")
                 + (f'<pre class="kgc-remediation" style="white-space:pre-wrap;'
                    f'background:#fff;border:1px solid #ddd;padding:6px">'
-                   f'{_esc(r.get("remediation"))}</pre>' if r.get("remediation") else "")
+                   f'{_esc(f.get("remediation"))}</pre>' if f.get("remediation") else "")
                 + "</li>")
-        parts.append("</ol>")
+        parts.append(f'<h2 style="margin:12px 0 4px 0">Blocking ({len(blocking)})</h2>')
+        parts += _collapsing(items, "kgc-blocking", "blocking finding(s)")
     env = run.get("environment", {}) or {}
     targets = sorted({k.rsplit(".", 1)[0] for k in env if "." in k and not k.startswith(
         ("kgc", "python", "pytest"))})
@@ -526,8 +592,45 @@ def banner_html(verdict: Mapping[str, Any]) -> str:
                          + "".join(f"<td>{_esc(env.get(f'{t}.{k}', ''))}</td>" for k in keys)
                          + "</tr>")
         parts.append("</table>")
+    if results:
+        order = {"fail": 0, "error": 1, "warn": 2, "skip": 3, "pass": 4}
+        rows = sorted(results, key=lambda r: (order.get(r.get("status", ""), 9),
+                                              _SEV.get(r.get("severity", ""), 9),
+                                              r.get("target", ""), r.get("check", "")))
+        parts.append(f'<details id="kgc-results"><summary>Every result ({len(rows)}) with its '
+                     'reason</summary><table style="border-collapse:collapse">'
+                     "<tr><th>status</th><th>check</th><th>target</th><th>reason</th></tr>")
+        for r in rows:
+            tid = links.get((r.get("check", ""), r.get("target", "")))
+            parts.append(f'<tr class="kgc-result"><td>{_esc(r.get("status", "")).upper()}</td>'
+                         f'<td>{_link(_esc(r.get("check")), tid)}</td>'
+                         f'<td>{_esc(r.get("target"))}</td><td>{_esc(r.get("reason"))}</td>'
+                         "</tr>")
+        parts.append("</table></details>")
     parts.append("</section>")
     return "\n".join(parts)
+
+
+def result_links(page: str) -> dict[tuple[str, str], str]:
+    """(check, target) -> the Allure test result id, from the test results a single-file
+    Allure 3 report embeds (base64 JSON under ``data/test-results/<id>.json``; the check is
+    the ``feature`` label, the target the ``parentSuite``, as the pytest plugin labels)."""
+    import base64
+    import re
+
+    out: dict[tuple[str, str], str] = {}
+    for m in re.finditer(r'"data/test-results/([A-Za-z0-9_-]+)\.json","([A-Za-z0-9+/=]+)"',
+                         page):
+        try:
+            doc = json.loads(base64.b64decode(m.group(2)))
+        except ValueError:
+            continue
+        labels = {lab.get("name"): lab.get("value") for lab in doc.get("labels") or []
+                  if isinstance(lab, dict)}
+        if labels.get("feature"):
+            out.setdefault((str(labels["feature"]), str(labels.get("parentSuite", ""))),
+                           m.group(1))
+    return out
 
 
 class Js(str):
@@ -584,8 +687,10 @@ def allure_config(name: str, out_dir: Path, extra: Mapping[str, Any] | None = No
         "name": name,
         "output": str(out_dir),
         "categories": cats,
+        # the tree is layer -> check ("N. title" -> each result), from kgc's labels, whatever
+        # directory pytest took as its rootdir (titlePath follows it)
         "plugins": {"awesome": {"options": {"singleFile": True, "reportLanguage": "en",
-                                            "reportName": name}}},
+                                            "reportName": name, "groupBy": ["suite"]}}},
         **(extra or {}),
     }
     return config_module(cfg)
@@ -594,12 +699,14 @@ def allure_config(name: str, out_dir: Path, extra: Mapping[str, Any] | None = No
 def generate_html(results_dir: Path, out_dir: Path, verdict: Path | None = None,
                   extra_config: Mapping[str, Any] | None = None,
                   history: Path | None = None,
-                  quality_gate: Mapping[str, Any] | None = None) -> Path:
+                  quality_gate: Mapping[str, Any] | None = None,
+                  head: Mapping[str, Any] | None = None) -> Path:
     """Allure 3 static report, one self-contained index.html (renders from file://), whose
     first screen is kgc's verdict (from ``verdict``, default: verdict.json beside the
     results). ``quality_gate``: the ``qualityGate`` of the allurerc, e.g. the release
     policy's rules (``kgc.gate.allure.quality_gate_config``: the caller, above both core and
-    the gate, passes them in)."""
+    the gate, passes them in); ``head``: the gate's headline on the verdict
+    (:func:`kgc.gate.gate.headline`, computed by the caller: core decides no word)."""
     if not results_dir.is_dir() or not any(results_dir.glob("*-result.json")):
         raise ReportError(f"no allure results in {results_dir}: run the suite first")
     vpath = verdict if verdict is not None else results_dir.parent / "verdict.json"
@@ -625,7 +732,7 @@ def generate_html(results_dir: Path, out_dir: Path, verdict: Path | None = None,
         extra.update({"historyPath": str(history.resolve()), "historyLimit": 60})
     if quality_gate is not None:
         extra["qualityGate"] = quality_gate
-    cfg.write_text(allure_config(headline(doc), out_dir, extra))
+    cfg.write_text(allure_config(headline(doc, head), out_dir, extra))
     if out_dir.exists():
         shutil.rmtree(out_dir)
     if quality_gate is None:
@@ -654,5 +761,5 @@ def generate_html(results_dir: Path, out_dir: Path, verdict: Path | None = None,
         at = page.find(">", at) + 1 if at >= 0 else -1
         if at <= 0:
             raise ReportError(f"{index}: no <body> to put the verdict on")
-        index.write_text(page[:at] + banner_html(doc) + page[at:])
+        index.write_text(page[:at] + banner_html(doc, head, result_links(page)) + page[at:])
     return index

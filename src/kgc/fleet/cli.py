@@ -168,17 +168,21 @@ def register(sub: Any) -> None:
                    "else ~/.kube/config (as kubectl)")
     c.add_argument("--context", default=None, help="kubeconfig context (default: its "
                    "current-context)")
-    c.add_argument("--namespace", default=fm.NAMESPACE)
+    c.add_argument("--namespace", default=fm.NAMESPACE,
+                   help=f"the DaemonSet's namespace (default {fm.NAMESPACE})")
     c.add_argument("--name", default=fm.NAME, help="the DaemonSet (default kgc-node)")
-    c.add_argument("--report-dir", default="reports")
+    c.add_argument("--report-dir", default="reports",
+                   help="where verdict.json and allure-results go (default ./reports)")
     c.add_argument("--wait", type=float, default=0.0, metavar="S",
                    help="wait up to S seconds for every node's verdict (default: read now)")
     c.set_defaults(func=cmd_collect)
     m = fsub.add_parser("manifests", help="print the fleet's manifests (YAML)")
     m.add_argument("--image", default=fm.IMAGE,
                    help="the fleet image by digest, NAME@sha256:<64 hex> (a tag is refused)")
-    m.add_argument("--profile", default=fm.PROFILE)
-    m.add_argument("--namespace", default=fm.NAMESPACE)
+    m.add_argument("--profile", default=fm.PROFILE,
+                   help="the profile the nodes are judged with (a name, or a file in the image)")
+    m.add_argument("--namespace", default=fm.NAMESPACE,
+                   help=f"namespace of the DaemonSet (default {fm.NAMESPACE})")
     m.add_argument("--node-selector", action="append", default=None, metavar="KEY=VALUE",
                    help="repeatable; '' for none (default kgc.io/certify=true)")
     m.add_argument("--toleration", action="append", default=None,
@@ -187,7 +191,8 @@ def register(sub: Any) -> None:
     m.add_argument("--runtime-class", default=None,
                    help="the pods' RuntimeClass (never a Kata one; default: the node's default)")
     m.add_argument("--recursive-read-only", default="Enabled",
-                   choices=("Enabled", "IfPossible"))
+                   choices=("Enabled", "IfPossible"),
+                   help="recursiveReadOnly of the host mounts (IfPossible: kubelets < 1.30)")
     m.add_argument("--no-lib64", action="store_true",
                    help="do not mount the node's /lib64 (nodes without one: arm64 Debian/Ubuntu)")
     m.add_argument("--mask", action="append", default=None, metavar="PATH",

@@ -166,26 +166,46 @@ LAYERS_JUDGED_RULE = Js("""{
 }""")
 
 
+# `kgc gate`'s own decision on the run's verdict.json, computed by kgc before Allure runs:
+# what Allure cannot see from the results (the run's profile and its digest, whether it
+# finished, the checks a selection left out) still decides Allure's exit code, and so the
+# report's status badge, as it decides `kgc gate`'s word
+KGC_GATE_RULE = Js("""{
+  rule: "kgcGate",
+  message: ({ expected }) => `kgc gate: ${expected.word} (${expected.reason})`,
+  successMessage: ({ expected }) => `kgc gate: ${expected.word} (${expected.reason})`,
+  validate: async ({ expected }) =>
+    ({ success: expected.green === true, actual: expected.word, testResults: [] }),
+}""")
+
+
 def quality_gate_config(policy: Policy, layers: Mapping[str, str] | None = None,
-                        *, image: bool = False) -> dict[str, Any]:
+                        *, image: bool = False,
+                        gate: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The ``qualityGate`` value for an allurerc (render it with :func:`to_js`).
 
     ``layers``: every layer of this build -> its scope, in report order (default: the
     registry's). ``image``: gate as for ``kgc image check`` results (image_require_layers).
+    ``gate``: `kgc gate`'s result on the run's verdict (a :func:`kgc.gate.gate.headline`),
+    a third rule, so that Allure fails exactly when the gate does.
     """
     if layers is None:
         layers = layer_catalogue()[0]
     required = policy.required(tuple(layers), image)
-    return {
-        "rules": [
-            {"id": "kgc-blocking", "filter": blocking_filter(policy, required),
-             "kgcMaxResults": 0},
-            {"id": "kgc-required-layers", "filter": accepted_filter(policy),
-             "kgcLayersJudged": {"layers": list(required), "scopes": dict(layers),
-                                 "warn": policy.warn}},
-        ],
-        "use": [MAX_RESULTS_RULE, LAYERS_JUDGED_RULE],
-    }
+    rules: list[dict[str, Any]] = [
+        {"id": "kgc-blocking", "filter": blocking_filter(policy, required),
+         "kgcMaxResults": 0},
+        {"id": "kgc-required-layers", "filter": accepted_filter(policy),
+         "kgcLayersJudged": {"layers": list(required), "scopes": dict(layers),
+                             "warn": policy.warn}},
+    ]
+    use = [MAX_RESULTS_RULE, LAYERS_JUDGED_RULE]
+    if gate is not None:
+        rules.append({"id": "kgc-gate", "kgcGate": {
+            "green": gate["word"] == "CERTIFIED", "word": gate["word"],
+            "reason": gate["reason"]}})
+        use.append(KGC_GATE_RULE)
+    return {"rules": rules, "use": use}
 
 
 def allurerc_text(policy: Policy, *, name: str = "kata-gpu-conformance",

@@ -13,14 +13,21 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from kgc.core.options import add_deprecated
-from kgc.core.profile import DEFAULT_PROFILE, Profile, ProfileError, builtin_profiles, load_profile
+from kgc.core.profile import DEFAULT_PROFILE, Profile, ProfileError, load_profile
 from kgc.core.report import profile_digest
 from kgc.gate import diff as gdiff
-from kgc.gate.gate import VerdictDoc, VerdictError, evaluate, layer_catalogue, load_verdict, render
+from kgc.gate.gate import (
+    VerdictDoc,
+    VerdictError,
+    evaluate,
+    gate_profile,
+    layer_catalogue,
+    load_verdict,
+    render,
+)
 from kgc.image.boot_qemu import boot_check
 from kgc.image.check import ImageError, main_check
 
@@ -55,18 +62,10 @@ def _guarded(name: str, fn: Callable[[argparse.Namespace], int]) -> Callable[...
 
 
 def profile_for(doc: VerdictDoc, name: str | None) -> Profile:
-    """--profile, else the profile the verdict names: the built-in of that name, else its
-    file if it is here. A built-in name always means the shipped content — a copy that took
-    the name (the verdict's own ``profile_source``) never chooses the gate's policy."""
-    if name:
-        return load_profile(name)
-    if doc.profile in builtin_profiles():
-        return load_profile(doc.profile)
-    src = str(doc.run.get("profile_source") or "")
-    if src and Path(src).is_file():
-        return load_profile(src)
-    raise _BadInput(f"{doc.path}: judged against profile {doc.profile or '(none)'!r}, which is "
-                    "not built in and whose file is not here: give --profile NAME|PATH")
+    try:
+        return gate_profile(doc, name)
+    except VerdictError as exc:
+        raise _BadInput(str(exc)) from None
 
 
 def cmd_gate(a: argparse.Namespace) -> int:
@@ -86,7 +85,9 @@ def cmd_diff(a: argparse.Namespace) -> int:
     prof = profile_for(new, a.profile)
     scopes, checks = layer_catalogue()
     d = gdiff.diff(old, new, prof.policy, prof.name, scopes, checks,
-                   digest=profile_digest(prof))
+                   digest=profile_digest(prof), timing=a.timing)
+    for w in d.warnings:
+        print(f"kgc diff: {w}", file=sys.stderr)
     _emit(json.dumps(d.to_dict(), indent=2, default=str) if a.json else gdiff.render(d))
     return 1 if d.regressed else 0
 
@@ -115,15 +116,19 @@ def register(sub: Any) -> None:
     p.add_argument("--profile", default=None, metavar="NAME|PATH",
                    help="policy from this profile (default: the one the verdict was judged "
                    "against)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="the gate's result as JSON")
     p.set_defaults(func=_guarded("gate", cmd_gate))
 
     p = sub.add_parser("diff", help="compare two verdicts; exit 1 when NEW regressed under "
                        "the policy")
-    p.add_argument("old")
-    p.add_argument("new")
-    p.add_argument("--profile", default=None, metavar="NAME|PATH")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("old", help="the earlier verdict.json")
+    p.add_argument("new", help="the later verdict.json (gated: exit 1 when it regressed)")
+    p.add_argument("--profile", default=None, metavar="NAME|PATH",
+                   help="policy from this profile (default: the one NEW was judged against)")
+    p.add_argument("--timing", action="store_true",
+                   help="also show figures that are timing noise (kernel log timestamps, "
+                   "waits, durations)")
+    p.add_argument("--json", action="store_true", help="the comparison as JSON")
     p.set_defaults(func=_guarded("diff", cmd_diff))
 
     p = sub.add_parser("image", help="certify a node image file (qcow2 or raw), read-only")
@@ -131,16 +136,18 @@ def register(sub: Any) -> None:
     c = isub.add_parser("check", help="judge every check that can be judged from the image's "
                         "files; the others skip")
     c.add_argument("image", help="qcow2 or raw disk image (partitioned, or a bare ext4)")
-    c.add_argument("--profile", default=DEFAULT_PROFILE)
+    c.add_argument("--profile", default=DEFAULT_PROFILE,
+                   help=f"the profile the image is judged with (default {DEFAULT_PROFILE})")
     c.add_argument("--hardware", default=None, metavar="BUNDLE",
                    help="PCI inventory of the platform: a `kgc snapshot` bundle of one of its "
                    "nodes (without it, per-device persistence checks skip)")
     c.add_argument("--layers", default=None,
                    help="node layers to judge from files (default: persistence,runtime)")
-    c.add_argument("--report-dir", default=os.path.join("reports"))
+    c.add_argument("--report-dir", default=os.path.join("reports"),
+                   help="where verdict.json and allure-results go (default ./reports)")
     c.add_argument("--keep-tree", action="store_true",
                    help="keep the extracted tree (its path is in verdict.json)")
-    c.add_argument("--json", action="store_true")
+    c.add_argument("--json", action="store_true", help="print the verdict as JSON")
     c.add_argument("--timeout", type=float, default=600, metavar="S",
                    help="the bound on the whole check (default 600 s): past it, one line and "
                    "exit 2, nothing written")
@@ -155,7 +162,10 @@ def register(sub: Any) -> None:
     c.add_argument("--boot-host-key", default=None, metavar="FILE.pub",
                    help="--boot with --ssh-identity-file: the image's SSH host public key "
                    "(pinned)")
-    c.add_argument("--ssh-user", default="root")
-    c.add_argument("--boot-timeout", type=float, default=900, metavar="S")
-    c.add_argument("--reboot-timeout", type=float, default=900, metavar="S")
+    c.add_argument("--ssh-user", default="root",
+                   help="--boot: the user to log in as (default root)")
+    c.add_argument("--boot-timeout", type=float, default=900, metavar="S",
+                   help="--boot: how long the first boot may take (default 900 s)")
+    c.add_argument("--reboot-timeout", type=float, default=900, metavar="S",
+                   help="--boot: how long the reboot test waits for the node (default 900 s)")
     c.set_defaults(func=_guarded("image", cmd_image))

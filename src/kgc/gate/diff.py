@@ -8,7 +8,12 @@ tonight), per target, and whether NEW regressed under the policy.
   judged is not known to be good;
 - changed status: every other change, including a check that appeared;
 - changed figures: numbers that differ in a check's ``expected``/``found``/``evidence``
-  (latencies, sizing deltas, counts) and in ``run.environment`` (round trips);
+  (latencies, sizing deltas, counts) and in ``run.environment`` (round trips). Timing noise
+  is left out unless asked (``timing=True``, `kgc diff --timing`): kernel log timestamps
+  (``[   12.345678]``, seconds since boot: every boot differs), waits and wall-clock
+  durations (:func:`is_timing`) — the output says how many were left out;
+- a warning when OLD and NEW were judged against different profiles (name or content):
+  their verdicts then differ by the profile too, not only by the node;
 - regressed: NEW has a blocking finding under the policy that OLD did not have (a new
   blocking failure, a required layer no longer judged, ...), or a check or target vanished.
   Exit 1 then, else 0.
@@ -32,6 +37,18 @@ from kgc.gate.gate import BAD, Finding, GateResult, VerdictDoc, evaluate
 
 _NUM = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?![\w.]*\d)")
 MAX_FIGURES_PER_CHECK = 20
+# a kernel log line's timestamp (seconds since boot, printk): `[    1.234567] DMAR: ...`
+_DMESG_TS = re.compile(r"\[\s*\d+\.\d+\]")
+# the last key of a figure's path that says it is how long something took or waited, not
+# what was measured against a budget (latencies under test, sizes and counts stay figures)
+_TIMING_KEY = re.compile(r"(^|_)(wait|waited|elapsed|took|wall|duration|handshake|uptime)"
+                         r"(_[mun]?s|_ms|_ns|_sec|_seconds)?$|(_at|_time|timestamp)$")
+
+
+def is_timing(field: str) -> bool:
+    """Is the figure at ``field`` (a dotted path, ``evidence.waited_s``) timing noise?"""
+    last = re.sub(r"\[\d+\]|#\d+$", "", field).rsplit(".", 1)[-1]
+    return bool(_TIMING_KEY.search(last)) or field.endswith("(dmesg time)")
 
 
 @dataclass(frozen=True)
@@ -87,6 +104,8 @@ class DiffResult:
     regressions: list[Finding]
     old_gate: GateResult
     new_gate: GateResult
+    warnings: list[str] = field(default_factory=list)
+    timing_left_out: int = 0
 
     @property
     def regressed(self) -> bool:
@@ -96,6 +115,8 @@ class DiffResult:
         return {
             "old": self.old, "new": self.new, "profile": self.profile,
             "regressed": self.regressed,
+            "warnings": list(self.warnings),
+            "timing_figures_left_out": self.timing_left_out,
             "regressions": [asdict(f) for f in self.regressions],
             "gate": {"old": "certified" if self.old_gate.green else "not certified",
                      "new": "certified" if self.new_gate.green else "not certified"},
@@ -124,29 +145,36 @@ def _leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
         yield path, value
 
 
-def _numbers(v: Any) -> tuple[str, list[float]] | None:
-    """(template with numbers masked, the numbers) of a leaf, None for non-figures."""
+def _numbers(v: Any, timing: bool = True) -> tuple[str, list[float]] | None:
+    """(template with numbers masked, the numbers) of a leaf, None for non-figures. Without
+    ``timing`` a kernel log timestamp is text, not a figure."""
     if isinstance(v, bool) or v is None:
         return None
     if isinstance(v, int | float):
         return "#", [float(v)]
     if isinstance(v, str) and len(v) <= 2000:
+        if not timing:
+            v = _DMESG_TS.sub("[T]", v)
         nums = [float(m.group(0)) for m in _NUM.finditer(v)]
         if nums:
             return _NUM.sub("#", v), nums
     return None
 
 
-def figures(check: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Figure]:
+def figures(check: str, old: Mapping[str, Any], new: Mapping[str, Any],
+            timing: bool = True) -> list[Figure]:
     """Numbers that changed between two results of one check, field by field; a text
-    field counts only when everything but its numbers stayed the same."""
+    field counts only when everything but its numbers stayed the same. ``timing=False``
+    leaves out timing noise (kernel log timestamps, waits: :func:`is_timing`)."""
     out: list[Figure] = []
     o = dict(_leaves({"expected": old.get("expected"), "found": old.get("found"),
                       "evidence": old.get("evidence") or {}}))
     n = dict(_leaves({"expected": new.get("expected"), "found": new.get("found"),
                       "evidence": new.get("evidence") or {}}))
     for key in o.keys() & n.keys():
-        a, b = _numbers(o[key]), _numbers(n[key])
+        if not timing and is_timing(key):
+            continue
+        a, b = _numbers(o[key], timing), _numbers(n[key], timing)
         if a is None or b is None or a[0] != b[0] or len(a[1]) != len(b[1]):
             continue
         for i, (x, y) in enumerate(zip(a[1], b[1], strict=True)):
@@ -157,7 +185,8 @@ def figures(check: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[
     return out[:MAX_FIGURES_PER_CHECK]
 
 
-def _env_figures(old: VerdictDoc, new: VerdictDoc, pair: Mapping[str, str]) -> list[Figure]:
+def _env_figures(old: VerdictDoc, new: VerdictDoc, pair: Mapping[str, str],
+                 timing: bool = True) -> list[Figure]:
     out = []
     oe, ne = old.run.get("environment") or {}, new.run.get("environment") or {}
     back = {n: o for o, n in pair.items()}
@@ -166,11 +195,13 @@ def _env_figures(old: VerdictDoc, new: VerdictDoc, pair: Mapping[str, str]) -> l
         okey = f"{back.get(tgt, tgt)}.{rest}" if dot else key
         if okey not in oe:
             continue
+        if not timing and is_timing(str(key)):
+            continue
         a, b = _numbers(oe[okey]), _numbers(nv)
         if a and b and a[0] == b[0] == "#" and a[1] != b[1]:
             out.append(Figure("(run)", f"environment.{key}", a[1][0], b[1][0]))
     a, b = old.run.get("duration_s"), new.run.get("duration_s")
-    if isinstance(a, int | float) and isinstance(b, int | float) and a != b:
+    if timing and isinstance(a, int | float) and isinstance(b, int | float) and a != b:
         out.append(Figure("(run)", "duration_s", float(a), float(b)))
     return out
 
@@ -195,9 +226,24 @@ def _vanished(t: str, cid: str, r: Mapping[str, Any]) -> Finding:
                    "or find out why this check left no verdict.")
 
 
+def profile_warnings(old: VerdictDoc, new: VerdictDoc) -> list[str]:
+    """A line when OLD and NEW were judged against different profiles (name, else the
+    content: ``run.profile_digest``)."""
+    if old.profile != new.profile:
+        return [f"warning: OLD was judged against profile {old.profile or '(none)'!r}, NEW "
+                f"against {new.profile or '(none)'!r}: what changed is the profile too, not "
+                "only the target"]
+    if old.digest and new.digest and old.digest != new.digest:
+        return [f"warning: OLD and NEW were judged against different contents of profile "
+                f"{new.profile!r} (digest {old.digest[:19]}… vs {new.digest[:19]}…): what "
+                "changed is the profile too, not only the target"]
+    return []
+
+
 def diff(old: VerdictDoc, new: VerdictDoc, policy: Policy, profile: str,
          layers: Mapping[str, str], checks: Mapping[str, Any] | None = None,
-         *, digest: str) -> DiffResult:
+         *, digest: str, timing: bool = False) -> DiffResult:
+    """``timing``: keep the figures that are timing noise (see the module docstring)."""
     og = evaluate(old, policy, profile, layers, checks, digest=digest)
     ng = evaluate(new, policy, profile, layers, checks, digest=digest)
     pair, only_old, only_new = pair_targets(old.targets(), new.targets())
@@ -234,6 +280,7 @@ def diff(old: VerdictDoc, new: VerdictDoc, policy: Policy, profile: str,
     new_block = {(back.get(f.target, f.target), f.check) for f in regressions if f.check}
 
     targets: list[TargetDiff] = []
+    left_out = 0
     for o_name, n_name in pair.items():
         td = TargetDiff(n_name if o_name == n_name else f"{o_name} -> {n_name}", o_name, n_name)
         orr, nrr = ob.get(o_name, {}), nb.get(n_name, {})
@@ -254,7 +301,9 @@ def diff(old: VerdictDoc, new: VerdictDoc, policy: Policy, profile: str,
             elif sa in BAD:
                 td.still_failing += 1
             if a is not None and b is not None:
-                td.figures += figures(cid, a, b)
+                td.figures += figures(cid, a, b, timing)
+                if not timing:
+                    left_out += len(figures(cid, a, b)) - len(figures(cid, a, b, False))
         targets.append(td)
     for t in only_old:
         td = TargetDiff(t, t, None)
@@ -267,12 +316,15 @@ def diff(old: VerdictDoc, new: VerdictDoc, policy: Policy, profile: str,
             ch = Change(c, None, r["status"], r["severity"], r["reason"], (t, c) in new_block)
             (td.new_failures if r["status"] in BAD else td.changed).append(ch)
         targets.append(td)
-    return DiffResult(old.path, new.path, profile, targets, _env_figures(old, new, pair),
-                      regressions, og, ng)
+    run_figs = _env_figures(old, new, pair, timing)
+    if not timing:
+        left_out += len(_env_figures(old, new, pair)) - len(run_figs)
+    return DiffResult(old.path, new.path, profile, targets, run_figs, regressions, og, ng,
+                      profile_warnings(old, new), left_out)
 
 
 def render(d: DiffResult, width: int = 100) -> str:
-    lines = [f"kgc diff: {d.old} -> {d.new} (policy of profile {d.profile})"]
+    lines = [f"kgc diff: {d.old} -> {d.new} (policy of profile {d.profile})", *d.warnings]
     lines.append(f"gate: {'certified' if d.old_gate.green else 'NOT certified'} -> "
                  f"{'certified' if d.new_gate.green else 'NOT certified'}")
 
@@ -318,6 +370,9 @@ def render(d: DiffResult, width: int = 100) -> str:
     if d.run_figures:
         lines.append("-- run")
         lines += [f"    {f.text()}" for f in d.run_figures]
+    if d.timing_left_out:
+        lines.append(f"({d.timing_left_out} timing figure(s) left out — kernel log "
+                     "timestamps, waits, durations: kgc diff --timing)")
     if d.regressions:
         lines.append(f"REGRESSED under the policy of profile {d.profile}: "
                      f"{len(d.regressions)} new blocking or vanished finding(s):")

@@ -24,6 +24,7 @@ from typing import Any
 
 from kgc import __version__
 from kgc.core.policy import SEVERITIES, Policy
+from kgc.core.profile import builtin_profiles, load_profile
 from kgc.core.registry import load_layers
 from kgc.core.report import SCHEMA, STATUSES, profile_digest
 
@@ -631,6 +632,23 @@ def layer_catalogue() -> tuple[dict[str, str], dict[str, dict[str, str]]]:
             {n: {c.id: str(c.severity) for c in lay.checks} for n, lay in layers.items()})
 
 
+def gate_profile(doc: VerdictDoc, name: str | None) -> Any:
+    """The profile whose policy gates ``doc``: ``name`` (--profile), else the profile the
+    verdict names — the built-in of that name, else its file if it is here. A built-in name
+    always means the shipped content: a copy that took the name (the verdict's own
+    ``profile_source``) never chooses the gate's policy. Raises :class:`VerdictError` when
+    the verdict's profile is neither built in nor here (ProfileError for a bad ``name``)."""
+    if name:
+        return load_profile(name)
+    if doc.profile in builtin_profiles():
+        return load_profile(doc.profile)
+    src = str(doc.run.get("profile_source") or "")
+    if src and Path(src).is_file():
+        return load_profile(src)
+    raise VerdictError(f"{doc.path}: judged against profile {doc.profile or '(none)'!r}, which "
+                       "is not built in and whose file is not here: give --profile NAME|PATH")
+
+
 def gate_file(path: str | Path, profile: Any) -> GateResult:
     """Load and gate one verdict file against a loaded profile (its digest computed here,
     from the content the gate itself loaded)."""
@@ -638,3 +656,49 @@ def gate_file(path: str | Path, profile: Any) -> GateResult:
     scopes, checks = layer_catalogue()
     return evaluate(doc, profile.policy, profile.name, scopes, checks,
                     digest=profile_digest(profile))
+
+
+# -- the report's headline ------------------------------------------------------------------
+SIMULATED_REASON = "simulated results: prove the suite, not a {scope}"
+
+
+def headline(res: GateResult, doc: VerdictDoc, scopes: Mapping[str, str]) -> dict[str, Any]:
+    """The HTML report's first words, from the gate's own result, so the report never says
+    another word than `kgc gate` on the same verdict: ``word`` (CERTIFIED / NOT CERTIFIED),
+    ``reason`` (why, in one line: "passed for LAYERS only" when only required layers were
+    missing, "simulated results: …" when every result is a lab stand-in the policy does not
+    accept) and ``blocking`` (each finding, with the check and target it links to).
+    ``scopes``: layer -> node/cluster (:func:`layer_catalogue`)."""
+    word = "CERTIFIED" if res.green else "NOT CERTIFIED"
+    judged = [lay for lay in res.required if lay in res.judged]
+    if res.green:
+        reason = (f"every required layer judged and passing under the release policy of "
+                  f"profile {res.profile}: {', '.join(res.required) or '(none)'}")
+    elif doc.results and all(r["simulated"] for r in doc.results) and any(
+            "simulated" in f.text for f in res.not_accepted):
+        cluster = any(scopes.get(r["layer"]) == "cluster" for r in doc.results)
+        reason = SIMULATED_REASON.format(scope="cluster" if cluster else "node")
+    elif res.blocking and all(f.kind == "layer" for f in res.blocking):
+        reason = (f"passed for {', '.join(judged)} only" if judged else
+                  "no required layer was judged") + (
+            f" (not judged: {', '.join(lay for lay in res.required if lay not in judged)})")
+    else:
+        kinds = {k: [f for f in res.blocking if f.kind == k] for k in ("run", "check", "layer")}
+        said = ([kinds["run"][0].text] if kinds["run"] else []) + [
+            f"{len(fs)} {what}" for fs, what in (
+                (kinds["check"], "blocking check result(s)"),
+                (kinds["layer"], "required layer finding(s)")) if fs]
+        reason = "; ".join(said) + f" (policy of profile {res.profile})"
+    # the report lists the run first, then the checks to fix (each links to its result),
+    # then the layers left unjudged
+    order = {"run": 0, "check": 1, "layer": 2}
+    shown = sorted(res.blocking, key=lambda f: order[f.kind])
+    return {
+        "word": word,
+        "reason": reason,
+        "profile": res.profile,
+        "blocking": [{"kind": f.kind, "text": f.text, "check": f.check, "target": f.target,
+                      "layer": f.layer, "status": f.status, "severity": f.severity,
+                      "reason": f.reason, "remediation": f.remediation}
+                     for f in shown],
+    }
