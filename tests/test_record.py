@@ -177,8 +177,9 @@ ABSENT_OK: dict[type, Any] = {
     gpu.GpuRunEvidence: set(),
     sizing.GuestSize: EVERY,
     KataSizing: {"memory_block_mib"},
-    sizing.KataConfigSource: set(),
-    sizing.ShapeObservation: {"node", "error", "simulated", "waited_s"},
+    # stand_in / stand_in_why: added with the stand-in marking (issue 18), absent before
+    sizing.KataConfigSource: {"stand_in"},
+    sizing.ShapeObservation: {"node", "error", "simulated", "waited_s", "stand_in_why"},
     sizing.ClusterObjects: EVERY,
     sizing.SizingEvidence: EVERY,
     keda.Stamp: set(),

@@ -166,6 +166,15 @@ def clip(text: str | None, n: int = MAX_TEXT_CHARS) -> str | None:
 
 
 # --------------------------------------------------------------------------- nvidia-smi
+
+def _unless_default(d: dict[str, Any]) -> dict[str, Any]:
+    """The fields added with MIG/health/NVML-message judging, left out while at their
+    defaults (None, {}, no messages): recordings made before them, and every one that has
+    none, dump back to the same JSON (tests/test_record.py). An empty MIG device list ([]:
+    the report says None) is not a default and stays."""
+    return {k: v for k, v in d.items()
+            if v is not None and v != {} and not (k == "smi_messages" and v == [])}
+
 MAX_HEALTH_FIELDS = 128  # health leaves kept per GPU (a report carries about 60)
 MAX_MIG_DEVICES = 16  # an H100 has at most 7 MIG devices
 MAX_SMI_MESSAGES = 20  # nvidia-smi's own diagnostic lines kept
@@ -244,11 +253,13 @@ class SmiGpu:
             "memory_total_mib": self.memory_total_mib,
             "pci_device_id": self.pci_device_id,
             "virtualization_mode": self.virtualization_mode,
-            "mig_current": self.mig_current,
-            "mig_pending": self.mig_pending,
-            "mig_devices": (None if self.mig_devices is None
-                            else [m.to_dict() for m in self.mig_devices]),
-            "health": dict(self.health),
+            **_unless_default({
+                "mig_current": self.mig_current,
+                "mig_pending": self.mig_pending,
+                "mig_devices": (None if self.mig_devices is None
+                                else [m.to_dict() for m in self.mig_devices]),
+                "health": dict(self.health),
+            }),
         }
 
     @classmethod
@@ -696,8 +707,8 @@ class GuestEvidence:
             "smi": None if self.smi is None else self.smi.to_dict(),
             "smi_rc": self.smi_rc,
             "smi_error": self.smi_error,
-            "smi_xml_error": self.smi_xml_error,
-            "smi_messages": list(self.smi_messages),
+            **_unless_default({"smi_xml_error": self.smi_xml_error,
+                               "smi_messages": list(self.smi_messages)}),
             "dev_nvidia": list(self.dev_nvidia),
             "cuda_check": self.cuda_check,
             "dmesg": None if self.dmesg is None else list(self.dmesg),

@@ -71,6 +71,9 @@ class Key:
     minimum: float | None = None
     check: Callable[[Any, str], None] | None = None
     omit_if_none: str | None = None
+    # left out of the dump while at its default: a field added later keeps the bundles
+    # written before it (and every bundle that does not use it) byte-for-byte what they were
+    omit_if_default: bool = False
     load: Callable[[Any, str], Any] | None = None
     dump: Callable[[Any], Any] | None = None
 
@@ -111,6 +114,8 @@ def dump(obj: Any) -> Any:
             if f.key.omit_if_none and getattr(obj, f.key.omit_if_none) is None:
                 continue
             v = getattr(obj, f.name)
+            if f.key.omit_if_default and f.has_default and v == f.absent():
+                continue
             out[f.name] = f.key.dump(v) if f.key.dump is not None and v is not None else dump(v)
         return out
     if isinstance(obj, Mapping):

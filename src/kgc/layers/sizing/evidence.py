@@ -267,7 +267,7 @@ class KataConfigSource(Record):
     error: str = ""
     tried: tuple[str, ...] = ()
     # measured on a probe pod that rests on a stand-in: why ("" when real or not measured)
-    stand_in: str = field(default="", metadata=key(optional=True))
+    stand_in: str = field(default="", metadata=key(optional=True, omit_if_default=True))
 
     @property
     def usable(self) -> bool:
@@ -293,7 +293,7 @@ class ShapeObservation(Record):
     # events show its containers were played): ``stand_in_why`` says why ("" in older records)
     simulated: bool = False
     waited_s: float | None = None  # from the pod's creation to the end of waiting for it
-    stand_in_why: str = ""
+    stand_in_why: str = field(default="", metadata=key(optional=True, omit_if_default=True))
 
     @property
     def stand_in(self) -> str | None:
