@@ -26,6 +26,10 @@ SECRETS = ("PLANTED-REGISTRY-PASSWORD", "PLANTED-AUTH-B64", "PLANTED-IDENTITY-TO
 CONFIG = """version = 2
 [plugins."io.containerd.nri.v1.nri"]
   disable = false
+# runc listed too: a kata-only runtimes table is undecidable offline without the version
+# (containerd 1.7 refuses the CRI plugin on it; issue 18), and this test is about redaction
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.kata-qemu-nvidia-gpu]
   runtime_type = "io.containerd.kata.v2"
 [plugins."io.containerd.grpc.v1.cri".registry.configs."registry.example.com".auth]
