@@ -84,7 +84,8 @@ KEDA_TESTS = ("tests/keda/test_keda_checks.py", "tests/keda/test_keda_stats.py",
               "tests/keda/test_keda_survivors.py")
 GATE_TESTS = ("tests/gate/test_gate_policy.py", "tests/gate/test_gate_diff_cli.py",
               "tests/test_gate_survivors.py")
-FLEET_TESTS = ("tests/fleet/test_collect.py", "tests/test_fleet.py")
+FLEET_TESTS = ("tests/fleet/test_collect.py", "tests/fleet/test_merge_exact.py",
+               "tests/test_fleet.py")
 
 
 def _whole(path: str) -> str:

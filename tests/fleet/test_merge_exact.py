@@ -1,0 +1,153 @@
+"""``kgc fleet collect``'s merge, pinned field by field (issue 21: the mutation figure of
+fleet.merge). The other fleet tests prove behaviour on real node verdicts; these state the
+whole output of :func:`kgc.fleet.collect.merge` and :func:`_node_error` for small made-up
+fleets, so a changed word, key, order or count in what the gate and the HTML read fails here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kgc import __version__
+from kgc.fleet import collect as fc
+
+CHECKS = [("iommu.enabled", "iommu", "IOMMU on", "blocker"),
+          ("vfio.driver", "vfio", "bound to vfio-pci", "blocker"),
+          ("runtime.config", "runtime", "containerd config", "major")]
+ORDER = ["iommu", "vfio", "runtime"]
+
+
+def row(node: str, check: str, status: str = "pass") -> dict[str, Any]:
+    layer = check.split(".")[0]
+    title, sev = {c[0]: (c[2], c[3]) for c in CHECKS}[check]
+    return {"check": check, "layer": layer, "title": title, "severity": sev,
+            "target": node, "status": status, "reason": f"{check} on {node}"}
+
+
+def verdict(node: str, checks: list[str], **run: Any) -> dict[str, Any]:
+    return {"overall": "pass", "results": [row(node, c) for c in checks],
+            "run": {"profile": "lab", "profile_source": "built-in lab",
+                    "layers": ["iommu", "vfio"], **run}}
+
+
+def test_node_error_names_the_node_the_problem_and_the_pod_to_read() -> None:
+    o = fc.NodeOutcome("n1", pod="kgc-node-n1", problem="pod kgc-node-n1 Failed",
+                       state="Failed")
+    assert fc._node_error("n1", o, CHECKS[0], "kgc-system") == {
+        "check": "iommu.enabled", "layer": "iommu", "title": "IOMMU on",
+        "severity": "blocker", "target": "n1", "status": "error",
+        "reason": "node n1 was not judged: pod kgc-node-n1 Failed",
+        "remediation": "Find out why the node's kgc pod gave no verdict (kubectl -n "
+                       "kgc-system logs kgc-node-n1; kubectl -n kgc-system describe pod), "
+                       "fix it, and collect again.",
+        "expected": None, "found": None, "origin": "live", "simulated": False,
+        "simulated_why": "", "category": "environment",
+        "evidence": {"pod": "kgc-node-n1", "pod_state": "Failed",
+                     "problem": "pod kgc-node-n1 Failed"}}
+
+
+def test_node_error_without_a_pod_lists_the_daemonset_and_keeps_a_given_reason() -> None:
+    o = fc.NodeOutcome("n2")
+    e = fc._node_error("n2", o, CHECKS[1], "ns1", reason="node n2: vfio.driver is absent")
+    assert e["reason"] == "node n2: vfio.driver is absent"
+    assert e["remediation"] == (
+        "Find out why the node's kgc pod gave no verdict (kubectl -n ns1 get daemonset,pods "
+        "-o wide; kubectl -n ns1 describe pod), fix it, and collect again.")
+    assert e["evidence"] == {"pod": "", "pod_state": "", "problem":
+                             "node n2: vfio.driver is absent"}
+    assert (e["check"], e["layer"], e["title"], e["severity"], e["target"]) == (
+        "vfio.driver", "vfio", "bound to vfio-pci", "blocker", "n2")
+
+
+def fleet() -> list[fc.NodeOutcome]:
+    a = fc.NodeOutcome("a", pod="kgc-node-a", state="Succeeded", verdict=verdict(
+        "a", ["iommu.enabled", "vfio.driver"], started_at="2025-01-02T00:00:00Z",
+        environment={"a.kernel": "6.1", "a:boot": "x", "b.kernel": "forged by a", "z": "1"},
+        ssh="strict", only_a=1, duration_s=3.0))
+    b = fc.NodeOutcome("b", pod="kgc-node-b", state="Succeeded", verdict=verdict(
+        "b", ["iommu.enabled"], started_at="2025-01-01T00:00:00Z",
+        environment={"b.kernel": "6.12"}, ssh="strict", duration_s=9.0))
+    c = fc.NodeOutcome("c", pod="kgc-node-c", problem="pod kgc-node-c CrashLoopBackOff",
+                       state="Running")
+    return [c, a, b]  # merge orders by node name
+
+
+def test_merge_states_every_result_in_node_order() -> None:
+    results, _ = fc.merge(fleet(), CHECKS, namespace="kgc-system", daemonset="kgc-node",
+                          layer_order=ORDER)
+    got = [(r["target"], r["check"], r["status"], r["reason"]) for r in results]
+    assert got == [
+        ("a", "iommu.enabled", "pass", "iommu.enabled on a"),
+        ("a", "vfio.driver", "pass", "vfio.driver on a"),
+        ("b", "iommu.enabled", "pass", "iommu.enabled on b"),
+        ("b", "vfio.driver", "error",
+         "node b: vfio.driver is absent from its verdict, while a judged it (deselected on "
+         "this node, or its run stopped early)"),
+        # runtime: not among the layers the judged nodes ran, so no error for it on c
+        ("c", "iommu.enabled", "error", "node c was not judged: pod kgc-node-c "
+                                        "CrashLoopBackOff"),
+        ("c", "vfio.driver", "error", "node c was not judged: pod kgc-node-c CrashLoopBackOff"),
+    ]
+    assert results[3]["title"] == "bound to vfio-pci" and results[3]["severity"] == "blocker"
+    assert results[3]["evidence"]["pod"] == "kgc-node-b"
+
+
+def test_merge_states_the_fleet_run() -> None:
+    _, run = fc.merge(fleet(), CHECKS, namespace="kgc-system", daemonset="kgc-node",
+                      layer_order=ORDER)
+    assert run.pop("finished_at").endswith("Z")
+    nodes = run["fleet"].pop("nodes")
+    assert run == {
+        "ssh": "strict",
+        "kind": "fleet",
+        "started_at": "2025-01-01T00:00:00Z",
+        "kgc_version": __version__,
+        "profile": "lab",
+        "profile_source": "built-in lab",
+        "targets": ["a", "b", "c"],
+        "layers": ["iommu", "vfio"],
+        "layers_judged": ["iommu", "vfio"],
+        "scope": "for iommu, vfio only (not judged: runtime)",
+        "command": ["kgc", "fleet", "collect", "--namespace", "kgc-system", "--name",
+                    "kgc-node"],
+        # each node's own environment entries only: a's "b.kernel" is not b's
+        "environment": {"kgc": __version__, "a.kernel": "6.1", "a:boot": "x",
+                        "b.kernel": "6.12"},
+        "fleet": {"namespace": "kgc-system", "daemonset": "kgc-node", "nodes_judged": 2,
+                  "nodes_expected": 3, "disagree": ["only_a"]},
+    }
+    assert nodes["c"] == {"pod": "kgc-node-c", "judged": False, "state": "Running",
+                          "problem": "pod kgc-node-c CrashLoopBackOff"}
+    assert nodes["a"]["judged"] is True and nodes["a"]["overall"] == "pass"
+    assert nodes["a"]["state"] == "Succeeded" and nodes["a"]["pod"] == "kgc-node-a"
+    assert "environment" not in nodes["a"]["run"] and nodes["a"]["run"]["duration_s"] == 3.0
+    assert nodes["b"]["run"]["started_at"] == "2025-01-01T00:00:00Z"
+    assert list(nodes) == ["a", "b", "c"]
+
+
+def test_merge_without_a_judged_node_errors_every_check_and_names_no_profile() -> None:
+    results, run = fc.merge([fc.NodeOutcome("x", problem="no kgc node-run pod")], CHECKS,
+                            namespace="n", daemonset="d", layer_order=ORDER)
+    assert [(r["target"], r["check"], r["status"]) for r in results] == [
+        ("x", c[0], "error") for c in CHECKS]
+    assert run["profile"] == "" and run["profile_source"] == ""
+    assert run["layers"] == ORDER and run["layers_judged"] == ORDER
+    assert run["scope"] == "for every layer"
+    assert run["fleet"]["nodes_judged"] == 0 and run["fleet"]["disagree"] == []
+
+
+def test_merge_without_a_layer_order_sorts_the_layers_by_name() -> None:
+    _, run = fc.merge([fc.NodeOutcome("x", problem="p")], CHECKS, namespace="n",
+                      daemonset="d")
+    assert run["layers"] == ["iommu", "runtime", "vfio"]
+
+
+def test_many_judges_are_cut_to_three_names() -> None:
+    outs = [fc.NodeOutcome(n, verdict=verdict(n, ["iommu.enabled", "vfio.driver"]))
+            for n in ("a", "b", "c", "d")]
+    outs.append(fc.NodeOutcome("e", verdict=verdict("e", ["iommu.enabled"])))
+    results, _ = fc.merge(outs, CHECKS, namespace="n", daemonset="d", layer_order=ORDER)
+    miss = [r for r in results if r["target"] == "e" and r["status"] == "error"]
+    assert [r["reason"] for r in miss] == [
+        "node e: vfio.driver is absent from its verdict, while a, b, c ... judged it "
+        "(deselected on this node, or its run stopped early)"]
