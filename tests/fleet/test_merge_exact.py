@@ -10,6 +10,7 @@ from typing import Any
 
 from kgc import __version__
 from kgc.fleet import collect as fc
+from kgc.fleet import protocol
 
 CHECKS = [("iommu.enabled", "iommu", "IOMMU on", "blocker"),
           ("vfio.driver", "vfio", "bound to vfio-pci", "blocker"),
@@ -60,15 +61,20 @@ def test_node_error_without_a_pod_lists_the_daemonset_and_keeps_a_given_reason()
 
 
 def fleet() -> list[fc.NodeOutcome]:
-    a = fc.NodeOutcome("a", pod="kgc-node-a", state="Succeeded", verdict=verdict(
+    printed = protocol.HostRun(done=True, exit_code=1, node="a-printed", mode="live",
+                               host={"boot_id": "boot-a"},
+                               mounts={"/host": "ro,relatime", "/host/var/lib/kgc/report": "rw",
+                                       "/host/tmp": "rw", "/host/etc": "rw", "/proc": "rw"})
+    a = fc.NodeOutcome("a", pod="kgc-node-a", state="Succeeded", run=printed, verdict=verdict(
         "a", ["iommu.enabled", "vfio.driver"], started_at="2025-01-02T00:00:00Z",
         environment={"a.kernel": "6.1", "a:boot": "x", "b.kernel": "forged by a", "z": "1"},
         ssh="strict", only_a=1, duration_s=3.0))
     b = fc.NodeOutcome("b", pod="kgc-node-b", state="Succeeded", verdict=verdict(
         "b", ["iommu.enabled"], started_at="2025-01-01T00:00:00Z",
         environment={"b.kernel": "6.12"}, ssh="strict", duration_s=9.0))
+    # c printed a verdict but was found wanting (e.g. another node's): never merged as judged
     c = fc.NodeOutcome("c", pod="kgc-node-c", problem="pod kgc-node-c CrashLoopBackOff",
-                       state="Running")
+                       state="Running", verdict=verdict("c", ["iommu.enabled"]))
     return [c, a, b]  # merge orders by node name
 
 
@@ -90,6 +96,8 @@ def test_merge_states_every_result_in_node_order() -> None:
     ]
     assert results[3]["title"] == "bound to vfio-pci" and results[3]["severity"] == "blocker"
     assert results[3]["evidence"]["pod"] == "kgc-node-b"
+    for r in results[3:]:  # the namespace of the run's pods, in each error's remedy
+        assert "kubectl -n kgc-system logs kgc-node-" in r["remediation"], r["remediation"]
 
 
 def test_merge_states_the_fleet_run() -> None:
@@ -118,6 +126,13 @@ def test_merge_states_the_fleet_run() -> None:
     }
     assert nodes["c"] == {"pod": "kgc-node-c", "judged": False, "state": "Running",
                           "problem": "pod kgc-node-c CrashLoopBackOff"}
+    # what a's pod printed about itself, and the host mounts it had writable (its report
+    # directory and scratch excepted)
+    assert {k: nodes["a"][k] for k in ("mode", "exit_code", "host", "printed_node",
+                                        "writable_host_mounts")} == {
+        "mode": "live", "exit_code": 1, "host": {"boot_id": "boot-a"},
+        "printed_node": "a-printed", "writable_host_mounts": ["/host/etc"]}
+    assert "mode" not in nodes["b"]  # b's pod log was not parsed into a HostRun here
     assert nodes["a"]["judged"] is True and nodes["a"]["overall"] == "pass"
     assert nodes["a"]["state"] == "Succeeded" and nodes["a"]["pod"] == "kgc-node-a"
     assert "environment" not in nodes["a"]["run"] and nodes["a"]["run"]["duration_s"] == 3.0
@@ -140,9 +155,44 @@ def test_merge_without_a_layer_order_sorts_the_layers_by_name() -> None:
     _, run = fc.merge([fc.NodeOutcome("x", problem="p")], CHECKS, namespace="n",
                       daemonset="d")
     assert run["layers"] == ["iommu", "runtime", "vfio"]
+    assert run["scope"] == "for every layer"  # the order is the checks' layers, not titles
+
+
+def test_a_row_without_title_or_severity_gives_empty_ones_to_the_node_that_lacks_it() -> None:
+    bare = {k: v for k, v in row("a", "vfio.driver").items() if k not in ("title", "severity")}
+    a = fc.NodeOutcome("a", verdict={**verdict("a", ["iommu.enabled"]),
+                                     "results": [row("a", "iommu.enabled"), bare]})
+    b = fc.NodeOutcome("b", verdict=verdict("b", ["iommu.enabled"]))
+    results, _ = fc.merge([a, b], CHECKS, namespace="n", daemonset="d", layer_order=ORDER)
+    miss = [r for r in results if r["target"] == "b" and r["status"] == "error"]
+    assert [(r["check"], r["title"], r["severity"]) for r in miss] == [("vfio.driver", "", "")]
+
+
+def test_a_layer_with_only_skips_is_not_judged() -> None:
+    a = fc.NodeOutcome("a", verdict={**verdict("a", []), "results": [
+        row("a", "iommu.enabled"), row("a", "vfio.driver", "skip")]})
+    _, run = fc.merge([a], CHECKS, namespace="n", daemonset="d", layer_order=ORDER)
+    assert run["layers"] == ["iommu", "vfio"] and run["layers_judged"] == ["iommu"]
+    assert run["scope"] == "for iommu only (not judged: vfio, runtime)"
+
+
+def test_a_run_without_layers_wants_every_check() -> None:
+    a = fc.NodeOutcome("a", verdict={**verdict("a", ["iommu.enabled"]),
+                                     "run": {"profile": "lab"}})
+    results, run = fc.merge([a, fc.NodeOutcome("b", problem="p")], CHECKS, namespace="n",
+                            daemonset="d", layer_order=ORDER)
+    assert [r["check"] for r in results if r["target"] == "b"] == [c[0] for c in CHECKS]
+    assert run["layers"] == ["iommu", "vfio", "runtime"]
 
 
 def test_many_judges_are_cut_to_three_names() -> None:
+    three = [fc.NodeOutcome(n, verdict=verdict(n, ["iommu.enabled", "vfio.driver"]))
+             for n in ("a", "b", "c")]
+    results, _ = fc.merge([*three, fc.NodeOutcome("e", verdict=verdict("e", ["iommu.enabled"]))],
+                          CHECKS, namespace="n", daemonset="d", layer_order=ORDER)
+    assert [r["reason"] for r in results if r["status"] == "error"] == [
+        "node e: vfio.driver is absent from its verdict, while a, b, c judged it "
+        "(deselected on this node, or its run stopped early)"]
     outs = [fc.NodeOutcome(n, verdict=verdict(n, ["iommu.enabled", "vfio.driver"]))
             for n in ("a", "b", "c", "d")]
     outs.append(fc.NodeOutcome("e", verdict=verdict("e", ["iommu.enabled"])))
