@@ -212,3 +212,35 @@ def test_profile_check_refuses_a_former_key_with_exit_2(tmp_path: Path) -> None:
     assert out.returncode == 2, out
     assert (f"{p}: cluster.sizing.gpu_runtime_class: moved to platform.kata.runtime_class"
             in out.stdout + out.stderr)
+
+
+def test_gpu_request_and_binding_are_platform_facts_the_gpu_section_sees() -> None:
+    """How pods request GPUs and how nodes bind them is declared once (``platform.gpu``)
+    and the gpu section reads it; the defaults are today's device-plugin + boot rules."""
+    from kgc.layers.gpu.profile import GpuProfile
+
+    default = Profile.model_validate({"name": "d"})
+    assert default.platform.gpu.request.mode == "device-plugin"
+    assert not default.platform.gpu.request.dra and default.platform.gpu.binding == "boot"
+    prof = Profile.model_validate({"name": "x", "platform": {"gpu": {
+        "binding": "dra",
+        "request": {"mode": "claim", "device_class": "vfio.gpu.nvidia.com",
+                    "selector": 'device.attributes["gpu.nvidia.com"].type == "vfio"'}}}})
+    gp = prof.cluster.gpu
+    assert isinstance(gp, GpuProfile)
+    assert gp.request.mode == "claim" and gp.request.dra
+    assert gp.request.device_class == "vfio.gpu.nvidia.com" and gp.binding == "dra"
+    doc = prof.model_dump(mode="json", by_alias=True, exclude={"source"})
+    assert "request" not in doc["cluster"]["gpu"]
+    assert Profile.model_validate(doc).cluster.gpu.request == gp.request
+
+
+@pytest.mark.parametrize("request_, why", [
+    ({"mode": "extended"}, "mode"),
+    ({"selector": "true"}, "needs mode: claim"),
+    ({"mode": "claim", "device_class": "GPU_Class"}, "DNS subdomain"),
+    ({"mode": "claim", "devices_per_node": 0}, "devices_per_node"),
+])
+def test_a_bad_gpu_request_is_refused_naming_the_field(request_: dict, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        Profile.model_validate({"name": "x", "platform": {"gpu": {"request": request_}}})

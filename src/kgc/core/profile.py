@@ -284,6 +284,52 @@ class DevicePluginPlatform(Strict):
         return v
 
 
+# the DeviceClass NVIDIA's DRA driver (kubernetes-sigs/dra-driver-nvidia-gpu) installs for
+# whole GPUs, and the driver name its ResourceSlices carry
+DEFAULT_DRA_DEVICE_CLASS = "gpu.nvidia.com"
+DEFAULT_DRA_DRIVER = "gpu.nvidia.com"
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+class GpuRequestPlatform(Strict):
+    """How a GPU pod asks for a GPU (``platform.gpu.request``).
+
+    * ``device-plugin``: an extended resource (``platform.gpu.resources``) a device plugin
+      advertises in the node's allocatable — today's rule;
+    * ``dra-extended``: the same extended-resource request, served by Dynamic Resource
+      Allocation because ``device_class`` names it in ``spec.extendedResourceName``
+      (KEP-5004, GA in 1.37): the node's allocatable for the name is 0 by design;
+    * ``claim``: a ResourceClaim(Template) of ``device_class``, narrowed by ``selector`` (a CEL
+      expression over the device's attributes, optional).
+    """
+
+    mode: Literal["device-plugin", "dra-extended", "claim"] = "device-plugin"
+    # the DeviceClass (dra-extended, claim) and the DRA driver its ResourceSlices name
+    device_class: str = Field(default=DEFAULT_DRA_DEVICE_CLASS, min_length=1, max_length=253)
+    driver: str = Field(default=DEFAULT_DRA_DRIVER, min_length=1, max_length=63)
+    selector: str | None = Field(default=None, min_length=1, max_length=10240)
+    # devices each GPU node must publish in its ResourceSlices (None: at least one)
+    devices_per_node: int | None = Field(default=None, ge=1, le=64)
+
+    @field_validator("device_class", "driver")
+    @classmethod
+    def _dns(cls, v: str) -> str:
+        if not _DNS_SUBDOMAIN.fullmatch(v):
+            raise ValueError(f"{v!r}: must be a DNS subdomain, e.g. 'gpu.nvidia.com'")
+        return v
+
+    @model_validator(mode="after")
+    def _selector_needs_claim(self) -> GpuRequestPlatform:
+        if self.selector is not None and self.mode != "claim":
+            raise ValueError("selector narrows a claim: it needs mode: claim")
+        return self
+
+    @property
+    def dra(self) -> bool:
+        """Whether DRA allocates the GPUs (no device plugin advertises them)."""
+        return self.mode != "device-plugin"
+
+
 class GpuPlatform(Strict):
     """How the platform's nodes offer GPUs."""
 
@@ -291,6 +337,12 @@ class GpuPlatform(Strict):
     # advertises; a layer that cannot choose per node requests the first)
     resources: tuple[str, ...] = Field(default=DEFAULT_GPU_RESOURCES, min_length=1)
     device_plugin: DevicePluginPlatform = DevicePluginPlatform()
+    request: GpuRequestPlatform = GpuRequestPlatform()
+    # how the nodes bind the GPUs meant for guests: ``boot`` (bound to vfio-pci at boot and
+    # after every reboot — today's rule) or ``dra`` (the DRA driver rebinds a GPU between its
+    # host driver and vfio-pci when a claim is prepared: at boot it may be on either, and
+    # must be rebindable)
+    binding: Literal["boot", "dra"] = "boot"
 
     @field_validator("resources")
     @classmethod
@@ -339,7 +391,8 @@ class PlatformProfile(Strict):
             "cluster": {"namespace_prefix": self.namespace_prefix, "label": self.run_label},
             "gpu": {"runtime_class": k.runtime_class, "handler": k.handler,
                     "resources": g.resources, "device_plugin_selector": g.device_plugin.selector,
-                    "device_plugin_namespace": g.device_plugin.namespace},
+                    "device_plugin_namespace": g.device_plugin.namespace,
+                    "request": g.request, "binding": g.binding},
             "sizing": {"runtime_class": k.runtime_class, "gpu_resources": g.resources},
             "keda": {"runtime_class": k.runtime_class, "gpu_resource": g.resources[0]},
         }

@@ -16,6 +16,7 @@ from kgc.core.profile import (
     DEFAULT_GPU_RESOURCES,
     DEFAULT_KATA_RUNTIME_CLASS,
     LABEL_KEY,
+    GpuRequestPlatform,
     Strict,
 )
 
@@ -51,6 +52,9 @@ class GpuProfile(Strict):
     resources: tuple[str, ...] = Field(default=DEFAULT_GPU_RESOURCES, exclude=True)
     device_plugin_selector: str | None = Field(default=None, exclude=True)
     device_plugin_namespace: str | None = Field(default=None, exclude=True)
+    # how pods request GPUs and how nodes bind them (``platform.gpu.request``/``binding``)
+    request: GpuRequestPlatform = Field(default_factory=GpuRequestPlatform, exclude=True)
+    binding: Literal["boot", "dra"] = Field(default="boot", exclude=True)
     # --- the pod
     # the RuntimeClass must carry overhead.podFixed (the VMM's own footprint)
     require_overhead: bool = True
