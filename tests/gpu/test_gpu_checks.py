@@ -34,6 +34,7 @@ from gpu.synth import (
 from kgc.core.model import Status, Verdict
 from kgc.evidence.guest import Bar
 from kgc.layers.gpu.checks import CHECKS, SCOPE, PodSubject, inputs, settings
+from kgc.layers.gpu.dra import DRA_CHECKS
 from kgc.layers.gpu.evidence import (
     ClusterGpuEvidence,
     GpuRunEvidence,
@@ -63,8 +64,9 @@ def pod_check(check: str, r: GpuRunEvidence, i: int = 0,
 
 # =========================================================================== real captures
 def test_catalogue_has_stable_ids_and_scopes() -> None:
-    assert PREFLIGHT == ["gpu.device-plugin", "gpu.nodes-advertise", "gpu.runtimeclass",
-                         "gpu.runtimeclass-overhead"]
+    assert PREFLIGHT == ["gpu.device-plugin", "gpu.dra-api", "gpu.dra-both-ways",
+                         "gpu.dra-device-class", "gpu.dra-slices", "gpu.nodes-advertise",
+                         "gpu.runtimeclass", "gpu.runtimeclass-overhead"]
     assert PER_POD == ["gpu.compute", "gpu.cuda", "gpu.driver", "gpu.health", "gpu.in-vm",
                        "gpu.memory", "gpu.mig", "gpu.node-labels", "gpu.pci-function",
                        "gpu.pod-runs", "gpu.product", "gpu.smi-count", "gpu.unique"]
@@ -73,8 +75,18 @@ def test_catalogue_has_stable_ids_and_scopes() -> None:
         assert c.title and c.remediation and c.doc is not None
 
 
+def _dra_skipped(v: dict[Any, Any]) -> None:
+    """A device-plugin profile: the DRA preflight skips, naming the mode (then set aside)."""
+    dra = [k for k in v if k[0] in DRA_CHECKS]
+    assert len(dra) == len(DRA_CHECKS)
+    for k in dra:
+        o = v.pop(k)
+        assert o.status is Status.SKIP and "request.mode: device-plugin" in o.reason, (k, o)
+
+
 def test_real_h200_capture_passes_every_gpu_check() -> None:
     v = judge(cases()["h200-good"])
+    _dra_skipped(v)
     bad = {k: (x.status, x.reason) for k, x in v.items() if x.status is not Status.PASS}
     # one pod on the node: nothing to compare UUIDs with -> a skip that says so, not a pass
     assert bad == {("gpu.unique", "gpu-a/kgc-gpu-0"): (Status.SKIP, bad[("gpu.unique",
@@ -94,6 +106,7 @@ def test_pass_reasons_name_what_was_judged() -> None:
 
 def test_real_h200_capture_twice_on_one_node_with_distinct_gpus_passes_everything() -> None:
     v = judge(cases()["two-pods-distinct"])
+    _dra_skipped(v)
     assert {k: x.status for k, x in v.items() if x.status is not Status.PASS} == {}
     assert len([k for k in v if k[0] == "gpu.unique"]) == 2
 

@@ -38,6 +38,7 @@ from kgc.core.profile import layer_section
 from kgc.evidence.guest import GuestEvidence, GuestPciFunction
 from kgc.evidence.present import present
 from kgc.kube.origin import played_by
+from kgc.layers.gpu import dra as _dra
 from kgc.layers.gpu import smi as nvsmi
 from kgc.layers.gpu.classify import classify, pod_ran, smi_missing
 from kgc.layers.gpu.evidence import (
@@ -217,6 +218,8 @@ def gpu_nodes(ev: ClusterGpuEvidence, gp: GpuProfile) -> tuple[list[tuple[NodeIn
 )
 def nodes_advertise(ev: ClusterGpuEvidence, profile: Any) -> Outcome:
     gp = settings(profile)
+    if gp.request.dra:  # DRA: allocatable 0 by design, the GPUs are ResourceSlice devices
+        return _dra.nodes_advertise_dra(ev, gp)
     if ev.nodes is None:
         return errored(f"nodes could not be listed: {ev.errors.get('nodes', 'no reason')}",
                        "Grant the run's ServiceAccount list on nodes (see the RBAC manifest).")
@@ -260,6 +263,9 @@ def nodes_advertise(ev: ClusterGpuEvidence, profile: Any) -> Outcome:
 def device_plugin(ev: ClusterGpuEvidence, profile: Any) -> Outcome:
     gp = settings(profile)
     if gp.device_plugin_selector is None:
+        if gp.request.dra:
+            return skipped(f"platform.gpu.request.mode: {gp.request.mode}: GPUs are allocated "
+                           "by DRA, no device plugin is required (see gpu.dra-slices)")
         return skipped("platform.gpu.device_plugin.selector is not set: the profile does not "
                        "say which pods are the device plugin")
     if ev.plugin_pods is None:
@@ -270,8 +276,11 @@ def device_plugin(ev: ClusterGpuEvidence, profile: Any) -> Outcome:
         )
     if ev.nodes is None:
         return errored(f"nodes could not be listed: {ev.errors.get('nodes', 'no reason')}")
-    good, bad = gpu_nodes(ev, gp)
-    nodes = [n.name for n, _, _ in good] + [n.name for n, _ in bad]
+    if gp.request.dra:  # the selected pods (the DRA driver's kubelet plugin) on DRA GPU nodes
+        nodes = [n.name for n in _dra.dra_gpu_nodes(ev, gp)]
+    else:
+        good, bad = gpu_nodes(ev, gp)
+        nodes = [n.name for n, _, _ in good] + [n.name for n, _ in bad]
     if not nodes:
         return skipped("no GPU node found to check the device plugin on (see gpu.nodes-advertise)")
     by_node: dict[str, list[Any]] = {}
@@ -307,6 +316,10 @@ def device_plugin(ev: ClusterGpuEvidence, profile: Any) -> Outcome:
         )
     return passed(f"device plugin Ready on {len(nodes)} GPU node(s): {', '.join(nodes)}",
                   pods=rows)
+
+
+# the DRA preflight: gpu.dra-api, gpu.dra-device-class, gpu.dra-slices, gpu.dra-both-ways
+_dra.register(_scoped)
 
 
 # =========================================================================== per pod

@@ -25,13 +25,16 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from kgc import kube
 from kgc.core.target import TargetError
 from kgc.evidence.guest import parse_guest_output
 from kgc.kube import KubeError, PodOutcome
+from kgc.layers.gpu import dra
 from kgc.layers.gpu.checks import settings
+from kgc.layers.gpu.dra import DraEvidence
 from kgc.layers.gpu.evidence import (
     ClusterGpuEvidence,
     GpuPodEvidence,
@@ -102,6 +105,7 @@ def preflight(k: kube.Kube, gp: GpuProfile) -> ClusterGpuEvidence:
                             k.core.list_pod_for_all_namespaces,
                             label_selector=gp.device_plugin_selector)
     return ClusterGpuEvidence(
+        dra=dra_preflight(k, gp) if gp.request.dra else None,
         runtime_classes=None if rcs is None else tuple(
             sorted((runtime_class_from_api(r) for r in rcs), key=lambda r: r.name)),
         nodes=None if nodes is None else tuple(
@@ -113,6 +117,35 @@ def preflight(k: kube.Kube, gp: GpuProfile) -> ClusterGpuEvidence:
         plugin_namespace=gp.device_plugin_namespace,
         errors=errors,
     )
+
+
+def dra_preflight(k: kube.Kube, gp: GpuProfile) -> DraEvidence:
+    """DRA's cluster-scoped facts in three reads: API discovery (``/apis``: is
+    resource.k8s.io/v1 served), the DeviceClasses, and the driver's ResourceSlices (one
+    page of at most ``MAX_SLICES``, the rest counted). A refusal or a 404 is evidence with
+    its reason in ``errors``, never an exception; the lists are not read where v1 is not
+    served."""
+    errors: dict[str, str] = {}
+
+    def doc(name: str, resource: str, fn: Callable[..., Any], **kw: Any) -> Any:
+        try:
+            resp: Any = k.call("list" if name != "discovery" else "get", resource, fn,
+                               _preload_content=False, _request_timeout=LIST_TIMEOUT_S, **kw)
+            return json.loads(resp.data)
+        except (KubeError, ApiException, ValueError) as exc:
+            errors[name] = _why(exc)
+            return None
+
+    discovery = doc("discovery", "/apis", client.ApisApi(k.api).get_api_versions)
+    classes = slices = None
+    if discovery is not None and dra.VERSION in dra.api_versions_from_discovery(discovery):
+        api = client.ResourceV1Api(k.api)
+        classes = doc("device_classes", "deviceclasses.resource.k8s.io", api.list_device_class,
+                      limit=dra.MAX_CLASSES)
+        slices = doc("slices", "resourceslices.resource.k8s.io", api.list_resource_slice,
+                     field_selector=f"spec.driver={gp.request.driver}", limit=dra.MAX_SLICES)
+    return dra.evidence_from_api(discovery, classes, slices, driver=gp.request.driver,
+                                 errors=errors)
 
 
 def finish_budget_s(gp: GpuProfile) -> float:

@@ -29,6 +29,7 @@ from kgc.evidence.guest import GuestEvidence, clip
 from kgc.evidence.present import BlankIsMissing, without_blanks
 from kgc.evidence.record import OPTIONAL, Record, Rules, key
 from kgc.kube.origin import played_by, stand_in_reason
+from kgc.layers.gpu.dra import DraEvidence
 
 MAX_EVENTS = 100  # per pod, the most recent kept
 MAX_MESSAGE = 2048
@@ -206,6 +207,9 @@ class ClusterGpuEvidence(Record):
     plugin_selector: str | None = None
     plugin_namespace: str | None = None
     errors: Mapping[str, str] = field(default_factory=dict)
+    # DRA (resource.k8s.io): API versions, DeviceClasses, ResourceSlices (kgc.layers.gpu.dra);
+    # None when not read (older bundles): left out of the dump, so they load unchanged
+    dra: DraEvidence | None = field(default=None, metadata=key(omit_if_none="dra"))
 
     def runtime_class(self, name: str) -> RuntimeClassInfo | None:
         return next((r for r in self.runtime_classes or () if r.name == name), None)
@@ -486,5 +490,6 @@ class GpuRunEvidence(Record):
 
 
 # the checks whose evaluators read RuntimeClass objects only; those that read the nodes
-API_ONLY_CHECKS = ("gpu.runtimeclass", "gpu.runtimeclass-overhead")
-NODE_CHECKS = ("gpu.nodes-advertise", "gpu.device-plugin")
+API_ONLY_CHECKS = ("gpu.runtimeclass", "gpu.runtimeclass-overhead", "gpu.dra-api",
+                   "gpu.dra-device-class")
+NODE_CHECKS = ("gpu.nodes-advertise", "gpu.device-plugin", "gpu.dra-slices", "gpu.dra-both-ways")
