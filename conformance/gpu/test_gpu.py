@@ -24,6 +24,23 @@ def test_the_device_plugin_is_ready_on_every_gpu_node(certify):
     certify("gpu.device-plugin")
 
 
+# preflight under DRA (platform.gpu.request.mode dra-extended / claim; skipped otherwise)
+def test_the_dra_api_resource_k8s_io_v1_is_served(certify):
+    certify("gpu.dra-api")
+
+
+def test_the_profile_device_class_exists_and_maps_the_requested_resource(certify):
+    certify("gpu.dra-device-class")
+
+
+def test_each_gpu_node_publishes_resourceslices_with_its_gpus(certify):
+    certify("gpu.dra-slices")
+
+
+def test_no_node_advertises_the_gpu_both_in_allocatable_and_by_dra(certify):
+    certify("gpu.dra-both-ways")
+
+
 # the GPU pod
 def test_a_gpu_pod_with_the_kata_runtimeclass_runs_to_completion(certify):
     certify("gpu.pod-runs")
