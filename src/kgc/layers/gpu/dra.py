@@ -368,9 +368,14 @@ def node_gpus(d: DraEvidence, node: str, driver: str) -> dict[str, list[str]]:
     return out
 
 
-def requested_name(gp: GpuProfile) -> str:
-    """The extended resource a ``dra-extended`` pod requests: ``platform.gpu.resources[0]``
-    (no node advertises a name to choose by: allocatable is 0 by design)."""
+def requested_name(gp: GpuProfile, d: DraEvidence | None) -> str:
+    """The extended resource a ``dra-extended`` pod requests. No node advertises a name to
+    choose by (allocatable is 0 by design), so it is the one of ``platform.gpu.resources``
+    that the profile's DeviceClass maps in ``spec.extendedResourceName``, else
+    ``platform.gpu.resources[0]`` (and ``gpu.dra-device-class`` fails)."""
+    dc = d.device_class(gp.request.device_class) if d is not None else None
+    if dc is not None and dc.extended_resource_name in gp.resources:
+        return dc.extended_resource_name
     return gp.resources[0]
 
 
@@ -418,14 +423,14 @@ def dra_device_class(ev: ClusterGpuEvidence, profile: Any) -> Outcome:
             device_classes=names)
     dc_ev = dc.to_dict()
     if gp.request.mode == "dra-extended":
-        name = requested_name(gp)
+        name = requested_name(gp, got)
         mapped = [c.name for c in got.device_classes if c.extended_resource_name == name]
         if dc.extended_resource_name != name:
             other = f"; {', '.join(mapped)} map(s) {name} instead" if mapped else ""
             return failed(
                 f"DeviceClass {dc.name} has spec.extendedResourceName "
-                f"{dc.extended_resource_name!r}, but a dra-extended pod requests {name} "
-                f"(platform.gpu.resources[0]){other}",
+                f"{dc.extended_resource_name!r}, none of the resources a dra-extended pod "
+                f"may request (platform.gpu.resources: {', '.join(gp.resources)}){other}",
                 f"Set spec.extendedResourceName: {name} on DeviceClass {dc.name} (NVIDIA's "
                 "chart sets nvidia.com/gpu on gpu.nvidia.com), or point "
                 "platform.gpu.request.device_class / platform.gpu.resources at the pair the "
