@@ -57,6 +57,10 @@ POLICY = "kgc-certify-confine"
 USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 VARIANTS = ("cluster", "namespaced")
 RBAC_GROUP = "rbac.authorization.k8s.io"
+DRA_GROUP = "resource.k8s.io"
+DRA_CLAIM_KINDS = ("resourceclaims", "resourceclaimtemplates")
+# a namespace with this label lets its claims ask for adminAccess: devices in use by others
+DRA_ADMIN_LABEL = "resource.kubernetes.io/admin-access"
 
 # Every kind whose pods this account could have made, directly or by a controller. The
 # account has RBAC verbs only on pods and Deployments; the policy still judges the others,
@@ -91,6 +95,9 @@ def cluster_rules(variant: str = "cluster") -> list[dict[str, Any]]:
         # preflight: what the cluster offers GPU pods
         _rule("node.k8s.io", ["runtimeclasses"], ["get", "list"]),
         _rule("", ["nodes"], ["list"]),
+        # DRA preflight (gpu.dra-*): the DeviceClasses and the driver's ResourceSlices
+        # (cluster-scoped objects; no write)
+        _rule(DRA_GROUP, ["deviceclasses", "resourceslices"], ["get", "list", "watch"]),
         # the run's namespace: create, delete at the end; kgc cleanup lists labelled ones
         _rule("", ["namespaces"], ["create", "delete", "list", "watch"]),
         # the run binds kgc-certify-run to itself in its namespace (the policy: only there,
@@ -124,6 +131,8 @@ def run_rules() -> list[dict[str, Any]]:
         _rule("events.k8s.io", ["events"], ["list", "watch"]),
         # the in-guest collector script / the trigger endpoint's script
         _rule("", ["configmaps"], ["create"]),
+        # the DRA GPU pod: its ResourceClaim(Template) (the policy refuses adminAccess)
+        _rule(DRA_GROUP, list(DRA_CLAIM_KINDS), ["create", "delete", "get"]),
         # keda: the workloads under test, their ScaledObjects and HPAs, the trigger endpoint
         _rule("apps", ["deployments"], ["create", "delete", "get", "list", "watch"]),
         _rule("keda.sh", ["scaledobjects"], ["create", "delete", "get", "list", "watch"]),
@@ -153,6 +162,8 @@ VARIABLES: list[tuple[str, str]] = [
                  "request.resource.resource == 'cronjobs' ? "
                  "object.spec.jobTemplate.spec.template : object.spec.template"),
     ("podSpec", "variables.template.spec"),
+    ("claimSpec", "request.resource.resource == 'resourceclaims' ? object.spec : "
+                  "object.spec.spec"),
     ("podMeta", "has(variables.template.metadata) ? variables.template.metadata : {}"),
     ("containers",
      "variables.podSpec.containers"
@@ -193,6 +204,17 @@ VALIDATIONS: list[tuple[str, str]] = [
      "variables.nsLabels[k].matches('^v1\\\\.[0-9]+$')))))",
      "kgc-certify may create a namespace only with Pod Security enforce=baseline or "
      "restricted (warn/audit likewise, versions 'latest' or v1.N)"),
+    # ---- DRA: no admin access (to devices allocated to others), not even by a label
+    ("request.resource.resource != 'namespaces' || request.operation == 'DELETE' || "
+     "!('" + DRA_ADMIN_LABEL + "' in variables.nsLabels)",
+     "kgc-certify may not label a namespace " + DRA_ADMIN_LABEL),
+    ("!(request.resource.resource in " + _cel_list(DRA_CLAIM_KINDS) + ") || "
+     "request.operation == 'DELETE' || "
+     "(request.resource.resource == 'resourceclaimtemplates' && !has(object.spec.spec)) || "
+     "!has(variables.claimSpec.devices) || !has(variables.claimSpec.devices.requests) || "
+     "variables.claimSpec.devices.requests.all(r, !has(r.exactly) || "
+     "!has(r.exactly.adminAccess) || !r.exactly.adminAccess)",
+     "kgc-certify may not create ResourceClaims or ResourceClaimTemplates with adminAccess"),
     # ---- RoleBindings: kgc-certify-run to this account, nothing else
     ("request.resource.resource != 'rolebindings' || request.operation == 'DELETE' || "
      "(object.roleRef.apiGroup == '" + RBAC_GROUP + "' && object.roleRef.kind == 'ClusterRole'"
@@ -276,6 +298,8 @@ def policy() -> dict[str, Any]:
          "operations": ["CREATE", "UPDATE", "DELETE"], "resources": ["rolebindings"]},
         {"apiGroups": ["keda.sh"], "apiVersions": ["*"],
          "operations": ["CREATE", "UPDATE", "DELETE"], "resources": ["scaledobjects"]},
+        {"apiGroups": [DRA_GROUP], "apiVersions": ["*"],
+         "operations": ["CREATE", "UPDATE", "DELETE"], "resources": list(DRA_CLAIM_KINDS)},
     ]
     return {
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
@@ -331,17 +355,19 @@ HEADER = {
 #   kgc rbac certify | kubectl apply -f -        # this file, as the wheel ships it
 #   kgc kubeconfig --service-account kgc-system/kgc-certify -o kgc-certify.kubeconfig
 #
-# kgc-certify (cluster-wide): RuntimeClasses, nodes, every pod's spec (sizing), run
-# namespaces (kgc-*, labelled kgc.io/run), and the RoleBinding each run makes in its own
-# namespace to kgc-certify-run: pods, their logs and events, ConfigMaps, Deployments,
-# Services, services/proxy, ScaledObjects, HPAs -- in the run namespace only.
+# kgc-certify (cluster-wide): RuntimeClasses, nodes, DRA DeviceClasses and ResourceSlices
+# (reads), every pod's spec (sizing), run namespaces (kgc-*, labelled kgc.io/run), and the
+# RoleBinding each run makes in its own namespace to kgc-certify-run: pods, their logs and
+# events, ConfigMaps, ResourceClaims and ResourceClaimTemplates, Deployments, Services,
+# services/proxy, ScaledObjects, HPAs -- in the run namespace only.
 # The ValidatingAdmissionPolicy (Kubernetes >= 1.30) is part of the role: without it the
 # account could bind kgc-certify-run anywhere and create privileged pods. It refuses, for
 # this account, namespaces other than run namespaces with Pod Security baseline/restricted,
 # writes outside them, any other RoleBinding, and pods or pod templates with host
 # namespaces, privilege, hostPath or other host volumes, added capabilities, host ports,
 # nodeName, unconfined seccomp/AppArmor, SELinux/Windows options, sysctls, control-plane
-# tolerations or system priority classes; Services other than ClusterIP. If you change
+# tolerations or system priority classes; Services other than ClusterIP; DRA claims with
+# adminAccess and the namespace label that allows it. If you change
 # platform.namespace_prefix or platform.run_label in the profile, or bind this role to another
 # subject, change the policy's expressions to match.
 """,

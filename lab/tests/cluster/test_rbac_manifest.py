@@ -69,7 +69,8 @@ def test_the_cluster_wide_role_grants_nothing_inside_a_namespace_but_the_pod_lis
     namespaced = {(grp, res, v) for grp, res, v in g
                   if res.split("[")[0] not in ("runtimeclasses", "nodes", "namespaces",
                                                "clusterroles", "clusterrolebindings",
-                                               "priorityclasses", "apiservices")}
+                                               "priorityclasses", "apiservices",
+                                               "deviceclasses", "resourceslices")}
     expect = {("rbac.authorization.k8s.io", "rolebindings", "create")}
     if variant == "cluster":
         expect.add(("", "pods", "list"))  # sizing: every pod's resources (documented)
@@ -117,7 +118,9 @@ def test_only_the_run_role_is_bound_by_the_runs_and_it_holds_every_in_namespace_
     g = grants(run_role)
     for need in [("", "services/proxy", "create"), ("", "services/proxy", "update"),
                  ("", "pods/log", "get"), ("", "pods", "watch"), ("apps", "deployments", "create"),
-                 ("", "serviceaccounts", "watch"), ("keda.sh", "scaledobjects", "create")]:
+                 ("", "serviceaccounts", "watch"), ("keda.sh", "scaledobjects", "create"),
+                 ("resource.k8s.io", "resourceclaims", "create"),
+                 ("resource.k8s.io", "resourceclaimtemplates", "delete")]:
         assert need in g, need
     crbs = [d for d in docs("cluster") if d["kind"] == "ClusterRoleBinding"]
     assert [b["roleRef"]["name"] for b in crbs] == [rbac.ROLE]  # the run role: never cluster-wide
@@ -159,6 +162,7 @@ def test_the_policy_judges_every_kind_a_pod_can_come_from_and_every_write() -> N
     "sysctls", "Unconfined", "tolerations", "priorityClassName", "'emptyDir'",
     "pod-security.kubernetes.io/enforce", "roleRef.name", "externalIPs",
     "jobTemplate.spec.template", "ephemeralContainers", "initContainers",
+    "adminAccess", "resource.kubernetes.io/admin-access", "resourceclaimtemplates",
 ])
 def test_the_policy_names_each_escalation_field(field: str) -> None:
     """A guard against a rule silently dropped from the builder (the lab test proves each
