@@ -310,3 +310,81 @@ def test_arbitrary_slices_never_crash_and_never_pass_when_malformed(items: list[
                 and s["spec"].get("driver") == "gpu.nvidia.com"]
         assert mine and all(_well_formed(s) for s in mine if s["spec"].get("nodeName")
                             == "gpu-a"), mine
+
+
+# ------------------------------------------------------------------------ the collector
+class _Kube:
+    """Just enough of kgc.kube.Kube for gpu.collect.dra_preflight: answers by method name."""
+
+    def __init__(self, answers: dict[str, Any]) -> None:
+        self.answers, self.calls, self.api = answers, [], None
+
+    def call(self, verb: str, resource: str, fn: Any, *a: Any, **kw: Any) -> Any:
+        return fn(*a, **kw)
+
+    def client(self) -> Any:
+        outer = self
+
+        class Api:
+            def __init__(self, _api: Any) -> None:
+                pass
+
+            def __getattr__(self, name: str) -> Any:
+                def fn(*a: Any, **kw: Any) -> Any:
+                    outer.calls.append((name, {k: v for k, v in kw.items()
+                                               if not k.startswith("_")}))
+                    ans = outer.answers[name]
+                    if isinstance(ans, BaseException):
+                        raise ans
+                    return type("R", (), {"data": json.dumps(ans).encode()})()
+                return fn
+
+        return type("client", (), {"ApisApi": Api, "ResourceV1Api": Api})
+
+
+def _collect(monkeypatch: pytest.MonkeyPatch, answers: dict[str, Any],
+             p: GpuProfile | None = None) -> tuple[DraEvidence, list[Any]]:
+    from kgc.layers.gpu import collect
+
+    k = _Kube(answers)
+    monkeypatch.setattr(collect, "client", k.client())
+    return collect.dra_preflight(k, p or prof()), k.calls  # type: ignore[arg-type]
+
+
+def test_the_collector_reads_discovery_classes_and_the_drivers_slices_in_three_calls(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    d, calls = _collect(monkeypatch, {"get_api_versions": fx("discovery-v1.json"),
+                                      "list_device_class": fx("deviceclasses.json"),
+                                      "list_resource_slice": fx("slices-good.json")})
+    assert [c[0] for c in calls] == ["get_api_versions", "list_device_class",
+                                     "list_resource_slice"]
+    assert calls[2][1] == {"field_selector": "spec.driver=gpu.nvidia.com", "limit": MAX_SLICES}
+    assert d.served and d.slice_count == 2 and d.errors == {}
+    assert d == cluster().dra
+
+
+def test_the_collector_does_not_list_what_is_not_served(monkeypatch: pytest.MonkeyPatch) -> None:
+    d, calls = _collect(monkeypatch, {"get_api_versions": fx("discovery-beta-only.json")})
+    assert [c[0] for c in calls] == ["get_api_versions"]
+    assert d.api_versions == ("v1beta1",) and d.slices is None and d.device_classes is None
+
+
+def test_the_collector_records_refusals_and_404s_as_evidence(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubernetes.client.rest import ApiException
+
+    from kgc.kube import KubeError
+
+    d, _ = _collect(monkeypatch, {
+        "get_api_versions": fx("discovery-v1.json"),
+        "list_device_class": ApiException(status=404, reason="Not Found"),
+        "list_resource_slice": KubeError("the API server refused list "
+                                         "resourceslices.resource.k8s.io (403 Forbidden)")})
+    assert d.device_classes is None and d.errors["device_classes"].startswith("404")
+    assert d.slices is None and "403" in d.errors["slices"]
+    ev = ClusterGpuEvidence(runtime_classes=(), nodes=(), dra=d)
+    assert judge("gpu.dra-device-class", ev).status is Status.ERROR
+    o = judge("gpu.dra-slices", ev)
+    assert o.status is Status.ERROR and "403" in o.reason
+    d, _ = _collect(monkeypatch, {"get_api_versions": ApiException(status=404, reason="NF")})
+    assert d.api_versions is None and d.errors["discovery"].startswith("404")
