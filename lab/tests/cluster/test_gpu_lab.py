@@ -28,6 +28,7 @@ from kubernetes.client.rest import ApiException
 
 from cluster.kubehelp import LabInfo
 from kgc import kube
+from kgc.layers.gpu.dra import DRA_CHECKS
 from kgc.layers.gpu.evidence import API_ONLY_CHECKS
 from kgc_lab.cluster import rbac, scenarios_gpu
 from kgc_lab.cluster.scenarios_gpu import SCENARIOS, LabHandle
@@ -212,8 +213,12 @@ def test_pytest_as_the_serviceaccount_then_snapshot_and_evaluate_agree_with_no_s
     live_doc = json.loads((tmp_path / "reports" / "verdict.json").read_text())
     assert live_doc["overall"] == "pass"
     live_gpu = {r["check"]: r for r in live_doc["results"] if r["layer"] == "gpu"}
-    assert len(live_gpu) == 17 and {r["status"] for r in live_gpu.values()} == {"pass"}
-    assert all(r["simulated"] for c, r in live_gpu.items() if c not in API_ONLY_CHECKS)
+    assert len(live_gpu) == 21
+    # the lab's profile requests GPUs by device plugin: the DRA preflight skips, naming it
+    assert {live_gpu[c]["status"] for c in DRA_CHECKS} == {"skip"}
+    assert {r["status"] for c, r in live_gpu.items() if c not in DRA_CHECKS} == {"pass"}
+    assert all(r["simulated"] for c, r in live_gpu.items()
+               if c not in API_ONLY_CHECKS and c not in DRA_CHECKS)
     assert all(r["target"] == live_gpu["gpu.runtimeclass"]["target"] for r in live_gpu.values())
 
     snap = kgc("snapshot", "--kubeconfig", sa, "--profile", "lab", "-o", "cluster.json",

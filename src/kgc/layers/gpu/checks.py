@@ -212,8 +212,10 @@ def gpu_nodes(ev: ClusterGpuEvidence, gp: GpuProfile) -> tuple[list[tuple[NodeIn
 @_scoped(
     "cluster",
     "gpu.nodes-advertise",
-    title="GPU nodes advertise the GPU resource with capacity and allocatable > 0",
-    remediation="Deploy the device plugin that exposes passthrough GPUs on every GPU node.",
+    title="GPU nodes advertise the GPU resource with capacity and allocatable > 0 (under DRA: "
+    "publish it as ResourceSlice devices, allocatable 0)",
+    remediation="Deploy the device plugin that exposes passthrough GPUs on every GPU node "
+    "(under DRA: the DRA driver, whose kubelet plugin publishes them).",
     severity=Severity.BLOCKER,
 )
 def nodes_advertise(ev: ClusterGpuEvidence, profile: Any) -> Outcome:
