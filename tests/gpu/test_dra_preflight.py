@@ -388,3 +388,21 @@ def test_the_collector_records_refusals_and_404s_as_evidence(
     assert o.status is Status.ERROR and "403" in o.reason
     d, _ = _collect(monkeypatch, {"get_api_versions": ApiException(status=404, reason="NF")})
     assert d.api_versions is None and d.errors["discovery"].startswith("404")
+
+
+def test_a_device_plugin_selector_under_dra_judges_the_pods_on_the_dra_gpu_nodes() -> None:
+    """With a selector (say, the DRA driver's kubelet plugin pods) gpu.device-plugin judges
+    them on the nodes that publish GPUs, not on nodes advertising an extended resource."""
+    import dataclasses
+
+    from kgc.layers.gpu.evidence import PluginPod
+
+    p = GpuProfile(device_plugin_selector="app=kubelet-plugin",
+                   request=GpuRequestPlatform(mode="dra-extended"))
+    pods = (PluginPod("kp-a", "dra", "gpu-a", "Running", True),
+            PluginPod("kp-b", "dra", "gpu-b", "Running", True))
+    ev = dataclasses.replace(cluster(), plugin_pods=pods)
+    assert judge("gpu.device-plugin", ev, p).status is Status.PASS
+    ev = dataclasses.replace(cluster(), plugin_pods=pods[:1])
+    o = judge("gpu.device-plugin", ev, p)
+    assert o.status is Status.FAIL and "gpu-b" in o.reason and "cpu-1" not in o.reason
