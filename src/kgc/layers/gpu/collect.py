@@ -1,8 +1,11 @@
 """The live side of the gpu layer: what it reads from a cluster and the pods it runs there.
 
-1. **Preflight** (reads only): RuntimeClasses, nodes and — when the profile names them —
-   the device plugin's pods. A list the API refuses becomes ``None`` with the reason in
-   ``ClusterGpuEvidence.errors`` (its checks say so), never an exception.
+1. **Preflight** (reads only): RuntimeClasses, nodes, — when the profile names them —
+   the device plugin's pods, and — when GPUs are allocated by DRA
+   (``platform.gpu.request.mode`` dra-extended / claim) — API discovery, the DeviceClasses
+   and the driver's ResourceSlices (:func:`dra_preflight`, :mod:`kgc.layers.gpu.dra`).
+   A list the API refuses becomes ``None`` with the reason in ``ClusterGpuEvidence.errors``
+   (or ``DraEvidence.errors``; its checks say so), never an exception.
 2. **Plan** (pure, :func:`kgc.layers.gpu.plan.plan`): which GPU pods to create.
 3. **Run** (``kgc.kube``): one labelled namespace per run, the collector ConfigMap, the
    GPU pods (at most ``cluster.gpu.max_parallel`` in flight), each followed by watches until
