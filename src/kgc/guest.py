@@ -284,8 +284,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--script", action="store_true", help="print the collector script and exit")
     ap.add_argument("--shell", default="sh", help="shell to run the script with (default: sh)")
     ap.add_argument("--label", default="", help="free text stored with the evidence (where/when)")
+    ap.add_argument("--cdh-url", default=None,
+                    help="also fetch this confidential data hub resource (status and length "
+                         "only), e.g. http://127.0.0.1:8006/cdh/resource/<repo>/<type>/<tag>")
     a = ap.parse_args(argv)
-    text, boundary = script()
+    try:
+        boundary = new_boundary()
+        text = build_script(boundary, a.cdh_url)
+    except ValueError as exc:
+        ap.error(str(exc))
     if a.script:
         sys.stdout.write(text)
         return 0

@@ -347,3 +347,22 @@ def test_guest_cc_record_is_json_round_trippable() -> None:
     assert GOOD.cc is not None
     d = json.loads(json.dumps(GOOD.cc.to_dict()))
     assert GuestCc.from_dict(d) == GOOD.cc
+
+
+def test_huge_cc_outputs_are_bounded() -> None:
+    big = "x" * 100_000
+    raw = _raw_with({"cc_tee": (0, "kmsg Memory Encryption Features active: SEV-SNP\n" * 5000),
+                     "cc_mode": (0, big), "cc_ready": (0, big), "cc_attest": (0, big)})
+    g = parse_guest_output(raw)
+    assert g.cc is not None and len(g.cc.kernel_lines) == 4
+    assert all(len(t or "") < 1100 for t in (g.cc.mode_output, g.cc.ready_output,
+                                            g.cc.attest_output))
+    v = judge("gpu.cc-mode", dataclasses.replace(GOOD, cc=g.cc))
+    assert v.status is Status.ERROR and "kgc-gpu-0" in v.reason
+
+
+def test_the_cli_builds_the_fetch_only_for_a_safe_url() -> None:
+    from kgc.guest import main
+
+    with pytest.raises(SystemExit):
+        main(["--script", "--cdh-url", "http://127.0.0.1:8006/x'; id"])
