@@ -167,8 +167,9 @@ ABSENT_OK: dict[type, Any] = {
     gpu.RuntimeClassInfo: {"handler"},
     gpu.NodeInfo: {"kernel_version", "ready", "stand_in", "stand_in_why"},
     gpu.PluginPod: {"node", "phase", "waiting"},
+    # dra: added with the DRA preflight (issue 20), absent from older bundles
     gpu.ClusterGpuEvidence: {"runtime_classes", "nodes", "plugin_pods", "plugin_selector",
-                             "plugin_namespace"},
+                             "plugin_namespace", "dra"},
     gpu.PodCondition: {"reason", "message"},
     gpu.ContainerState: {"reason", "message", "exit_code", "last_reason", "last_exit_code"},
     gpu.PodEvent: {"type", "reason", "message", "source", "last_seen"},

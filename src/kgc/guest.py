@@ -42,7 +42,10 @@ from pathlib import Path
 from kgc.core.hostfs import newline_name_fns, parse_output
 from kgc.evidence.guest import parse_guest
 
-COLLECTOR = "kgc-guest/3"  # 3: T/U/X file records, FE (bounded, never silently cut)
+# 3: T/U/X file records, FE (bounded, never silently cut); 4: the confidential-GPU records
+# (cc_tee, cc_mode, cc_ready; cc_attest when a CDH resource is named). The record grammar
+# (V 3) is unchanged: a kgc-guest/3 capture parses as before, with no CC evidence.
+COLLECTOR = "kgc-guest/4"
 PCI = "/sys/bus/pci/devices"
 # a file's content is kept up to this many bytes; a longer one is a "T" record (truncated,
 # with the bytes read), never a silently shortened file (1 MiB: a big guest's /proc/cpuinfo)
@@ -114,6 +117,50 @@ CUDA_CHECK = (
     "print(json.dumps(d))\n"
 ).replace("'", '"')
 
+# --- confidential GPUs (cheap and bounded, so always recorded): the TEE the guest can show
+# (Kata's tests, tests/integration/kubernetes/confidential_common.sh: SNP by the kernel line
+# "Memory Encryption Features active: ... SEV-SNP", TDX by the CPU's TDX_GUEST flag) and the
+# GPU's CC state (NVIDIA's docs: "CC status: ON", "Confidential Compute GPUs Ready state:
+# ready"). The kernel log is read through dmesg, else (only with `timeout` and `head`) from
+# /dev/kmsg for at most 2 s and 4096 records; at most 4 matching lines are kept.
+CC_DEVICES = ("/dev/sev-guest", "/dev/tdx_guest", "/sys/kernel/config/tsm/report")
+CC_KERNEL_LINE = "Memory Encryption Features active"
+_CC_KMSG = ("n=0; printf '%s\\n' \"$o\" | while IFS= read -r l; do case \"$l\" in "
+            f"*'{CC_KERNEL_LINE}'*) n=$((n + 1)); [ \"$n\" -le 4 ] && "
+            "printf 'kmsg %s\\n' \"$l\";; esac; done")
+CC_TEE = (
+    "for e in " + " ".join(CC_DEVICES) + "; do "
+    'if ex "$R$e"; then echo "present $e"; else echo "absent $e"; fi; done; '
+    "if command -v dmesg >/dev/null 2>&1 && o=$($T dmesg 2>/dev/null) && [ -n \"$o\" ]; then "
+    f"echo 'log dmesg'; {_CC_KMSG}; "
+    "elif command -v timeout >/dev/null 2>&1 && command -v head >/dev/null 2>&1 "
+    "&& [ -r /dev/kmsg ]; then "
+    f"o=$(timeout 2 head -n 4096 /dev/kmsg 2>/dev/null); echo 'log kmsg'; {_CC_KMSG}; "
+    "else echo 'log none'; fi; true"
+)
+# The attestation fetch (only when the profile names a resource): the secret is held in a
+# shell variable and never printed -- only the HTTP status and the length are (a digest of a
+# short secret could be brute-forced, so none is kept); an error's body (the CDH's or the
+# KBS's refusal) is printed, cut at 240 characters.
+_CURL = ("o=$($T curl -sS -m 30 --max-filesize 1048576 -w \"${NL}%{http_code}\" \"$u\"); "
+         "rc=$?; code=${o##*\"$NL\"}; body=${o%\"$NL\"*}; "
+         "case \"$code\" in 2??) echo \"via curl rc $rc http $code bytes ${#body}\";; "
+         "*) echo \"via curl rc $rc http $code\"; printf 'body %.240s\\n' \"$body\";; esac")
+_WGET = ("o=$($T wget -q -T 30 -O - \"$u\"); rc=$?; "
+         "echo \"via wget rc $rc bytes ${#o}\"")
+_URL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:/._-[]")
+
+
+def cc_attest_command(url: str) -> str:
+    """The ``cc_attest`` record's command for one guest-local CDH resource URL."""
+    if not url.startswith("http://") or not set(url) <= _URL_CHARS or ".." in url:
+        raise ValueError(f"unsupported CDH resource URL {url!r}")
+    return (f"u='{url}'; echo \"url $u\"; "
+            f"if command -v curl >/dev/null 2>&1; then {_CURL}; "
+            f"elif command -v wget >/dev/null 2>&1; then {_WGET}; "
+            "else echo 'curl, wget: not found'; exit 127; fi")
+
+
 _SMI_CSV = "--query-gpu=name,uuid,pci.bus_id,memory.total,driver_version --format=csv"
 
 
@@ -141,6 +188,9 @@ COMMANDS: tuple[tuple[str, str], ...] = (
                   "o=$($T dmesg 2>&1) || { printf '%s\\n' \"$o\" | head -n 3; exit 1; }; "
                   "printf '%s\\n' \"$o\" | grep -E 'BAR [0-9]|vfio|NVRM|no space|iommu' "
                   "| tail -n 200; true"),
+    ("cc_tee", CC_TEE),
+    ("cc_mode", _need("nvidia-smi", "$T nvidia-smi conf-compute -f")),
+    ("cc_ready", _need("nvidia-smi", "$T nvidia-smi conf-compute -grs")),
     ("cuda_check", "if command -v python3 >/dev/null 2>&1; then $T python3 -c '"
                    + CUDA_CHECK + "'; else echo '{\"python3\": false}'; fi"),
 )
@@ -159,8 +209,10 @@ def new_boundary() -> str:
     return f"@@KGC-{secrets.token_hex(8)}@@"
 
 
-def build_script(boundary: str | None = None) -> str:
-    """The collector script. Read-only; its size does not grow with the number of devices."""
+def build_script(boundary: str | None = None, cdh_url: str | None = None) -> str:
+    """The collector script. Read-only; its size does not grow with the number of devices.
+    ``cdh_url``: a confidential data hub resource to fetch (``GpuCcProfile.attestation_url``),
+    recorded as ``cc_attest``; None: no fetch."""
     b = boundary or new_boundary()
     if not b.startswith("@@KGC-") or "'" in b:
         raise ValueError(f"bad boundary {b!r}")
@@ -210,7 +262,9 @@ def build_script(boundary: str | None = None) -> str:
             'for e in "$p"/* "$p"/.[!.]* "$p"/..?*; do ex "$e" && printf \'%s\\n\' "${e##*/}"; '
             "done; printf '%s R 0\\n' \"$B\"; done"
         )
-    for name, cmd in COMMANDS:
+    commands = COMMANDS if cdh_url is None else (*COMMANDS, ("cc_attest",
+                                                            cc_attest_command(cdh_url)))
+    for name, cmd in commands:
         out.append(f"printf '%s C %s\\n' \"$B\" '{name}'; ( {cmd} ) </dev/null 2>&1; rc=$?; "
                    "printf '\\n%s R %s\\n' \"$B\" \"$rc\"")
     out.append("printf '%s END\\n' \"$B\"")
@@ -230,8 +284,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--script", action="store_true", help="print the collector script and exit")
     ap.add_argument("--shell", default="sh", help="shell to run the script with (default: sh)")
     ap.add_argument("--label", default="", help="free text stored with the evidence (where/when)")
+    ap.add_argument("--cdh-url", default=None,
+                    help="also fetch this confidential data hub resource (status and length "
+                         "only), e.g. http://127.0.0.1:8006/cdh/resource/<repo>/<type>/<tag>")
     a = ap.parse_args(argv)
-    text, boundary = script()
+    try:
+        boundary = new_boundary()
+        text = build_script(boundary, a.cdh_url)
+    except ValueError as exc:
+        ap.error(str(exc))
     if a.script:
         sys.stdout.write(text)
         return 0

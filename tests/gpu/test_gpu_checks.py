@@ -67,7 +67,8 @@ def test_catalogue_has_stable_ids_and_scopes() -> None:
     assert PREFLIGHT == ["gpu.device-plugin", "gpu.dra-api", "gpu.dra-both-ways",
                          "gpu.dra-device-class", "gpu.dra-slices", "gpu.nodes-advertise",
                          "gpu.runtimeclass", "gpu.runtimeclass-overhead"]
-    assert PER_POD == ["gpu.compute", "gpu.cuda", "gpu.driver", "gpu.health", "gpu.in-vm",
+    assert PER_POD == ["gpu.cc-attestation", "gpu.cc-mode", "gpu.cc-ready", "gpu.cc-tee",
+                       "gpu.compute", "gpu.cuda", "gpu.driver", "gpu.health", "gpu.in-vm",
                        "gpu.memory", "gpu.mig", "gpu.node-labels", "gpu.pci-function",
                        "gpu.pod-runs", "gpu.product", "gpu.smi-count", "gpu.unique"]
     assert {c.id for c in CHECKS} == set(SCOPE)
@@ -87,7 +88,11 @@ def _dra_skipped(v: dict[Any, Any]) -> None:
 def test_real_h200_capture_passes_every_gpu_check() -> None:
     v = judge(cases()["h200-good"])
     _dra_skipped(v)
-    bad = {k: (x.status, x.reason) for k, x in v.items() if x.status is not Status.PASS}
+    # the confidential-GPU checks skip: the profile does not ask for CC (tests/gpu/test_cc.py)
+    assert all(x.status is Status.SKIP and "cluster.gpu.cc" in x.reason
+               for k, x in v.items() if k[0].startswith("gpu.cc-"))
+    bad = {k: (x.status, x.reason) for k, x in v.items()
+           if x.status is not Status.PASS and not k[0].startswith("gpu.cc-")}
     # one pod on the node: nothing to compare UUIDs with -> a skip that says so, not a pass
     assert bad == {("gpu.unique", "gpu-a/kgc-gpu-0"): (Status.SKIP, bad[("gpu.unique",
                                                                          "gpu-a/kgc-gpu-0")][1])}
@@ -107,7 +112,8 @@ def test_pass_reasons_name_what_was_judged() -> None:
 def test_real_h200_capture_twice_on_one_node_with_distinct_gpus_passes_everything() -> None:
     v = judge(cases()["two-pods-distinct"])
     _dra_skipped(v)
-    assert {k: x.status for k, x in v.items() if x.status is not Status.PASS} == {}
+    assert {k: x.status for k, x in v.items()
+            if x.status is not Status.PASS and not k[0].startswith("gpu.cc-")} == {}
     assert len([k for k in v if k[0] == "gpu.unique"]) == 2
 
 

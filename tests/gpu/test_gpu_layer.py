@@ -32,6 +32,7 @@ from kgc.layers.gpu.plan import PodPlan
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILE = GPU_FIX / "h200.profile.yaml"
+CC_IDS = ("gpu.cc-attestation", "gpu.cc-mode", "gpu.cc-ready", "gpu.cc-tee")
 
 
 def statuses(run: GpuRunEvidence, profile: Any = None) -> dict[str, str]:
@@ -41,7 +42,7 @@ def statuses(run: GpuRunEvidence, profile: Any = None) -> dict[str, str]:
 
 def test_the_layer_is_cluster_scoped_with_the_whole_catalogue() -> None:
     assert LAYER.scope is Scope.CLUSTER and LAYER.markers == ("cluster",)
-    assert [c.id for c in LAYER.checks] == [c.id for c in CHECKS] and len(LAYER.checks) == 21
+    assert [c.id for c in LAYER.checks] == [c.id for c in CHECKS] and len(LAYER.checks) == 25
     assert load_layers()["gpu"] is LAYER
     for c in LAYER.checks:
         orig = CHECKS.get(c.id)
@@ -53,12 +54,14 @@ def test_the_real_h200_run_passes_every_check_but_unique() -> None:
     got = statuses(cases()["h200-good"])
     assert got.pop("gpu.unique") == "skip"
     assert {got.pop(c) for c in DRA_CHECKS} == {"skip"}  # a device-plugin profile
+    assert {got.pop(c) for c in CC_IDS} == {"skip"}  # CC not asked
     assert set(got.values()) == {"pass"}, got
 
 
 def test_two_pods_with_distinct_gpus_pass_everything() -> None:
     got = statuses(cases()["two-pods-distinct"])
     assert {got.pop(c) for c in DRA_CHECKS} == {"skip"}  # a device-plugin profile
+    assert {got.pop(c) for c in CC_IDS} == {"skip"}  # CC not asked
     assert set(got.values()) == {"pass"}
 
 
@@ -125,11 +128,11 @@ def test_offline_the_real_h200_bundle_passes_and_the_cpu_only_one_fails(
     assert proc.returncode == rc, proc.stderr
     doc = json.loads(proc.stdout)
     got = {r["check"]: r["status"] for r in doc["results"] if r["layer"] == "gpu"}
-    assert len(got) == 21
+    assert len(got) == 25
     assert {c for c, s in got.items() if s in ("fail", "error")} == fails
     if not fails:
-        assert {s for c, s in got.items() if c != "gpu.unique" and c not in DRA_CHECKS} \
-            == {"pass"}
+        assert {s for c, s in got.items()
+                if c != "gpu.unique" and c not in DRA_CHECKS and c not in CC_IDS} == {"pass"}
     for r in doc["results"]:
         assert r["origin"] == "bundle" and not r["simulated"]
 

@@ -649,6 +649,146 @@ def _pci_functions(snap: HostSnapshot) -> tuple[GuestPciFunction, ...]:
     return tuple(out)
 
 
+# --------------------------------------------------------------------------- confidential
+MAX_CC_TEXT = 1000  # a CC command's output kept in the evidence
+CC_DEVICES = ("/dev/sev-guest", "/dev/tdx_guest", "/sys/kernel/config/tsm/report")
+_CC_STATUS = re.compile(r"^\s*CC status:\s*(\S+)\s*$", re.M | re.I)
+_CC_READY = re.compile(r"^\s*Confidential Compute GPUs Ready state:\s*(\S+)\s*$", re.M | re.I)
+_VIA = re.compile(r"^via (curl|wget) rc (\d{1,3})(?: http (\d{3}))?(?: bytes (\d{1,9}))?\s*$")
+
+
+@dataclass(frozen=True)
+class GuestCc:
+    """What the guest showed of confidential computing (collector ``kgc-guest/4``: the
+    ``cc_tee``, ``cc_mode``, ``cc_ready`` and, when a resource was named, ``cc_attest``
+    records). Raw outputs are kept (cut at :data:`MAX_CC_TEXT`); the evaluators read them
+    through :func:`cc_mode_state`, :func:`cc_ready_state` and :func:`cc_attest_result`."""
+
+    devices: tuple[str, ...]  # the CC_DEVICES present in the guest
+    log: str | None  # where the kernel log came from: dmesg | kmsg | none (None: unknown)
+    kernel_lines: tuple[str, ...]  # "Memory Encryption Features active: ..." lines
+    tdx_flag: bool  # /proc/cpuinfo flags carry tdx_guest
+    tee_output: str | None = None  # cc_tee's output when it did not parse (else None)
+    mode_rc: int | None = None
+    mode_output: str | None = None  # None: not recorded
+    ready_rc: int | None = None
+    ready_output: str | None = None
+    attest_rc: int | None = None
+    attest_output: str | None = None  # None: no resource was fetched
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"devices": list(self.devices), "log": self.log,
+                "kernel_lines": list(self.kernel_lines), "tdx_flag": self.tdx_flag,
+                "tee_output": self.tee_output, "mode_rc": self.mode_rc,
+                "mode_output": self.mode_output, "ready_rc": self.ready_rc,
+                "ready_output": self.ready_output, "attest_rc": self.attest_rc,
+                "attest_output": self.attest_output}
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "cc") -> GuestCc:
+        f = Fields(d, where)
+        return cls(devices=f.strs("devices"), log=f.opt_str("log"),
+                   kernel_lines=f.strs("kernel_lines"), tdx_flag=f.flag("tdx_flag"),
+                   tee_output=f.opt_str("tee_output"), mode_rc=f.opt_int("mode_rc"),
+                   mode_output=f.opt_str("mode_output"), ready_rc=f.opt_int("ready_rc"),
+                   ready_output=f.opt_str("ready_output"), attest_rc=f.opt_int("attest_rc"),
+                   attest_output=f.opt_str("attest_output"))
+
+    @property
+    def snp(self) -> bool:
+        return "/dev/sev-guest" in self.devices or any("SEV-SNP" in ln
+                                                        for ln in self.kernel_lines)
+
+    @property
+    def tdx(self) -> bool:
+        return (self.tdx_flag or "/dev/tdx_guest" in self.devices
+                or any("TDX" in ln for ln in self.kernel_lines))
+
+
+def cc_mode_state(text: str | None) -> str | None:
+    """``nvidia-smi conf-compute -f`` -> "ON" / "OFF" / "DEVTOOLS" (upper case), None when
+    the output holds no single "CC status: X" line."""
+    found = {m.group(1).upper() for m in _CC_STATUS.finditer((text or "")[:MAX_CC_TEXT])}
+    return found.pop() if len(found) == 1 else None
+
+
+def cc_ready_state(text: str | None) -> str | None:
+    """``nvidia-smi conf-compute -grs`` -> "ready" / "not-ready" (lower case), None when the
+    output holds no single "Confidential Compute GPUs Ready state: X" line."""
+    found = {m.group(1).lower() for m in _CC_READY.finditer((text or "")[:MAX_CC_TEXT])}
+    return found.pop() if len(found) == 1 else None
+
+
+@dataclass(frozen=True)
+class AttestResult:
+    client: str  # curl | wget
+    rc: int  # the client's exit status
+    http: int | None  # the HTTP status (curl; None with wget)
+    length: int | None  # bytes of the released resource (its content is never recorded)
+    body: str  # an error's body (the CDH's / KBS's refusal), "" on success
+    detail: str  # the client's own error lines
+
+    @property
+    def released(self) -> bool:
+        ok_http = self.http is None or 200 <= self.http < 300
+        return self.rc == 0 and ok_http and bool(self.length)
+
+
+def cc_attest_result(text: str | None) -> AttestResult | None:
+    """The ``cc_attest`` record -> :class:`AttestResult`; None when no "via" line parses."""
+    lines = (text or "")[:MAX_CC_TEXT * 4].splitlines()
+    via = [(i, m) for i, ln in enumerate(lines) if (m := _VIA.match(ln.strip()))]
+    if len(via) != 1:
+        return None
+    i, m = via[0]
+    body = "\n".join(ln.strip().removeprefix("body").strip() for ln in lines[i + 1:]).strip()
+    detail = "; ".join(ln.strip() for ln in lines[:i] if ln.strip()
+                       and not ln.startswith("url "))
+    return AttestResult(client=m.group(1), rc=int(m.group(2)),
+                        http=int(m.group(3)) if m.group(3) else None,
+                        length=int(m.group(4)) if m.group(4) else None,
+                        body=clip(body, 240) or "", detail=clip(detail, 240) or "")
+
+
+def _cc_text(out: str) -> str:
+    return clip(out.strip(), MAX_CC_TEXT) or ""
+
+
+def parse_cc(snap: HostSnapshot, flags: list[str]) -> GuestCc | None:
+    """The CC records of a snapshot; None when the collector recorded none (before
+    kgc-guest/4). Never raises."""
+    tee = snap.command("cc_tee")
+    if tee is None:
+        return None
+    devices: list[str] = []
+    log = None
+    lines: list[str] = []
+    odd = False
+    for ln in tee.output.splitlines():
+        word, _, rest = ln.partition(" ")
+        if word == "present" and rest in CC_DEVICES:
+            devices.append(rest)
+        elif word == "absent" and rest in CC_DEVICES:
+            pass
+        elif word == "log" and rest in ("dmesg", "kmsg", "none"):
+            log = rest
+        elif word == "kmsg" and len(lines) < 4:
+            lines.append(clip(rest.strip(), 300) or "")
+        elif ln.strip():
+            odd = True
+    mode, ready, att = snap.command("cc_mode"), snap.command("cc_ready"), snap.command("cc_attest")
+    return GuestCc(
+        devices=tuple(dict.fromkeys(devices)), log=log, kernel_lines=tuple(lines),
+        tdx_flag="tdx_guest" in flags,
+        tee_output=_cc_text(tee.output) if odd or log is None else None,
+        mode_rc=mode.rc if mode else None, mode_output=_cc_text(mode.output) if mode else None,
+        ready_rc=ready.rc if ready else None,
+        ready_output=_cc_text(ready.output) if ready else None,
+        attest_rc=att.rc if att else None,
+        attest_output=_cc_text(att.output) if att else None,
+    )
+
+
 # --------------------------------------------------------------------------- the guest
 @dataclass(frozen=True)
 class GuestEvidence:
@@ -676,6 +816,7 @@ class GuestEvidence:
     collector: str | None = None  # "kgc-guest/3"; None for older captures
     complete: bool = True  # the output ended with the collector's END record
     problems: tuple[str, ...] = field(default_factory=tuple)
+    cc: GuestCc | None = None  # confidential-computing records (None: not recorded)
 
     @property
     def is_vm(self) -> bool:
@@ -715,6 +856,7 @@ class GuestEvidence:
             "collector": self.collector,
             "complete": self.complete,
             "problems": list(self.problems),
+            **({} if self.cc is None else {"cc": self.cc.to_dict()}),
         }
 
     @classmethod
@@ -742,6 +884,7 @@ class GuestEvidence:
             collector=f.opt_str("collector"),
             complete=f.flag("complete"),
             problems=f.strs("problems"),
+            cc=f.opt_obj("cc", GuestCc.from_dict),
         )
 
 
@@ -854,6 +997,7 @@ def parse_guest(snap: HostSnapshot) -> GuestEvidence:
         collector=clip(collector, 64) if collector else None,
         complete=snap.complete,
         problems=tuple(problems),
+        cc=parse_cc(snap, flags),
     )
 
 

@@ -40,6 +40,48 @@ def _check_version(v: str | None) -> str | None:
     return v
 
 
+# a CDH resource path: <repository>/<type>/<tag> (confidential-containers guest-components,
+# the KBS resource URI kbs:///<repository>/<type>/<tag>); no ".." segment, no query
+_CDH_SEGMENT = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
+_CDH_RESOURCE = re.compile(rf"^{_CDH_SEGMENT}/{_CDH_SEGMENT}/{_CDH_SEGMENT}$")
+_CDH_URL = re.compile(r"^http://(127\.0\.0\.1|localhost|\[::1\]):\d{1,5}(/[A-Za-z0-9._/-]*)?$")
+DEFAULT_CDH_URL = "http://127.0.0.1:8006/cdh/resource"
+
+
+class GpuCcProfile(Strict):
+    """``cluster.gpu.cc``: the GPU pods run as confidential GPUs (H100/H200 in CC mode inside
+    a SEV-SNP or TDX Kata microVM, RuntimeClass kata-qemu-nvidia-gpu-snp / -tdx)."""
+
+    tee: Literal["snp", "tdx"]  # the TEE the guest must be
+    # a resource the pod must obtain from the guest's confidential data hub (released by the
+    # KBS only when the attestation is affirming); None: attestation is not judged
+    attestation_resource: str | None = None
+    # the CDH's resource endpoint inside the guest (Kata's tests: 127.0.0.1:8006)
+    cdh_url: str = DEFAULT_CDH_URL
+
+    @field_validator("attestation_resource")
+    @classmethod
+    def _resource(cls, v: str | None) -> str | None:
+        if v is not None and (not _CDH_RESOURCE.match(v) or ".." in v):
+            raise ValueError(f"{v!r}: must be a CDH resource path <repository>/<type>/<tag>, "
+                             "e.g. 'default/attestation-status/status'")
+        return v
+
+    @field_validator("cdh_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not _CDH_URL.match(v) or ".." in v:
+            raise ValueError(f"{v!r}: must be the guest-local CDH endpoint, "
+                             f"e.g. {DEFAULT_CDH_URL!r}")
+        return v.rstrip("/")
+
+    @property
+    def attestation_url(self) -> str | None:
+        """The URL the in-guest collector fetches (None: no resource named)."""
+        return None if self.attestation_resource is None else \
+            f"{self.cdh_url}/{self.attestation_resource}"
+
+
 class GpuProfile(Strict):
     """The GPU pod layer (gpu.*): which pods the run creates and what they must see."""
 
@@ -89,6 +131,8 @@ class GpuProfile(Strict):
     schedule_timeout_s: float = Field(default=300.0, gt=0, le=86400)
     start_timeout_s: float = Field(default=1200.0, gt=0, le=86400)  # Kata NVIDIA create timeout
     collector_timeout_s: int = Field(default=120, ge=5, le=3600)  # per command in the guest
+    # --- confidential GPUs (None: CC is not asked; the gpu.cc-* checks skip)
+    cc: GpuCcProfile | None = None
 
     @field_validator("min_driver", "min_cuda")
     @classmethod
