@@ -366,3 +366,18 @@ def test_the_cli_builds_the_fetch_only_for_a_safe_url() -> None:
 
     with pytest.raises(SystemExit):
         main(["--script", "--cdh-url", "http://127.0.0.1:8006/x'; id"])
+
+
+def test_the_gpu_pods_collector_fetches_the_profiles_attestation_resource() -> None:
+    """The ConfigMap the gpu layer's pods run carries the CDH URL of ``cluster.gpu.cc``
+    (without it ``gpu.cc-attestation`` could only ever skip), and none without CC."""
+    from kgc.layers.gpu.plan import SCRIPT_KEY, collector_configmap
+    from kgc.layers.gpu.profile import GpuProfile
+
+    gp = GpuProfile.model_validate({"cc": {"tee": "snp",
+                                           "attestation_resource": "default/gpu/key"}})
+    assert gp.cc is not None and gp.cc.attestation_url
+    with_cc = collector_configmap("c", "ns", {}, cdh_url=gp.cc.attestation_url)
+    assert gp.cc.attestation_url in with_cc["data"][SCRIPT_KEY]
+    plain = collector_configmap("c", "ns", {})
+    assert "cdh/resource" not in plain["data"][SCRIPT_KEY]

@@ -186,7 +186,9 @@ def run_plan(k: kube.Kube, cluster_section: Any, gp: GpuProfile, cluster: Cluste
     manifests: list[dict[str, Any]] = []
     try:
         with kube.Run.for_profile(k, cluster_section) as run:
-            run.create(collector_configmap(CONFIGMAP, run.namespace, run.labels))
+            run.create(collector_configmap(
+                CONFIGMAP, run.namespace, run.labels,
+                cdh_url=gp.cc.attestation_url if gp.cc is not None else None))
             manifests = [gpu_pod_manifest(p, gp, namespace=run.namespace, configmap=CONFIGMAP,
                                           labels=run.labels) for p in plans]
 

@@ -91,13 +91,15 @@ def plan(cluster: ClusterGpuEvidence, gp: GpuProfile) -> tuple[list[PodPlan], li
 
 
 def collector_configmap(name: str, namespace: str, labels: Mapping[str, str],
-                        boundary: str | None = None) -> dict[str, Any]:
-    """The ConfigMap that carries the collector script into every GPU pod."""
+                        boundary: str | None = None,
+                        cdh_url: str | None = None) -> dict[str, Any]:
+    """The ConfigMap that carries the collector script into every GPU pod (``cdh_url``: the
+    confidential data hub resource the guest fetches, ``cluster.gpu.cc``)."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
-        "data": {SCRIPT_KEY: build_script(boundary)},
+        "data": {SCRIPT_KEY: build_script(boundary, cdh_url)},
     }
 
 
