@@ -8,14 +8,21 @@ ExactDeviceRequest deviceClassName/allocationMode/count/selectors[].cel.expressi
 
 from __future__ import annotations
 
+import copy
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from gpu.synth import REPO, h200_profile, pod
+from gpu.synth import H200_UUID, REPO, cpu_guest, h200_guest, h200_profile, pod, run, with_uuid
+from kgc.core.model import Status, Verdict
+from kgc.layers.gpu.checks import CHECKS, PodSubject
 from kgc.layers.gpu.classify import classify
+from kgc.layers.gpu.dra_pod import claim_from_api
 from kgc.layers.gpu.evidence import (
     ClaimEvidence,
     ClaimResult,
@@ -99,3 +106,135 @@ def test_kata_dra_gap_is_named_never_a_timeout(case: dict[str, Any]) -> None:
     text = cause.summary + " " + cause.remediation
     for w in case["expect"]["words"]:
         assert w in text, (w, text)
+
+
+# =========================================================================== checks
+CLAIM = json.loads((REPO / "fixtures/gpu/dra-pod/claim-allocated.json").read_text())["claim"]
+SLICES = json.loads((REPO / "fixtures/gpu/dra-pod/slice.json").read_text())["slices"]
+
+
+def _judge(check: str, p: GpuPodEvidence | None, mode: str = "claim") -> Verdict:
+    r = run(p) if p is not None else run()
+    return CHECKS.get(check).judge(PodSubject(p, r), _gp(mode), "cluster")
+
+
+def _dra_pod(claim: Any = None, guest: Any = "h200", mode: str = "claim",
+             **kw: Any) -> GpuPodEvidence:
+    c = claim_from_api(CLAIM if claim is None else claim, SLICES)
+    return pod(h200_guest() if guest == "h200" else guest, request_mode=mode, claims=(c,), **kw)
+
+
+def test_the_transcribed_claim_parses_with_its_slice_attributes() -> None:
+    c = claim_from_api(CLAIM, SLICES)
+    assert c.allocated and c.error is None and c.node == "gpu-a"
+    assert c.results == (ClaimResult("gpu", "gpu.nvidia.com", "gpu-a", "gpu-0"),)
+    assert c.reserved_for == ("kgc-gpu-0",)
+    assert c.device_attributes["gpu-0"]["uuid"] == H200_UUID
+
+
+@pytest.mark.parametrize("check", ["gpu.dra-allocation", "gpu.dra-device-match"])
+def test_both_checks_skip_naming_the_mode_under_device_plugin(check: str) -> None:
+    v = _judge(check, _dra_pod(), mode="device-plugin")
+    assert v.status is Status.SKIP and "device-plugin" in v.reason
+
+
+def test_allocation_passes_on_the_transcribed_claim_and_names_the_device() -> None:
+    v = _judge("gpu.dra-allocation", _dra_pod())
+    assert v.status is Status.PASS and "gpu.nvidia.com/gpu-a/gpu-0" in v.reason, v.reason
+
+
+def test_allocation_without_claim_evidence_is_an_error() -> None:
+    v = _judge("gpu.dra-allocation", pod(h200_guest(), request_mode="claim"))
+    assert v.status is Status.ERROR and "no ResourceClaim" in v.reason
+
+
+def _claim(**status: Any) -> dict[str, Any]:
+    c = copy.deepcopy(CLAIM)
+    c["status"].update(status)
+    return c
+
+
+def test_allocation_failures_name_the_claim() -> None:
+    unalloc = copy.deepcopy(CLAIM)
+    del unalloc["status"]["allocation"]
+    v = _judge("gpu.dra-allocation", _dra_pod(unalloc))
+    assert v.status is Status.FAIL and "kgc-gpu-0-gpu-7xk2p is not allocated" in v.reason
+    other = _claim(reservedFor=[{"resource": "pods", "name": "someone-else"}])
+    v = _judge("gpu.dra-allocation", _dra_pod(other))
+    assert v.status is Status.FAIL and "someone-else" in v.reason
+    wrong = copy.deepcopy(CLAIM)
+    wrong["status"]["allocation"]["devices"]["results"][0]["driver"] = "vfio.gpu.nvidia.com"
+    v = _judge("gpu.dra-allocation", _dra_pod(wrong))
+    assert v.status is Status.FAIL and "vfio.gpu.nvidia.com" in v.reason
+    elsewhere = copy.deepcopy(CLAIM)
+    elsewhere["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0][
+        "values"] = ["gpu-b"]
+    v = _judge("gpu.dra-allocation", _dra_pod(elsewhere))
+    assert v.status is Status.FAIL and "gpu-b" in v.reason
+
+
+@pytest.mark.parametrize("results", [None, [], [{}] * 65, [{"driver": "gpu.nvidia.com"}],
+                                     "junk"])
+def test_malformed_claims_are_errors_naming_the_claim(results: Any) -> None:
+    bad = copy.deepcopy(CLAIM)
+    bad["status"]["allocation"]["devices"]["results"] = results
+    v = _judge("gpu.dra-allocation", _dra_pod(bad))
+    assert v.status is Status.ERROR and "kgc-gpu-0-gpu-7xk2p" in v.reason, v.reason
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                    lambda ch: st.lists(ch, max_size=4) | st.dictionaries(
+                        st.sampled_from(["status", "allocation", "devices", "results",
+                                         "metadata", "name", "reservedFor", "driver"]), ch,
+                        max_size=4), max_leaves=20))
+@settings(max_examples=150, deadline=None)
+def test_any_claim_object_parses_without_crashing_and_never_passes_blind(obj: Any) -> None:
+    claim_from_api(CLAIM, obj)  # a malformed slice list is no crash either
+    claim_from_api(CLAIM, [obj, {"spec": obj}])
+    c = claim_from_api(obj, SLICES)
+    v = _judge("gpu.dra-allocation", pod(h200_guest(), request_mode="claim", claims=(c,)))
+    assert v.status in (Status.ERROR, Status.FAIL, Status.PASS)
+    if v.status is Status.PASS:
+        assert c.results and all(r.device and r.pool for r in c.results)
+
+
+def test_dra_extended_needs_the_pods_extended_resource_claim_status() -> None:
+    name = CLAIM["metadata"]["name"]
+    v = _judge("gpu.dra-allocation", _dra_pod(mode="dra-extended"), mode="dra-extended")
+    assert v.status is Status.FAIL and "extendedResourceClaimStatus is not set" in v.reason
+    mapped = ({"containerName": "collector", "resourceName": "nvidia.com/pgpu",
+               "requestName": "container-0-request-0"},)
+    p = _dra_pod(mode="dra-extended", extended_claim=name, extended_mappings=mapped)
+    assert _judge("gpu.dra-allocation", p, mode="dra-extended").status is Status.PASS
+    p = _dra_pod(mode="dra-extended", extended_claim=name, extended_mappings=())
+    assert _judge("gpu.dra-allocation", p, mode="dra-extended").status is Status.FAIL
+
+
+def test_device_match_compares_the_uuid_not_the_guest_bus_id() -> None:
+    v = _judge("gpu.dra-device-match", _dra_pod())
+    # the guest's bus id (00000000:00:06.0, the VM's) differs from the slice's 0000:41:00.0
+    assert v.status is Status.PASS, v.reason
+    v = _judge("gpu.dra-device-match", _dra_pod(guest=with_uuid(h200_guest(), "GPU-other")))
+    assert v.status is Status.FAIL and H200_UUID in v.reason
+
+
+def test_device_match_without_a_slice_uuid_only_warns_on_the_product() -> None:
+    sl = copy.deepcopy(SLICES)
+    del sl[0]["spec"]["devices"][0]["attributes"]["uuid"]
+    c = claim_from_api(CLAIM, sl)
+    v = _judge("gpu.dra-device-match", pod(h200_guest(), request_mode="claim", claims=(c,)))
+    assert v.status is Status.WARN and "bus id" in v.reason
+    c = claim_from_api(CLAIM, [])
+    v = _judge("gpu.dra-device-match", pod(h200_guest(), request_mode="claim", claims=(c,)))
+    assert v.status is Status.SKIP and "were not recorded" in v.reason
+
+
+def test_no_gpu_in_a_kata_guest_under_dra_names_the_cold_plug_gap() -> None:
+    v = _judge("gpu.dra-device-match", _dra_pod(guest=cpu_guest()))
+    assert v.status is Status.FAIL and "13322" in v.reason
+    assert "nvidia.com/pgpu" in v.remediation and "13323" in v.remediation
+
+
+def test_device_match_without_allocation_evidence_is_an_error() -> None:
+    v = _judge("gpu.dra-device-match", pod(h200_guest(), request_mode="claim"))
+    assert v.status is Status.ERROR

@@ -40,7 +40,7 @@ def statuses(run: GpuRunEvidence, profile: Any = None) -> dict[str, str]:
 
 def test_the_layer_is_cluster_scoped_with_the_whole_catalogue() -> None:
     assert LAYER.scope is Scope.CLUSTER and LAYER.markers == ("cluster",)
-    assert [c.id for c in LAYER.checks] == [c.id for c in CHECKS] and len(LAYER.checks) == 17
+    assert [c.id for c in LAYER.checks] == [c.id for c in CHECKS] and len(LAYER.checks) == 19
     assert load_layers()["gpu"] is LAYER
     for c in LAYER.checks:
         orig = CHECKS.get(c.id)
@@ -51,11 +51,15 @@ def test_the_layer_is_cluster_scoped_with_the_whole_catalogue() -> None:
 def test_the_real_h200_run_passes_every_check_but_unique() -> None:
     got = statuses(cases()["h200-good"])
     assert got.pop("gpu.unique") == "skip"
+    for dra in ("gpu.dra-allocation", "gpu.dra-device-match"):  # request.mode device-plugin
+        assert got.pop(dra) == "skip"
     assert set(got.values()) == {"pass"}, got
 
 
 def test_two_pods_with_distinct_gpus_pass_everything() -> None:
-    assert set(statuses(cases()["two-pods-distinct"]).values()) == {"pass"}
+    got = statuses(cases()["two-pods-distinct"])
+    assert {got.pop("gpu.dra-allocation"), got.pop("gpu.dra-device-match")} == {"skip"}
+    assert set(got.values()) == {"pass"}
 
 
 def test_per_pod_checks_aggregate_and_name_the_deciding_pods() -> None:
@@ -121,10 +125,11 @@ def test_offline_the_real_h200_bundle_passes_and_the_cpu_only_one_fails(
     assert proc.returncode == rc, proc.stderr
     doc = json.loads(proc.stdout)
     got = {r["check"]: r["status"] for r in doc["results"] if r["layer"] == "gpu"}
-    assert len(got) == 17
+    assert len(got) == 19
     assert {c for c, s in got.items() if s in ("fail", "error")} == fails
     if not fails:
-        assert {s for c, s in got.items() if c != "gpu.unique"} == {"pass"}
+        assert {s for c, s in got.items() if c != "gpu.unique"
+                and not c.startswith("gpu.dra-")} == {"pass"}
     for r in doc["results"]:
         assert r["origin"] == "bundle" and not r["simulated"]
 
