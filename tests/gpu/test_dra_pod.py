@@ -9,6 +9,7 @@ ExactDeviceRequest deviceClassName/allocationMode/count/selectors[].cel.expressi
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -17,12 +18,13 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kubernetes.client.rest import ApiException
 
 from gpu.synth import H200_UUID, REPO, cpu_guest, h200_guest, h200_profile, pod, run, with_uuid
 from kgc.core.model import Status, Verdict
 from kgc.layers.gpu.checks import CHECKS, PodSubject
 from kgc.layers.gpu.classify import classify
-from kgc.layers.gpu.dra_pod import claim_from_api
+from kgc.layers.gpu.dra_pod import claim_from_api, pod_claim_refs
 from kgc.layers.gpu.evidence import (
     ClaimEvidence,
     ClaimResult,
@@ -238,3 +240,62 @@ def test_no_gpu_in_a_kata_guest_under_dra_names_the_cold_plug_gap() -> None:
 def test_device_match_without_allocation_evidence_is_an_error() -> None:
     v = _judge("gpu.dra-device-match", pod(h200_guest(), request_mode="claim"))
     assert v.status is Status.ERROR
+
+
+# =========================================================================== collection
+POD_STATUS = {  # core/v1 PodStatus fields (types.go: resourceClaimStatuses,
+    # extendedResourceClaimStatus = PodExtendedResourceClaimStatus); transcribed, simulated
+    "spec": {"nodeName": "gpu-a"},
+    "status": {"resourceClaimStatuses": [{"name": "gpu",
+                                          "resourceClaimName": "kgc-gpu-0-gpu-7xk2p"}],
+               "extendedResourceClaimStatus": {
+                   "resourceClaimName": "kgc-gpu-0-extended-resources-x9q",
+                   "requestMappings": [{"containerName": "collector",
+                                        "resourceName": "nvidia.com/gpu",
+                                        "requestName": "container-0-request-0"}]}},
+}
+
+
+def test_pod_claim_refs_reads_both_claim_kinds() -> None:
+    names, ext, maps = pod_claim_refs(POD_STATUS)
+    assert names == ["kgc-gpu-0-gpu-7xk2p", "kgc-gpu-0-extended-resources-x9q"]
+    assert ext == "kgc-gpu-0-extended-resources-x9q"
+    assert maps == ({"containerName": "collector", "resourceName": "nvidia.com/gpu",
+                     "requestName": "container-0-request-0"},)
+    assert pod_claim_refs(None) == ([], None, ())
+    assert pod_claim_refs({"status": {"resourceClaimStatuses": 3,
+                                      "extendedResourceClaimStatus": []}}) == ([], None, ())
+
+
+class _Resp:
+    def __init__(self, doc: Any) -> None:
+        self.data = json.dumps(doc).encode()
+
+
+class _Kube:
+    api = None
+
+    def __init__(self, claims: dict[str, Any]) -> None:
+        self.claims = claims
+
+    def call(self, verb: str, resource: str, fn: Any, *args: Any, **kw: Any) -> Any:
+        if "resourceslices" in resource:
+            assert kw["field_selector"] == "spec.nodeName=gpu-a"
+            return _Resp({"items": SLICES})
+        name = args[0]
+        if name not in self.claims:
+            raise ApiException(status=404, reason="Not Found")
+        return _Resp(self.claims[name])
+
+
+def test_dra_evidence_reads_the_claims_and_names_one_that_is_gone() -> None:
+    from kgc.layers.gpu.collect import dra_evidence
+    k = _Kube({"kgc-gpu-0-gpu-7xk2p": CLAIM})
+    d = dra_evidence(k, "kgc-run1", POD_STATUS, _gp("dra-extended"))  # type: ignore[arg-type]
+    assert d["request_mode"] == "dra-extended"
+    ok, gone = d["claims"]
+    assert ok.device_attributes["gpu-0"]["uuid"] == H200_UUID
+    assert gone.name == "kgc-gpu-0-extended-resources-x9q" and "404" in (gone.error or "")
+    p = dataclasses.replace(pod(h200_guest()), **d)
+    v = _judge("gpu.dra-allocation", p, mode="dra-extended")
+    assert v.status is Status.ERROR and "kgc-gpu-0-extended-resources-x9q" in v.reason

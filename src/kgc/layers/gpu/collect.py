@@ -21,10 +21,12 @@ let a cluster pass without a single GPU pod.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from kubernetes.client import ResourceV1Api
 from kubernetes.client.rest import ApiException
 
 from kgc import kube
@@ -32,7 +34,9 @@ from kgc.core.target import TargetError
 from kgc.evidence.guest import parse_guest_output
 from kgc.kube import KubeError, PodOutcome
 from kgc.layers.gpu.checks import settings
+from kgc.layers.gpu.dra_pod import claim_from_api, pod_claim_refs
 from kgc.layers.gpu.evidence import (
+    ClaimEvidence,
     ClusterGpuEvidence,
     GpuPodEvidence,
     GpuRunEvidence,
@@ -44,8 +48,9 @@ from kgc.layers.gpu.evidence import (
 from kgc.layers.gpu.plan import (
     CONTAINER,
     PodPlan,
+    claim_template_manifest,
     collector_configmap,
-    gpu_pod_manifest,
+    dra_pod_manifest,
     plan,
     settled,
 )
@@ -151,7 +156,11 @@ def run_plan(k: kube.Kube, cluster_section: Any, gp: GpuProfile, cluster: Cluste
     try:
         with kube.Run.for_profile(k, cluster_section) as run:
             run.create(collector_configmap(CONFIGMAP, run.namespace, run.labels))
-            manifests = [gpu_pod_manifest(p, gp, namespace=run.namespace, configmap=CONFIGMAP,
+            if gp.request.mode == "claim":  # in the run namespace: it goes with it
+                for p in plans:
+                    run.create(claim_template_manifest(p, gp, namespace=run.namespace,
+                                                       labels=run.labels))
+            manifests = [dra_pod_manifest(p, gp, namespace=run.namespace, configmap=CONFIGMAP,
                                           labels=run.labels) for p in plans]
 
             by_name = {p.name: p for p in plans}
@@ -169,6 +178,8 @@ def run_plan(k: kube.Kube, cluster_section: Any, gp: GpuProfile, cluster: Cluste
                 schedule_timeout_s=gp.schedule_timeout_s,
                 finish_timeout_s=finish_budget_s(gp),
                 max_parallel=gp.max_parallel, settled=stop_early)
+            dra = ([dra_evidence(k, run.namespace, o.pod, gp) for o in outcomes]
+                   if gp.request.dra else [None] * len(outcomes))
     except (KubeError, ApiException, kube.WaitTimeout) as exc:
         # the run itself could not proceed (namespace refused, pods not watchable): each
         # planned pod carries that as its refusal, so gpu.pod-runs is an error naming it
@@ -177,8 +188,38 @@ def run_plan(k: kube.Kube, cluster_section: Any, gp: GpuProfile, cluster: Cluste
             manifests[i] if manifests else _stand_in(p, gp), node=cluster.node(p.node),
             target_node=p.node, resource=p.resource, count=p.count, create_error=why)
             for i, p in enumerate(plans)]
-    return [pod_evidence(p, m, o, cluster, gp)
-            for p, m, o in zip(plans, manifests, outcomes, strict=True)]
+    out = [pod_evidence(p, m, o, cluster, gp)
+           for p, m, o in zip(plans, manifests, outcomes, strict=True)]
+    return [e if d is None else dataclasses.replace(e, **d) for e, d in zip(out, dra, strict=True)]
+
+
+def dra_evidence(k: kube.Kube, namespace: str, pod: Mapping[str, Any] | None,
+                 gp: GpuProfile) -> dict[str, Any]:
+    """A DRA pod's claims (read back by name, with the allocated devices' attributes from
+    the node's ResourceSlices: one list per pod, by ``spec.nodeName``) and its
+    extendedResourceClaimStatus, as GpuPodEvidence fields. A claim that cannot be read is
+    recorded with the reason (an error verdict names it), never left out silently."""
+    names, ext, mappings = pod_claim_refs(pod)
+    api = ResourceV1Api(k.api)
+    node = ((pod or {}).get("spec") or {}).get("nodeName")
+    slices: Any = []
+    if node:
+        try:
+            slices = _items(k, "resourceslices.resource.k8s.io", api.list_resource_slice,
+                            field_selector=f"spec.nodeName={node}")
+        except (KubeError, ApiException, ValueError):
+            slices = []  # the device-match check then says the attributes were not recorded
+    claims: list[ClaimEvidence] = []
+    for n in names:
+        try:
+            resp: Any = k.call("get", "resourceclaims.resource.k8s.io",
+                               api.read_namespaced_resource_claim, n, namespace,
+                               _preload_content=False, _request_timeout=LIST_TIMEOUT_S)
+            claims.append(claim_from_api(json.loads(resp.data), slices))
+        except (KubeError, ApiException, ValueError) as exc:
+            claims.append(ClaimEvidence(name=n, error=f"could not be read: {_why(exc)}"))
+    return {"request_mode": gp.request.mode, "claims": tuple(claims), "extended_claim": ext,
+            "extended_mappings": mappings}
 
 
 def _stand_in(p: PodPlan, gp: GpuProfile) -> dict[str, Any]:

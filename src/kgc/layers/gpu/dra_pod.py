@@ -272,3 +272,21 @@ def dra_device_match(subj: Any, profile: Any) -> Outcome:
                       "driver does for gpu devices).", **ev)
     return passed(f"{pod.ref}: the guest's GPU UUID(s) are the allocated device(s) "
                   + ", ".join(str(r["device"]) for r in rows), **ev)
+
+
+def pod_claim_refs(pod: Any) -> tuple[list[str], str | None, tuple[dict[str, str], ...]]:
+    """From a Pod API object: the names of its ResourceClaims (``status.
+    resourceClaimStatuses[].resourceClaimName``, plus the extended-resource claim), and
+    ``status.extendedResourceClaimStatus`` (``resourceClaimName``, ``requestMappings[]``
+    of ``{containerName, resourceName, requestName}``; core/v1 types.go)."""
+    status = _map(_map(pod).get("status"))
+    names = [n for n in (_s(_map(r).get("resourceClaimName"))
+                         for r in _list(status.get("resourceClaimStatuses"))[:16]) if n]
+    ext = _map(status.get("extendedResourceClaimStatus"))
+    ext_name = _s(ext.get("resourceClaimName"))
+    mappings = tuple({k: str(v)[:MAX_TEXT] for k, v in _map(m).items()
+                      if k in ("containerName", "resourceName", "requestName")}
+                     for m in _list(ext.get("requestMappings"))[:16])
+    if ext_name and ext_name not in names:
+        names.append(ext_name)
+    return names, ext_name, mappings
