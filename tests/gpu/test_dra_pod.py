@@ -299,3 +299,10 @@ def test_dra_evidence_reads_the_claims_and_names_one_that_is_gone() -> None:
     p = dataclasses.replace(pod(h200_guest()), **d)
     v = _judge("gpu.dra-allocation", p, mode="dra-extended")
     assert v.status is Status.ERROR and "kgc-gpu-0-extended-resources-x9q" in v.reason
+
+
+def test_pci_function_under_dra_points_at_the_cold_plug_gap() -> None:
+    v = _judge("gpu.pci-function", _dra_pod(guest=cpu_guest()))
+    assert v.status is Status.FAIL and "13322" in v.remediation, v.remediation
+    v = _judge("gpu.pci-function", pod(cpu_guest()), mode="device-plugin")
+    assert "13322" not in v.remediation

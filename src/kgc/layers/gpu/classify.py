@@ -202,8 +202,9 @@ _KATA_FIX_CONFIG = ("the Kata configuration the handler reads (containerd's "
                     "is not read)")
 
 # Kata's DRA cold-plug gap (kata-containers#13322; fix PR #13323, open): the remediation
-_DRA_FIX = ("Kata on {node} does not yet cold-plug devices allocated by DRA (its shim reads "
-            "only the device-plugin devices of the kubelet's PodResources): request the GPU "
+_DRA_FIX = ("Kata on {node} does not yet cold-plug devices allocated by DRA "
+            "(kata-containers#13322: its shim reads only the device-plugin devices of the "
+            "kubelet's PodResources): request the GPU "
             "through the device-plugin path instead (the NVIDIA sandbox device plugin's "
             "nvidia.com/pgpu; platform.gpu.request.mode: device-plugin) until the node's Kata "
             "carries the fix of kata-containers PR #13323 (PodResources DynamicResources).")

@@ -164,11 +164,18 @@ def run_plan(k: kube.Kube, cluster_section: Any, gp: GpuProfile, cluster: Cluste
                                           labels=run.labels) for p in plans]
 
             by_name = {p.name: p for p in plans}
+            # a claim generated for a pod is released (and deleted) once the pod is done:
+            # read it while the pod runs, and again at the end only if that was missed
+            seen: dict[str, dict[str, Any]] = {}
 
             def stop_early(pod: Mapping[str, Any],
                            events: Sequence[Mapping[str, Any]]) -> str | None:
                 node = (pod.get("spec") or {}).get("nodeName")
-                p = by_name.get(str((pod.get("metadata") or {}).get("name")), plans[0])
+                pname = str((pod.get("metadata") or {}).get("name"))
+                if (gp.request.dra and pname not in seen
+                        and (pod.get("status") or {}).get("phase") == "Running"):
+                    seen[pname] = dra_evidence(k, run.namespace, pod, gp)
+                p = by_name.get(pname, plans[0])
                 ev = pod_from_api(pod, events=events, node=cluster.node(node),
                                   resource=p.resource, count=p.count)
                 return settled(ev, cluster)
@@ -178,7 +185,8 @@ def run_plan(k: kube.Kube, cluster_section: Any, gp: GpuProfile, cluster: Cluste
                 schedule_timeout_s=gp.schedule_timeout_s,
                 finish_timeout_s=finish_budget_s(gp),
                 max_parallel=gp.max_parallel, settled=stop_early)
-            dra = ([dra_evidence(k, run.namespace, o.pod, gp) for o in outcomes]
+            dra = ([seen.get(p.name) or dra_evidence(k, run.namespace, o.pod, gp)
+                    for p, o in zip(plans, outcomes, strict=True)]
                    if gp.request.dra else [None] * len(outcomes))
     except (KubeError, ApiException, kube.WaitTimeout) as exc:
         # the run itself could not proceed (namespace refused, pods not watchable): each
