@@ -189,9 +189,6 @@ def dra_pod_manifest(p: PodPlan, gp: GpuProfile, *, namespace: str, configmap: s
     c["resources"]["claims"] = [{"name": "gpu", "request": CLAIM_REQUEST}]
     spec["resourceClaims"] = [{"name": "gpu",
                                "resourceClaimTemplateName": claim_template_name(p)}]
-    spec["tolerations"] = [*spec["tolerations"],
-                           {"key": gp.request.device_class, "operator": "Exists",
-                            "effect": "NoSchedule"}]
     return m
 
 
