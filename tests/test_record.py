@@ -69,7 +69,8 @@ def test_a_recorded_section_loads_and_dumps_back_to_the_same_json(layer: str, na
 
 # -- round trip of every record class -------------------------------------------------------
 GPU = (gpu.RuntimeClassInfo, gpu.NodeInfo, gpu.PluginPod, gpu.ClusterGpuEvidence,
-       gpu.PodCondition, gpu.ContainerState, gpu.PodEvent, gpu.GpuPodEvidence, gpu.GpuRunEvidence)
+       gpu.PodCondition, gpu.ContainerState, gpu.PodEvent, gpu.GpuPodEvidence, gpu.GpuRunEvidence,
+       gpu.ClaimResult, gpu.ClaimEvidence)
 SIZING = (sizing.GuestSize, KataSizing, sizing.KataConfigSource, sizing.ShapeObservation,
           sizing.ClusterObjects, sizing.SizingEvidence)
 KEDA = (keda.Stamp, keda.ClockOffset, keda.PodRecord, keda.ScaleMark, keda.Stall,
@@ -174,7 +175,11 @@ ABSENT_OK: dict[type, Any] = {
     gpu.ContainerState: {"reason", "message", "exit_code", "last_reason", "last_exit_code"},
     gpu.PodEvent: {"type", "reason", "message", "source", "last_seen"},
     gpu.GpuPodEvidence: {"target_node", "node", "node_kernel", "create_error", "phase", "reason",
-                         "message", "waited_s", "budget_s", "log_error", "guest"},
+                         "message", "waited_s", "budget_s", "log_error", "guest",
+                         # DRA (issue 20): added later, absent from older bundles
+                         "request_mode", "claims", "extended_claim", "extended_mappings"},
+    gpu.ClaimResult: EVERY,
+    gpu.ClaimEvidence: {"name", "node", "error"},
     gpu.GpuRunEvidence: set(),
     sizing.GuestSize: EVERY,
     KataSizing: {"memory_block_mib"},

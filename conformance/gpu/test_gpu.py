@@ -92,3 +92,11 @@ def test_no_two_gpu_pods_on_one_node_share_a_gpu(certify):
 
 def test_a_cuda_matmul_in_the_guest_matches_the_cpu(certify):
     certify("gpu.compute")
+
+
+def test_the_gpu_claim_is_allocated_by_dra_on_the_pods_node(certify):
+    certify("gpu.dra-allocation")
+
+
+def test_the_guest_gpu_is_the_device_dra_allocated(certify):
+    certify("gpu.dra-device-match")

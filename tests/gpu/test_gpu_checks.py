@@ -63,12 +63,19 @@ def pod_check(check: str, r: GpuRunEvidence, i: int = 0,
 
 
 # =========================================================================== real captures
+def _dra_mode_skip(check_id: str, x: Any) -> bool:
+    """The DRA pod checks skip, naming the mode, under request.mode device-plugin."""
+    return (check_id.startswith("gpu.dra-") and x.status is Status.SKIP
+            and "device-plugin" in x.reason)
+
+
 def test_catalogue_has_stable_ids_and_scopes() -> None:
     assert PREFLIGHT == ["gpu.device-plugin", "gpu.dra-api", "gpu.dra-both-ways",
                          "gpu.dra-device-class", "gpu.dra-slices", "gpu.nodes-advertise",
                          "gpu.runtimeclass", "gpu.runtimeclass-overhead"]
     assert PER_POD == ["gpu.cc-attestation", "gpu.cc-mode", "gpu.cc-ready", "gpu.cc-tee",
-                       "gpu.compute", "gpu.cuda", "gpu.driver", "gpu.health", "gpu.in-vm",
+                       "gpu.compute", "gpu.cuda", "gpu.dra-allocation", "gpu.dra-device-match",
+                       "gpu.driver", "gpu.health", "gpu.in-vm",
                        "gpu.memory", "gpu.mig", "gpu.node-labels", "gpu.pci-function",
                        "gpu.pod-runs", "gpu.product", "gpu.smi-count", "gpu.unique"]
     assert {c.id for c in CHECKS} == set(SCOPE)
@@ -92,7 +99,8 @@ def test_real_h200_capture_passes_every_gpu_check() -> None:
     assert all(x.status is Status.SKIP and "cluster.gpu.cc" in x.reason
                for k, x in v.items() if k[0].startswith("gpu.cc-"))
     bad = {k: (x.status, x.reason) for k, x in v.items()
-           if x.status is not Status.PASS and not k[0].startswith("gpu.cc-")}
+           if x.status is not Status.PASS and not k[0].startswith("gpu.cc-")
+           and not _dra_mode_skip(k[0], x)}
     # one pod on the node: nothing to compare UUIDs with -> a skip that says so, not a pass
     assert bad == {("gpu.unique", "gpu-a/kgc-gpu-0"): (Status.SKIP, bad[("gpu.unique",
                                                                          "gpu-a/kgc-gpu-0")][1])}
@@ -113,7 +121,8 @@ def test_real_h200_capture_twice_on_one_node_with_distinct_gpus_passes_everythin
     v = judge(cases()["two-pods-distinct"])
     _dra_skipped(v)
     assert {k: x.status for k, x in v.items()
-            if x.status is not Status.PASS and not k[0].startswith("gpu.cc-")} == {}
+            if x.status is not Status.PASS and not k[0].startswith("gpu.cc-")
+            and not _dra_mode_skip(k[0], x)} == {}
     assert len([k for k in v if k[0] == "gpu.unique"]) == 2
 
 
@@ -506,6 +515,8 @@ def test_a_run_without_pods_still_gives_a_verdict_per_check_saying_why() -> None
         x = v[(c, "no-pod")]
         # gpu.pod-runs carries the missing subject as an error (issue 21); the rest skip
         want = Status.ERROR if c == "gpu.pod-runs" else Status.SKIP
+        if _dra_mode_skip(c, x):  # the mode decides before the missing pod does
+            continue
         assert x.status is want and "no node advertises nvidia.com/pgpu" in x.reason, c
 
 

@@ -42,7 +42,7 @@ def statuses(run: GpuRunEvidence, profile: Any = None) -> dict[str, str]:
 
 def test_the_layer_is_cluster_scoped_with_the_whole_catalogue() -> None:
     assert LAYER.scope is Scope.CLUSTER and LAYER.markers == ("cluster",)
-    assert [c.id for c in LAYER.checks] == [c.id for c in CHECKS] and len(LAYER.checks) == 25
+    assert [c.id for c in LAYER.checks] == [c.id for c in CHECKS] and len(LAYER.checks) == 27
     assert load_layers()["gpu"] is LAYER
     for c in LAYER.checks:
         orig = CHECKS.get(c.id)
@@ -55,6 +55,8 @@ def test_the_real_h200_run_passes_every_check_but_unique() -> None:
     assert got.pop("gpu.unique") == "skip"
     assert {got.pop(c) for c in DRA_CHECKS} == {"skip"}  # a device-plugin profile
     assert {got.pop(c) for c in CC_IDS} == {"skip"}  # CC not asked
+    for dra in ("gpu.dra-allocation", "gpu.dra-device-match"):  # request.mode device-plugin
+        assert got.pop(dra) == "skip"
     assert set(got.values()) == {"pass"}, got
 
 
@@ -62,6 +64,7 @@ def test_two_pods_with_distinct_gpus_pass_everything() -> None:
     got = statuses(cases()["two-pods-distinct"])
     assert {got.pop(c) for c in DRA_CHECKS} == {"skip"}  # a device-plugin profile
     assert {got.pop(c) for c in CC_IDS} == {"skip"}  # CC not asked
+    assert {got.pop("gpu.dra-allocation"), got.pop("gpu.dra-device-match")} == {"skip"}
     assert set(got.values()) == {"pass"}
 
 
@@ -128,11 +131,11 @@ def test_offline_the_real_h200_bundle_passes_and_the_cpu_only_one_fails(
     assert proc.returncode == rc, proc.stderr
     doc = json.loads(proc.stdout)
     got = {r["check"]: r["status"] for r in doc["results"] if r["layer"] == "gpu"}
-    assert len(got) == 25
+    assert len(got) == 27
     assert {c for c, s in got.items() if s in ("fail", "error")} == fails
     if not fails:
-        assert {s for c, s in got.items()
-                if c != "gpu.unique" and c not in DRA_CHECKS and c not in CC_IDS} == {"pass"}
+        assert {s for c, s in got.items() if c != "gpu.unique" and c not in CC_IDS
+                and not c.startswith("gpu.dra-")} == {"pass"}
     for r in doc["results"]:
         assert r["origin"] == "bundle" and not r["simulated"]
 

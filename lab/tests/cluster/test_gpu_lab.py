@@ -213,13 +213,15 @@ def test_pytest_as_the_serviceaccount_then_snapshot_and_evaluate_agree_with_no_s
     live_doc = json.loads((tmp_path / "reports" / "verdict.json").read_text())
     assert live_doc["overall"] == "pass"
     live_gpu = {r["check"]: r for r in live_doc["results"] if r["layer"] == "gpu"}
-    assert len(live_gpu) == 25
+    assert len(live_gpu) == 27
     # the lab's profile requests GPUs by device plugin: the DRA preflight skips, naming it
     assert {live_gpu[c]["status"] for c in DRA_CHECKS} == {"skip"}
     # ... and the confidential-GPU checks skip: the lab's profile asks for no CC
     cc = {c for c in live_gpu if c.startswith("gpu.cc-")}
     assert len(cc) == 4 and {live_gpu[c]["status"] for c in cc} == {"skip"}
-    not_applicable = set(DRA_CHECKS) | cc
+    dra_pod = {"gpu.dra-allocation", "gpu.dra-device-match"}  # skip: device-plugin requests
+    assert {live_gpu[c]["status"] for c in dra_pod} == {"skip"}
+    not_applicable = set(DRA_CHECKS) | cc | dra_pod
     assert {r["status"] for c, r in live_gpu.items() if c not in not_applicable} == {"pass"}
     assert all(r["simulated"] for c, r in live_gpu.items()
                if c not in API_ONLY_CHECKS and c not in not_applicable)

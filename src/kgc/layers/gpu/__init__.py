@@ -22,6 +22,7 @@ from typing import Any
 from kgc.core.layer import Layer, Scope
 from kgc.core.model import Check, Outcome, Registry, aggregate
 from kgc.layers.gpu import cc as _cc  # noqa: F401  (registers the gpu.cc-* checks)
+from kgc.layers.gpu import dra_pod as _dra_pod  # noqa: F401  (registers the gpu.dra-* pod checks)
 from kgc.layers.gpu.checks import CHECKS, SCOPE, CheckInput, PodSubject, inputs, settings
 from kgc.layers.gpu.classify import Cause, classify, pod_ran
 from kgc.layers.gpu.collect import gather, preflight

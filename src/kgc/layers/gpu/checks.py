@@ -40,7 +40,7 @@ from kgc.evidence.present import present
 from kgc.kube.origin import played_by
 from kgc.layers.gpu import dra as _dra
 from kgc.layers.gpu import smi as nvsmi
-from kgc.layers.gpu.classify import classify, pod_ran, smi_missing
+from kgc.layers.gpu.classify import _DRA_FIX, classify, pod_ran, smi_missing
 from kgc.layers.gpu.evidence import (
     ClusterGpuEvidence,
     GpuPodEvidence,
@@ -446,6 +446,8 @@ def pci_function(subj: PodSubject, profile: Any) -> Outcome:
         return failed(
             f"{pod.ref} requested {pod.count} {pod.resource} but the guest has "
             f"{len(gpus)} NVIDIA GPU PCI function(s) (vendor 10de, class 03xx); it sees: {seen}",
+            _DRA_FIX.format(node=pod.node or "the node") if pod.request_mode != "device-plugin"
+            else
             f"The GPU was not passed into the VM: the device plugin's allocation must reach Kata "
             f"as a VFIO device (CDI annotation or /dev/vfio/<group> in the container spec); check "
             f"cold_plug_vfio in the Kata config on {pod.node} (see runtime.kata-vfio) and the Kata "

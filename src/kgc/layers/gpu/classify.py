@@ -201,6 +201,25 @@ _KATA_FIX_CONFIG = ("the Kata configuration the handler reads (containerd's "
                     "kata-containers/configuration-qemu-nvidia-gpu.toml; a file edited elsewhere "
                     "is not read)")
 
+# Kata's DRA cold-plug gap (kata-containers#13322; fix PR #13323, open): the remediation
+_DRA_FIX = ("Kata on {node} does not yet cold-plug devices allocated by DRA "
+            "(kata-containers#13322: its shim reads only the device-plugin devices of the "
+            "kubelet's PodResources): request the GPU "
+            "through the device-plugin path instead (the NVIDIA sandbox device plugin's "
+            "nvidia.com/pgpu; platform.gpu.request.mode: device-plugin) until the node's Kata "
+            "carries the fix of kata-containers PR #13323 (PodResources DynamicResources).")
+
+# the hot-plug symptom of the same gap: the agent's CDI wait (below) under a DRA request
+_DRA_HOTPLUG = _Known(
+    "kata-dra-hotplug",
+    re.compile(r"failed to inject devices after CDI timeout of (?P<s>\d{1,6}) seconds"),
+    lambda m, n: (f"the DRA-allocated GPU reached the Kata guest on {n} too late or never: "
+                  f"the agent waited {_g(m, 's')} s for its CDI spec (Kata's DRA cold-plug "
+                  "gap, kata-containers#13322: the device is hot-plugged after the guest's "
+                  "PCI scan)"),
+    lambda m, n: _DRA_FIX.format(node=n),
+)
+
 KATA: tuple[_Known, ...] = (
     # shim, device manager: src/runtime/pkg/device/drivers/vfio.go (kata-containers#9014)
     _Known(
@@ -381,6 +400,22 @@ KATA: tuple[_Known, ...] = (
                       "proprietary kernel module, or pass through a supported GPU (set "
                       "platform.gpu.resources / node_selector to those nodes)."),
     ),
+    # Kata's DRA cold-plug gap, cold-plug symptom: the shim's cold plug reads only the
+    # device-plugin devices of the kubelet's PodResources (getDeviceSpec() in
+    # src/runtime/pkg/containerd-shim-v2/device_cold_plug.go), so the VM boots without the
+    # DRA device and container creation fails: "device /dev/vfio/devices/vfioN is a known CDI
+    # device type but failed to match any sibling by path or BDF" (kata-containers#13322,
+    # the text quoted in fix PR #13323)
+    _Known(
+        "kata-dra-coldplug",
+        re.compile(r"(?:device (?P<dev>/dev/vfio/[A-Za-z0-9/]{1,40}) )?is a known CDI device "
+                   r"type but failed to match any sibling by path or BDF|failed to match any "
+                   r"sibling by path or BDF"),
+        lambda m, n: (f"the Kata shim on {n} did not cold-plug the DRA-allocated device "
+                      f"{_g(m, 'dev', '(a VFIO device)')}: the VM booted without it ("
+                      "Kata's DRA cold-plug gap, kata-containers#13322)"),
+        lambda m, n: (_DRA_FIX.format(node=n)),
+    ),
     # the agent's CDI wait: src/agent/src/device/mod.rs "failed to inject devices after CDI
     # timeout of {} seconds" (kata-containers#10891, PR #10878 added agent.cdi_timeout)
     _Known(
@@ -455,6 +490,8 @@ def _kata(pod: GpuPodEvidence) -> Cause | None:
     for k in KATA:
         hit = _first(pod, k.pattern)
         if hit is not None:
+            if k.id == "cdi-timeout" and pod.request_mode != "device-plugin":
+                k = _DRA_HOTPLUG
             return _fail(k.id, k.summary(hit[0], node), k.fix(hit[0], node), hit[1])
     return None
 

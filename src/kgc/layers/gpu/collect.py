@@ -24,11 +24,13 @@ let a cluster pass without a single GPU pod.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kubernetes import client
+from kubernetes.client import ResourceV1Api
 from kubernetes.client.rest import ApiException
 
 from kgc import kube
@@ -38,7 +40,9 @@ from kgc.kube import KubeError, PodOutcome
 from kgc.layers.gpu import dra
 from kgc.layers.gpu.checks import settings
 from kgc.layers.gpu.dra import DraEvidence
+from kgc.layers.gpu.dra_pod import claim_from_api, pod_claim_refs
 from kgc.layers.gpu.evidence import (
+    ClaimEvidence,
     ClusterGpuEvidence,
     GpuPodEvidence,
     GpuRunEvidence,
@@ -50,8 +54,9 @@ from kgc.layers.gpu.evidence import (
 from kgc.layers.gpu.plan import (
     CONTAINER,
     PodPlan,
+    claim_template_manifest,
     collector_configmap,
-    gpu_pod_manifest,
+    dra_pod_manifest,
     plan,
     settled,
 )
@@ -189,15 +194,26 @@ def run_plan(k: kube.Kube, cluster_section: Any, gp: GpuProfile, cluster: Cluste
             run.create(collector_configmap(
                 CONFIGMAP, run.namespace, run.labels,
                 cdh_url=gp.cc.attestation_url if gp.cc is not None else None))
-            manifests = [gpu_pod_manifest(p, gp, namespace=run.namespace, configmap=CONFIGMAP,
+            if gp.request.mode == "claim":  # in the run namespace: it goes with it
+                for p in plans:
+                    run.create(claim_template_manifest(p, gp, namespace=run.namespace,
+                                                       labels=run.labels))
+            manifests = [dra_pod_manifest(p, gp, namespace=run.namespace, configmap=CONFIGMAP,
                                           labels=run.labels) for p in plans]
 
             by_name = {p.name: p for p in plans}
+            # a claim generated for a pod is released (and deleted) once the pod is done:
+            # read it while the pod runs, and again at the end only if that was missed
+            seen: dict[str, dict[str, Any]] = {}
 
             def stop_early(pod: Mapping[str, Any],
                            events: Sequence[Mapping[str, Any]]) -> str | None:
                 node = (pod.get("spec") or {}).get("nodeName")
-                p = by_name.get(str((pod.get("metadata") or {}).get("name")), plans[0])
+                pname = str((pod.get("metadata") or {}).get("name"))
+                if (gp.request.dra and pname not in seen
+                        and (pod.get("status") or {}).get("phase") == "Running"):
+                    seen[pname] = dra_evidence(k, run.namespace, pod, gp)
+                p = by_name.get(pname, plans[0])
                 ev = pod_from_api(pod, events=events, node=cluster.node(node),
                                   resource=p.resource, count=p.count)
                 return settled(ev, cluster)
@@ -207,6 +223,9 @@ def run_plan(k: kube.Kube, cluster_section: Any, gp: GpuProfile, cluster: Cluste
                 schedule_timeout_s=gp.schedule_timeout_s,
                 finish_timeout_s=finish_budget_s(gp),
                 max_parallel=gp.max_parallel, settled=stop_early)
+            dra = ([seen.get(p.name) or dra_evidence(k, run.namespace, o.pod, gp)
+                    for p, o in zip(plans, outcomes, strict=True)]
+                   if gp.request.dra else [None] * len(outcomes))
     except (KubeError, ApiException, kube.WaitTimeout) as exc:
         # the run itself could not proceed (namespace refused, pods not watchable): each
         # planned pod carries that as its refusal, so gpu.pod-runs is an error naming it
@@ -215,8 +234,38 @@ def run_plan(k: kube.Kube, cluster_section: Any, gp: GpuProfile, cluster: Cluste
             manifests[i] if manifests else _stand_in(p, gp), node=cluster.node(p.node),
             target_node=p.node, resource=p.resource, count=p.count, create_error=why)
             for i, p in enumerate(plans)]
-    return [pod_evidence(p, m, o, cluster, gp)
-            for p, m, o in zip(plans, manifests, outcomes, strict=True)]
+    out = [pod_evidence(p, m, o, cluster, gp)
+           for p, m, o in zip(plans, manifests, outcomes, strict=True)]
+    return [e if d is None else dataclasses.replace(e, **d) for e, d in zip(out, dra, strict=True)]
+
+
+def dra_evidence(k: kube.Kube, namespace: str, pod: Mapping[str, Any] | None,
+                 gp: GpuProfile) -> dict[str, Any]:
+    """A DRA pod's claims (read back by name, with the allocated devices' attributes from
+    the node's ResourceSlices: one list per pod, by ``spec.nodeName``) and its
+    extendedResourceClaimStatus, as GpuPodEvidence fields. A claim that cannot be read is
+    recorded with the reason (an error verdict names it), never left out silently."""
+    names, ext, mappings = pod_claim_refs(pod)
+    api = ResourceV1Api(k.api)
+    node = ((pod or {}).get("spec") or {}).get("nodeName")
+    slices: Any = []
+    if node:
+        try:
+            slices = _items(k, "resourceslices.resource.k8s.io", api.list_resource_slice,
+                            field_selector=f"spec.nodeName={node}")
+        except (KubeError, ApiException, ValueError):
+            slices = []  # the device-match check then says the attributes were not recorded
+    claims: list[ClaimEvidence] = []
+    for n in names:
+        try:
+            resp: Any = k.call("get", "resourceclaims.resource.k8s.io",
+                               api.read_namespaced_resource_claim, n, namespace,
+                               _preload_content=False, _request_timeout=LIST_TIMEOUT_S)
+            claims.append(claim_from_api(json.loads(resp.data), slices))
+        except (KubeError, ApiException, ValueError) as exc:
+            claims.append(ClaimEvidence(name=n, error=f"could not be read: {_why(exc)}"))
+    return {"request_mode": gp.request.mode, "claims": tuple(claims), "extended_claim": ext,
+            "extended_mappings": mappings}
 
 
 def _stand_in(p: PodPlan, gp: GpuProfile) -> dict[str, Any]:

@@ -311,6 +311,40 @@ def event_from_api(obj: Any) -> PodEvent:
     )
 
 
+# a field added later: absent from older bundles, left out of the dump at its default
+_LATER = key(omit_if_default=True, optional=True)
+
+
+@dataclass(frozen=True)
+class ClaimResult(Record):
+    """One entry of a ResourceClaim's ``status.allocation.devices.results[]``
+    (k8s.io/api resource/v1 ``DeviceRequestAllocationResult``)."""
+
+    recorded_as = RULES
+
+    request: str | None = None
+    driver: str | None = None
+    pool: str | None = None
+    device: str | None = None
+
+
+@dataclass(frozen=True)
+class ClaimEvidence(Record):
+    """One ResourceClaim of a GPU pod, as the run read it back (issue 20), with the
+    allocated devices' attributes from the node's ResourceSlice (``spec.devices[].
+    attributes``: uuid, pciBusID, productName, ...; values as strings)."""
+
+    recorded_as = RULES
+
+    name: str | None = None
+    allocated: bool = False  # status.allocation is set
+    node: str | None = None  # the allocation's node (nodeSelector's hostname), if named
+    results: tuple[ClaimResult, ...] = ()
+    reserved_for: tuple[str, ...] = ()  # status.reservedFor[].name
+    device_attributes: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    error: str | None = None  # the claim (or its slice) could not be read/parsed: why
+
+
 @dataclass(frozen=True)
 class GpuPodEvidence(BlankIsMissing, Record):
     """One GPU pod of the run, from creation to its final state and its collector output."""
@@ -341,6 +375,13 @@ class GpuPodEvidence(BlankIsMissing, Record):
     log_error: str | None = None  # the log (collector output) could not be read: why
     guest: GuestEvidence | None = field(
         default=None, metadata=key(load=GuestEvidence.from_dict, dump=GuestEvidence.to_dict))
+    # issue 20 (DRA): how the pod asked for its GPU, its claims, and the pod's
+    # status.extendedResourceClaimStatus (core/v1 PodExtendedResourceClaimStatus:
+    # resourceClaimName + requestMappings[{containerName, resourceName, requestName}])
+    request_mode: str = field(default="device-plugin", metadata=_LATER)
+    claims: tuple[ClaimEvidence, ...] = field(default=(), metadata=_LATER)
+    extended_claim: str | None = field(default=None, metadata=_LATER)
+    extended_mappings: tuple[Mapping[str, str], ...] = field(default=(), metadata=_LATER)
 
     # an API refusal or an unreadable log is evidence even when its text is blank
     keep_blank: ClassVar[tuple[str, ...]] = ("create_error", "log_error")

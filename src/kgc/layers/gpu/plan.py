@@ -146,6 +146,54 @@ def gpu_pod_manifest(p: PodPlan, gp: GpuProfile, *, namespace: str, configmap: s
     }
 
 
+CLAIM_REQUEST = "gpu"  # the request's name in the template and in the container's claim
+
+
+def claim_template_name(p: PodPlan) -> str:
+    return f"{p.name}-gpu"[:63]
+
+
+def claim_template_manifest(p: PodPlan, gp: GpuProfile, *, namespace: str,
+                            labels: Mapping[str, str]) -> dict[str, Any]:
+    """``platform.gpu.request.mode: claim``: the ResourceClaimTemplate (resource.k8s.io/v1:
+    ``spec.spec.devices.requests[]`` with ``exactly: {deviceClassName, count, selectors:
+    [{cel: {expression}}]}``, k8s.io/api resource/v1 types.go ``ExactDeviceRequest``) in the
+    run namespace, labelled like the pods so the run's cleanup removes it."""
+    exactly: dict[str, Any] = {"deviceClassName": gp.request.device_class,
+                               "allocationMode": "ExactCount", "count": p.count}
+    if gp.request.selector:
+        exactly["selectors"] = [{"cel": {"expression": gp.request.selector}}]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": claim_template_name(p), "namespace": namespace,
+                     "labels": {**labels, "kgc.io/layer": "gpu"}},
+        "spec": {"metadata": {"labels": {**labels, "kgc.io/layer": "gpu"}},
+                 "spec": {"devices": {"requests": [{"name": CLAIM_REQUEST,
+                                                    "exactly": exactly}]}}},
+    }
+
+
+def dra_pod_manifest(p: PodPlan, gp: GpuProfile, *, namespace: str, configmap: str,
+                     labels: Mapping[str, str]) -> dict[str, Any]:
+    """The GPU pod under the profile's ``request.mode``: ``device-plugin`` and
+    ``dra-extended`` = :func:`gpu_pod_manifest` unchanged (the scheduler hands the extended
+    resource to DRA itself); ``claim`` = no extended resource, ``spec.resourceClaims`` naming
+    the template of :func:`claim_template_manifest` and the container's
+    ``resources.claims``."""
+    m = gpu_pod_manifest(p, gp, namespace=namespace, configmap=configmap, labels=labels)
+    if gp.request.mode != "claim":
+        return m
+    spec = m["spec"]
+    c = spec["containers"][0]
+    for part in ("limits", "requests"):
+        c["resources"][part].pop(p.resource, None)
+    c["resources"]["claims"] = [{"name": "gpu", "request": CLAIM_REQUEST}]
+    spec["resourceClaims"] = [{"name": "gpu",
+                               "resourceClaimTemplateName": claim_template_name(p)}]
+    return m
+
+
 def settled(pod: GpuPodEvidence, cluster: ClusterGpuEvidence | None = None) -> str | None:
     """Why the waiter may stop now (the pod's fate is known), or None to keep waiting.
 

@@ -1,0 +1,308 @@
+"""The DRA GPU pod (issue 20 step 3): manifests per request mode, the claim evidence's
+record round trip, and Kata's DRA cold-plug gap named by the classifier.
+
+Kata texts: kata-containers PR #13323 (fixes #13322), fixtures/gpu/dra-pod/kata-events.yaml.
+Field names of the template: k8s.io/api resource/v1 types.go (DeviceRequest.exactly,
+ExactDeviceRequest deviceClassName/allocationMode/count/selectors[].cel.expression).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kubernetes.client.rest import ApiException
+
+from gpu.synth import H200_UUID, REPO, cpu_guest, h200_guest, h200_profile, pod, run, with_uuid
+from kgc.core.model import Status, Verdict
+from kgc.layers.gpu.checks import CHECKS, PodSubject
+from kgc.layers.gpu.classify import classify
+from kgc.layers.gpu.dra_pod import claim_from_api, pod_claim_refs
+from kgc.layers.gpu.evidence import (
+    ClaimEvidence,
+    ClaimResult,
+    ContainerState,
+    GpuPodEvidence,
+    PodCondition,
+    PodEvent,
+)
+from kgc.layers.gpu.plan import PodPlan, claim_template_manifest, dra_pod_manifest, gpu_pod_manifest
+
+FIXTURE = REPO / "fixtures" / "gpu" / "dra-pod" / "kata-events.yaml"
+CASES = list(yaml.safe_load(Path(FIXTURE).read_text())["cases"])
+LABELS = {"kgc.io/run": "r1"}
+P = PodPlan("kgc-gpu-gpu-a-0", "gpu-a", "nvidia.com/gpu", 1)
+
+
+def _gp(mode: str, selector: str | None = None) -> Any:
+    gp = h200_profile()
+    req = gp.request.model_copy(update={"mode": mode, "selector": selector})
+    return gp.model_copy(update={"request": req})
+
+
+@pytest.mark.parametrize("mode", ["device-plugin", "dra-extended"])
+def test_extended_modes_keep_todays_manifest(mode: str) -> None:
+    gp = _gp(mode)
+    kw: dict[str, Any] = dict(namespace="ns", configmap="cm", labels=LABELS)
+    assert dra_pod_manifest(P, gp, **kw) == gpu_pod_manifest(P, gp, **kw)
+
+
+def test_claim_mode_references_a_v1_template() -> None:
+    gp = _gp("claim", 'device.attributes["gpu.nvidia.com"].productName.startsWith("NVIDIA H200")')
+    t = claim_template_manifest(P, gp, namespace="ns", labels=LABELS)
+    assert t["apiVersion"] == "resource.k8s.io/v1" and t["kind"] == "ResourceClaimTemplate"
+    assert t["metadata"]["labels"]["kgc.io/run"] == "r1"
+    (req,) = t["spec"]["spec"]["devices"]["requests"]
+    assert set(req) == {"name", "exactly"}
+    ex = req["exactly"]
+    assert ex["deviceClassName"] == "gpu.nvidia.com" and ex["count"] == 1
+    assert ex["allocationMode"] == "ExactCount"
+    assert ex["selectors"] == [{"cel": {"expression": gp.request.selector}}]
+    m = dra_pod_manifest(P, gp, namespace="ns", configmap="cm", labels=LABELS)
+    c = m["spec"]["containers"][0]["resources"]
+    assert "nvidia.com/gpu" not in c["limits"] and "nvidia.com/gpu" not in c["requests"]
+    assert c["claims"] == [{"name": "gpu", "request": req["name"]}]
+    assert m["spec"]["resourceClaims"] == [
+        {"name": "gpu", "resourceClaimTemplateName": t["metadata"]["name"]}]
+
+
+def test_claim_without_selector_has_no_selectors() -> None:
+    t = claim_template_manifest(P, _gp("claim"), namespace="ns", labels=LABELS)
+    assert "selectors" not in t["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+
+
+def test_claim_evidence_round_trips_and_old_bundles_load() -> None:
+    c = ClaimEvidence(name="kgc-gpu-gpu-a-0-gpu-x1", allocated=True, node="gpu-a",
+                      results=(ClaimResult("gpu", "gpu.nvidia.com", "gpu-a", "gpu-0"),),
+                      reserved_for=("kgc-gpu-gpu-a-0",),
+                      device_attributes={"gpu-0": {"uuid": "GPU-1", "pciBusID": "0000:41:00.0"}})
+    p = pod(None, request_mode="claim", claims=(c,))
+    assert GpuPodEvidence.from_dict(p.to_dict()) == p
+    old = pod(None).to_dict()
+    assert "request_mode" not in old and "claims" not in old
+    assert GpuPodEvidence.from_dict(old).request_mode == "device-plugin"
+
+
+def _kata_pod(case: dict[str, Any]) -> GpuPodEvidence:
+    events = (PodEvent("Normal", "Scheduled", "Successfully assigned kgc-run1/kgc-gpu-0 to "
+                       "gpu-a", 1, "default-scheduler"),
+              *(PodEvent(e[0], e[1], e[2], 1, "kubelet") for e in case["events"]))
+    return pod(None, phase="Pending", timed_out=True, waited_s=1200.0,
+               conditions=(PodCondition("PodScheduled", "True"),), events=events,
+               containers=(ContainerState("collector", "waiting", "ContainerCreating"),),
+               request_mode=case["request_mode"])
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_kata_dra_gap_is_named_never_a_timeout(case: dict[str, Any]) -> None:
+    assert "github.com/" in case["source"] or "kata-containers#" in case["source"]
+    cause = classify(_kata_pod(case))
+    assert cause.id == case["expect"]["cause"], cause
+    text = cause.summary + " " + cause.remediation
+    for w in case["expect"]["words"]:
+        assert w in text, (w, text)
+
+
+# =========================================================================== checks
+CLAIM = json.loads((REPO / "fixtures/gpu/dra-pod/claim-allocated.json").read_text())["claim"]
+SLICES = json.loads((REPO / "fixtures/gpu/dra-pod/slice.json").read_text())["slices"]
+
+
+def _judge(check: str, p: GpuPodEvidence | None, mode: str = "claim") -> Verdict:
+    r = run(p) if p is not None else run()
+    return CHECKS.get(check).judge(PodSubject(p, r), _gp(mode), "cluster")
+
+
+def _dra_pod(claim: Any = None, guest: Any = "h200", mode: str = "claim",
+             **kw: Any) -> GpuPodEvidence:
+    c = claim_from_api(CLAIM if claim is None else claim, SLICES)
+    return pod(h200_guest() if guest == "h200" else guest, request_mode=mode, claims=(c,), **kw)
+
+
+def test_the_transcribed_claim_parses_with_its_slice_attributes() -> None:
+    c = claim_from_api(CLAIM, SLICES)
+    assert c.allocated and c.error is None and c.node == "gpu-a"
+    assert c.results == (ClaimResult("gpu", "gpu.nvidia.com", "gpu-a", "gpu-0"),)
+    assert c.reserved_for == ("kgc-gpu-0",)
+    assert c.device_attributes["gpu-0"]["uuid"] == H200_UUID
+
+
+@pytest.mark.parametrize("check", ["gpu.dra-allocation", "gpu.dra-device-match"])
+def test_both_checks_skip_naming_the_mode_under_device_plugin(check: str) -> None:
+    v = _judge(check, _dra_pod(), mode="device-plugin")
+    assert v.status is Status.SKIP and "device-plugin" in v.reason
+
+
+def test_allocation_passes_on_the_transcribed_claim_and_names_the_device() -> None:
+    v = _judge("gpu.dra-allocation", _dra_pod())
+    assert v.status is Status.PASS and "gpu.nvidia.com/gpu-a/gpu-0" in v.reason, v.reason
+
+
+def test_allocation_without_claim_evidence_is_an_error() -> None:
+    v = _judge("gpu.dra-allocation", pod(h200_guest(), request_mode="claim"))
+    assert v.status is Status.ERROR and "no ResourceClaim" in v.reason
+
+
+def _claim(**status: Any) -> dict[str, Any]:
+    c = copy.deepcopy(CLAIM)
+    c["status"].update(status)
+    return c
+
+
+def test_allocation_failures_name_the_claim() -> None:
+    unalloc = copy.deepcopy(CLAIM)
+    del unalloc["status"]["allocation"]
+    v = _judge("gpu.dra-allocation", _dra_pod(unalloc))
+    assert v.status is Status.FAIL and "kgc-gpu-0-gpu-7xk2p is not allocated" in v.reason
+    other = _claim(reservedFor=[{"resource": "pods", "name": "someone-else"}])
+    v = _judge("gpu.dra-allocation", _dra_pod(other))
+    assert v.status is Status.FAIL and "someone-else" in v.reason
+    wrong = copy.deepcopy(CLAIM)
+    wrong["status"]["allocation"]["devices"]["results"][0]["driver"] = "vfio.gpu.nvidia.com"
+    v = _judge("gpu.dra-allocation", _dra_pod(wrong))
+    assert v.status is Status.FAIL and "vfio.gpu.nvidia.com" in v.reason
+    elsewhere = copy.deepcopy(CLAIM)
+    elsewhere["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0][
+        "values"] = ["gpu-b"]
+    v = _judge("gpu.dra-allocation", _dra_pod(elsewhere))
+    assert v.status is Status.FAIL and "gpu-b" in v.reason
+
+
+@pytest.mark.parametrize("results", [None, [], [{}] * 65, [{"driver": "gpu.nvidia.com"}],
+                                     "junk"])
+def test_malformed_claims_are_errors_naming_the_claim(results: Any) -> None:
+    bad = copy.deepcopy(CLAIM)
+    bad["status"]["allocation"]["devices"]["results"] = results
+    v = _judge("gpu.dra-allocation", _dra_pod(bad))
+    assert v.status is Status.ERROR and "kgc-gpu-0-gpu-7xk2p" in v.reason, v.reason
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                    lambda ch: st.lists(ch, max_size=4) | st.dictionaries(
+                        st.sampled_from(["status", "allocation", "devices", "results",
+                                         "metadata", "name", "reservedFor", "driver"]), ch,
+                        max_size=4), max_leaves=20))
+@settings(max_examples=150, deadline=None)
+def test_any_claim_object_parses_without_crashing_and_never_passes_blind(obj: Any) -> None:
+    claim_from_api(CLAIM, obj)  # a malformed slice list is no crash either
+    claim_from_api(CLAIM, [obj, {"spec": obj}])
+    c = claim_from_api(obj, SLICES)
+    v = _judge("gpu.dra-allocation", pod(h200_guest(), request_mode="claim", claims=(c,)))
+    assert v.status in (Status.ERROR, Status.FAIL, Status.PASS)
+    if v.status is Status.PASS:
+        assert c.results and all(r.device and r.pool for r in c.results)
+
+
+def test_dra_extended_needs_the_pods_extended_resource_claim_status() -> None:
+    name = CLAIM["metadata"]["name"]
+    v = _judge("gpu.dra-allocation", _dra_pod(mode="dra-extended"), mode="dra-extended")
+    assert v.status is Status.FAIL and "extendedResourceClaimStatus is not set" in v.reason
+    mapped = ({"containerName": "collector", "resourceName": "nvidia.com/pgpu",
+               "requestName": "container-0-request-0"},)
+    p = _dra_pod(mode="dra-extended", extended_claim=name, extended_mappings=mapped)
+    assert _judge("gpu.dra-allocation", p, mode="dra-extended").status is Status.PASS
+    p = _dra_pod(mode="dra-extended", extended_claim=name, extended_mappings=())
+    assert _judge("gpu.dra-allocation", p, mode="dra-extended").status is Status.FAIL
+
+
+def test_device_match_compares_the_uuid_not_the_guest_bus_id() -> None:
+    v = _judge("gpu.dra-device-match", _dra_pod())
+    # the guest's bus id (00000000:00:06.0, the VM's) differs from the slice's 0000:41:00.0
+    assert v.status is Status.PASS, v.reason
+    v = _judge("gpu.dra-device-match", _dra_pod(guest=with_uuid(h200_guest(), "GPU-other")))
+    assert v.status is Status.FAIL and H200_UUID in v.reason
+
+
+def test_device_match_without_a_slice_uuid_only_warns_on_the_product() -> None:
+    sl = copy.deepcopy(SLICES)
+    del sl[0]["spec"]["devices"][0]["attributes"]["uuid"]
+    c = claim_from_api(CLAIM, sl)
+    v = _judge("gpu.dra-device-match", pod(h200_guest(), request_mode="claim", claims=(c,)))
+    assert v.status is Status.WARN and "bus id" in v.reason
+    c = claim_from_api(CLAIM, [])
+    v = _judge("gpu.dra-device-match", pod(h200_guest(), request_mode="claim", claims=(c,)))
+    assert v.status is Status.SKIP and "were not recorded" in v.reason
+
+
+def test_no_gpu_in_a_kata_guest_under_dra_names_the_cold_plug_gap() -> None:
+    v = _judge("gpu.dra-device-match", _dra_pod(guest=cpu_guest()))
+    assert v.status is Status.FAIL and "13322" in v.reason
+    assert "nvidia.com/pgpu" in v.remediation and "13323" in v.remediation
+
+
+def test_device_match_without_allocation_evidence_is_an_error() -> None:
+    v = _judge("gpu.dra-device-match", pod(h200_guest(), request_mode="claim"))
+    assert v.status is Status.ERROR
+
+
+# =========================================================================== collection
+POD_STATUS = {  # core/v1 PodStatus fields (types.go: resourceClaimStatuses,
+    # extendedResourceClaimStatus = PodExtendedResourceClaimStatus); transcribed, simulated
+    "spec": {"nodeName": "gpu-a"},
+    "status": {"resourceClaimStatuses": [{"name": "gpu",
+                                          "resourceClaimName": "kgc-gpu-0-gpu-7xk2p"}],
+               "extendedResourceClaimStatus": {
+                   "resourceClaimName": "kgc-gpu-0-extended-resources-x9q",
+                   "requestMappings": [{"containerName": "collector",
+                                        "resourceName": "nvidia.com/gpu",
+                                        "requestName": "container-0-request-0"}]}},
+}
+
+
+def test_pod_claim_refs_reads_both_claim_kinds() -> None:
+    names, ext, maps = pod_claim_refs(POD_STATUS)
+    assert names == ["kgc-gpu-0-gpu-7xk2p", "kgc-gpu-0-extended-resources-x9q"]
+    assert ext == "kgc-gpu-0-extended-resources-x9q"
+    assert maps == ({"containerName": "collector", "resourceName": "nvidia.com/gpu",
+                     "requestName": "container-0-request-0"},)
+    assert pod_claim_refs(None) == ([], None, ())
+    assert pod_claim_refs({"status": {"resourceClaimStatuses": 3,
+                                      "extendedResourceClaimStatus": []}}) == ([], None, ())
+
+
+class _Resp:
+    def __init__(self, doc: Any) -> None:
+        self.data = json.dumps(doc).encode()
+
+
+class _Kube:
+    api = None
+
+    def __init__(self, claims: dict[str, Any]) -> None:
+        self.claims = claims
+
+    def call(self, verb: str, resource: str, fn: Any, *args: Any, **kw: Any) -> Any:
+        if "resourceslices" in resource:
+            assert kw["field_selector"] == "spec.nodeName=gpu-a"
+            return _Resp({"items": SLICES})
+        name = args[0]
+        if name not in self.claims:
+            raise ApiException(status=404, reason="Not Found")
+        return _Resp(self.claims[name])
+
+
+def test_dra_evidence_reads_the_claims_and_names_one_that_is_gone() -> None:
+    from kgc.layers.gpu.collect import dra_evidence
+    k = _Kube({"kgc-gpu-0-gpu-7xk2p": CLAIM})
+    d = dra_evidence(k, "kgc-run1", POD_STATUS, _gp("dra-extended"))  # type: ignore[arg-type]
+    assert d["request_mode"] == "dra-extended"
+    ok, gone = d["claims"]
+    assert ok.device_attributes["gpu-0"]["uuid"] == H200_UUID
+    assert gone.name == "kgc-gpu-0-extended-resources-x9q" and "404" in (gone.error or "")
+    p = dataclasses.replace(pod(h200_guest()), **d)
+    v = _judge("gpu.dra-allocation", p, mode="dra-extended")
+    assert v.status is Status.ERROR and "kgc-gpu-0-extended-resources-x9q" in v.reason
+
+
+def test_pci_function_under_dra_points_at_the_cold_plug_gap() -> None:
+    v = _judge("gpu.pci-function", _dra_pod(guest=cpu_guest()))
+    assert v.status is Status.FAIL and "13322" in v.remediation, v.remediation
+    v = _judge("gpu.pci-function", pod(cpu_guest()), mode="device-plugin")
+    assert "13322" not in v.remediation
