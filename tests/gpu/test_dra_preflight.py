@@ -406,3 +406,21 @@ def test_a_device_plugin_selector_under_dra_judges_the_pods_on_the_dra_gpu_nodes
     ev = dataclasses.replace(cluster(), plugin_pods=pods[:1])
     o = judge("gpu.device-plugin", ev, p)
     assert o.status is Status.FAIL and "gpu-b" in o.reason and "cpu-1" not in o.reason
+
+
+def test_the_pod_plan_under_dra_pins_pods_to_the_nodes_that_publish_gpus() -> None:
+    """Under DRA the plan counts a node's GPUs from its ResourceSlices (allocatable is 0 by
+    design): the device-plugin rule would plan only probe pods on a healthy DRA cluster."""
+    from kgc.layers.gpu.plan import plan
+
+    ev = cluster()
+    pods, _notes = plan(ev, prof())
+    assert {(p.node, p.resource, p.probe) for p in pods} == {
+        ("gpu-a", "nvidia.com/gpu", False), ("gpu-b", "nvidia.com/gpu", False)}
+    # the same cluster judged by the device-plugin rule: nothing is advertised, only probes
+    dp, _ = plan(ev, prof("device-plugin"))
+    assert dp and all(p.probe for p in dp)
+    # a GPU node that publishes nothing gets a probe pod, named in the notes
+    bare, notes = plan(cluster(slices="slices-none.json"), prof())
+    assert bare and all(p.probe for p in bare)
+    assert any("gpu.nvidia.com devices (DRA)" in n for n in notes), notes

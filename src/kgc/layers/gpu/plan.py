@@ -22,6 +22,7 @@ from typing import Any
 from kgc.guest import build_script
 from kgc.layers.gpu.checks import gpu_nodes
 from kgc.layers.gpu.classify import _INSUFFICIENT, PULL_REASONS, pod_ran
+from kgc.layers.gpu.dra import dra_gpu_nodes, node_gpus, requested_name
 from kgc.layers.gpu.evidence import ClusterGpuEvidence, GpuPodEvidence
 from kgc.layers.gpu.profile import GpuProfile
 
@@ -48,6 +49,26 @@ def _dns(text: str, limit: int = 40) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:limit].strip("-") or "x"
 
 
+def _dra_nodes(cluster: ClusterGpuEvidence, gp: GpuProfile) -> tuple[
+        list[tuple[Any, str, int]], list[tuple[Any, str]]]:
+    """Under DRA a GPU node advertises no GPU in allocatable (by design): its GPUs are the
+    devices its ResourceSlices publish for the profile's driver (counted per PCI function,
+    :func:`kgc.layers.gpu.dra.node_gpus`). (node, the name a pod requests, GPUs) for nodes
+    that publish some; (node, why) for GPU nodes that publish none — they get a probe pod,
+    whose failure to schedule is the evidence."""
+    d = cluster.dra
+    name = requested_name(gp, d)
+    good: list[tuple[Any, str, int]] = []
+    bad: list[tuple[Any, str]] = []
+    for n in dra_gpu_nodes(cluster, gp):
+        gpus = len(node_gpus(d, n.name, gp.request.driver)) if d is not None else 0
+        if gpus:
+            good.append((n, name, gpus))
+        else:
+            bad.append((n, f"publishes no {gp.request.driver} device in a ResourceSlice"))
+    return good, bad
+
+
 def plan(cluster: ClusterGpuEvidence, gp: GpuProfile) -> tuple[list[PodPlan], list[str]]:
     """(pods to create, notes saying what was left out and why). Deterministic: nodes in
     name order, at most ``max_nodes`` of them, ``pods_per_node`` each within what the node
@@ -55,7 +76,10 @@ def plan(cluster: ClusterGpuEvidence, gp: GpuProfile) -> tuple[list[PodPlan], li
     notes: list[str] = []
     if cluster.nodes is None:
         return [], [f"nodes could not be listed: {cluster.errors.get('nodes', 'no reason')}"]
-    good, bad = gpu_nodes(cluster, gp)
+    if gp.request.dra:
+        good, bad = _dra_nodes(cluster, gp)
+    else:
+        good, bad = gpu_nodes(cluster, gp)
     good.sort(key=lambda t: t[0].name)
     pods: list[PodPlan] = []
     for n, resource, allocatable in good[: gp.max_nodes]:
@@ -76,17 +100,19 @@ def plan(cluster: ClusterGpuEvidence, gp: GpuProfile) -> tuple[list[PodPlan], li
                      f"(cluster.gpu.max_nodes={gp.max_nodes}): "
                      + ", ".join(n.name for n, _, _ in good[gp.max_nodes:][:20]))
     if not good:
-        res = " or ".join(gp.resources)
+        res = (f"{gp.request.driver} devices (DRA)" if gp.request.dra
+               else " or ".join(gp.resources))
+        probe_res = requested_name(gp, cluster.dra) if gp.request.dra else gp.resources[0]
         if bad:
             notes.append(f"no node advertises {res}; probing "
                          + ", ".join(n.name for n, _ in bad[: gp.max_nodes]))
             for n, _why in sorted(bad, key=lambda t: t[0].name)[: gp.max_nodes]:
-                pods.append(PodPlan(f"kgc-gpu-{_dns(n.name)}-probe", n.name, gp.resources[0],
+                pods.append(PodPlan(f"kgc-gpu-{_dns(n.name)}-probe", n.name, probe_res,
                                     gp.count, probe=True))
         else:
             notes.append(f"no node advertises {res} or carries a GPU label; one unpinned "
                          "probe pod")
-            pods.append(PodPlan("kgc-gpu-probe", None, gp.resources[0], gp.count, probe=True))
+            pods.append(PodPlan("kgc-gpu-probe", None, probe_res, gp.count, probe=True))
     return pods, notes
 
 
