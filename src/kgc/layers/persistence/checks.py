@@ -19,7 +19,7 @@ from kgc.evidence.vfio_config import (
     mod,
     softdep_edit,
 )
-from kgc.layers.common import no_targets
+from kgc.layers.common import dra_binding_skip, no_targets
 from kgc.layers.persistence.collect import PersistenceEvidence
 
 CHECKS = Registry()
@@ -47,6 +47,8 @@ def _targets(ev: PersistenceEvidence, profile: Profile) -> list[PciDevice]:
     severity=Severity.BLOCKER,
 )
 def coverage(ev: PersistenceEvidence, profile: Profile) -> Outcome:
+    if (dra := dra_binding_skip(profile, "persistence.coverage")) is not None:
+        return dra
     """A device bound now but covered by nothing loses its binding at the next boot."""
     targets = _targets(ev, profile)
     if not targets:
@@ -123,6 +125,8 @@ def _per_device(kinds: set[str]) -> bool:
     severity=Severity.CRITICAL,
 )
 def load_order(ev: PersistenceEvidence, profile: Profile) -> Outcome:
+    if (dra := dra_binding_skip(profile, "persistence.load-order")) is not None:
+        return dra
     """Judged on the root filesystem (softdep/blacklist) and in early boot (the initramfs,
     the same judgement as persistence.initramfs)."""
     targets = _targets(ev, profile)
@@ -212,6 +216,8 @@ def load_order(ev: PersistenceEvidence, profile: Profile) -> Outcome:
     severity=Severity.CRITICAL,
 )
 def initramfs(ev: PersistenceEvidence, profile: Profile) -> Outcome:
+    if (dra := dra_binding_skip(profile, "persistence.initramfs")) is not None:
+        return dra
     """Per target: the host drivers that match it (its modalias; the profile's competing
     drivers when that is unknown) against the initramfs listing (see :func:`early_boot`)."""
     targets = _targets(ev, profile)
@@ -311,6 +317,8 @@ _generated = generated_boot
     severity=Severity.NORMAL,
 )
 def cmdline(ev: PersistenceEvidence, profile: Profile) -> Outcome:
+    if (dra := dra_binding_skip(profile, "persistence.cmdline")) is not None:
+        return dra
     if ev.proc_cmdline is None:
         return skipped("/proc/cmdline is not in the evidence (an offline tree has no running "
                        "kernel), so the running command line cannot be compared")

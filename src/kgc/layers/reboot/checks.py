@@ -7,6 +7,7 @@ from typing import Any
 
 from kgc.core.model import Outcome, Registry, Severity, errored, failed, passed, skipped
 from kgc.core.profile import DeviceSelector, Profile
+from kgc.layers.common import dra_binding_skip
 from kgc.layers.reboot.collect import RebootEvidence
 
 CHECKS = Registry()
@@ -74,6 +75,8 @@ def returned(ev: RebootEvidence, profile: Profile) -> Outcome:
     severity=Severity.BLOCKER,
 )
 def binding_persists(ev: RebootEvidence, profile: Profile) -> Outcome:
+    if (dra := dra_binding_skip(profile, "reboot.binding-persists")) is not None:
+        return dra
     if (gate := _gate(ev)) is not None:
         return gate
     pt = profile.host.passthrough

@@ -16,7 +16,7 @@ from kgc.evidence.vfio_config import (
     pending_boot,
     softdep_edit,
 )
-from kgc.layers.common import no_targets
+from kgc.layers.common import dra_binding_skip, no_targets
 from kgc.layers.vfio.collect import VfioEvidence
 
 CHECKS = Registry()
@@ -101,6 +101,8 @@ def _rebind(ev: VfioEvidence, devs: list[PciDevice],
     severity=Severity.BLOCKER,
 )
 def driver(ev: VfioEvidence, profile: Profile) -> Outcome:
+    if (dra := dra_binding_skip(profile, "vfio.driver")) is not None:
+        return dra
     targets = _targets(ev, profile)
     if not targets:
         return no_targets(profile)
@@ -129,6 +131,8 @@ def driver(ev: VfioEvidence, profile: Profile) -> Outcome:
     severity=Severity.BLOCKER,
 )
 def device_node(ev: VfioEvidence, profile: Profile) -> Outcome:
+    if (dra := dra_binding_skip(profile, "vfio.device-node")) is not None:
+        return dra
     targets = _targets(ev, profile)
     if not targets:
         return no_targets(profile)
@@ -177,6 +181,8 @@ def _viable_member(d: PciDevice, allowed: tuple[str, ...]) -> bool:
     severity=Severity.BLOCKER,
 )
 def group_viable(ev: VfioEvidence, profile: Profile) -> Outcome:
+    if (dra := dra_binding_skip(profile, "vfio.group-viable")) is not None:
+        return dra
     targets = _targets(ev, profile)
     if not targets:
         return no_targets(profile)
@@ -229,6 +235,8 @@ def group_viable(ev: VfioEvidence, profile: Profile) -> Outcome:
     severity=Severity.CRITICAL,
 )
 def competing_driver(ev: VfioEvidence, profile: Profile) -> Outcome:
+    if (dra := dra_binding_skip(profile, "vfio.competing-driver")) is not None:
+        return dra
     """Now and at boot: a host driver bound now, one that matches the device's modalias
     with nothing (softdep/blacklist/override) putting vfio-pci first, or one that the
     initramfs carries without vfio-pci -- the same early-boot judgement as
