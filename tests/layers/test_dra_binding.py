@@ -1,9 +1,9 @@
 """``platform.gpu.binding: dra`` (issue 20): NVIDIA's DRA driver binds a GPU to vfio-pci only
 when a claim is prepared, so the node rules "bound to vfio-pci at boot and after a reboot"
 fail such a node by design and their fixes (vfio-pci ids at boot) fight the driver. Under
-``dra`` those rules skip, naming the binding mode — never pass: rebindability is not judged
-by this release, so a DRA node is not certified by the node layers (the gate counts a
-skipped blocker as not judged). Under ``boot`` nothing changes."""
+``dra`` those rules skip, naming the binding mode, and ``vfio.driver`` is an error saying the
+binding is not judged — never a pass: rebindability is not judged by this release, so no
+gate certifies a DRA node's host layers. Under ``boot`` nothing changes."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from fakehost import FakeHost, lab_devices
 from kgc.core.model import Status
 from kgc.core.profile import Profile, load_profile
 from kgc.layers import persistence, reboot, vfio
-from kgc.layers.common import BOOT_BINDING_RULES
+from kgc.layers.common import BOOT_BINDING_RULES, DRA_UNJUDGED
 
 LAB = load_profile(Path(__file__).resolve().parents[2] / "profiles" / "lab.yaml")
 
@@ -52,7 +52,10 @@ def test_under_dra_the_boot_rules_skip_naming_the_binding_and_never_pass(
         under_boot = check.judge(ev, LAB, "node")
         boot_failures += under_boot.status in (Status.FAIL, Status.WARN)
         v = check.judge(ev, dra(LAB), "node")
-        assert v.status is Status.SKIP, (check.id, v.status, v.reason)
+        # one blocker says "not judged" as an error (no gate certifies the node on the
+        # checks that remain), the others skip naming it; none passes
+        want = Status.ERROR if check.id == DRA_UNJUDGED else Status.SKIP
+        assert v.status is want, (check.id, v.status, v.reason)
         assert "platform.gpu.binding: dra" in v.reason and "not judged" in v.reason
         assert "driverctl" not in v.reason and not v.evidence.get("fix")
     # the same node fails the boot rules: the skip is the binding mode's, not the node's
