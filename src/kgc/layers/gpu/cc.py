@@ -20,6 +20,7 @@ the output. Registered on :data:`kgc.layers.gpu.checks.CHECKS` when imported (by
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kgc.core.model import Outcome, Severity, errored, failed, passed, skipped
@@ -126,6 +127,28 @@ def cc_tee(subj: PodSubject, profile: Any) -> Outcome:
         expected=TEE_NAMES[want], found=shown, **ev)
 
 
+def _smi_state(pod: Any, flag: str, output: str | None, rc: int | None,
+               parse: Callable[[str], str | None], what: str, line: str,
+               ev: dict[str, Any]) -> str | Outcome:
+    """The state one ``nvidia-smi conf-compute <flag>`` output gives, or the skip/error that
+    says why it gives none: not recorded, no nvidia-smi (127), a driver without the
+    subcommand (a non-zero exit and nothing parsed), or output without its ``line``."""
+    if output is None and rc is None:
+        return skipped(f"{pod.ref}: nvidia-smi conf-compute {flag} was not recorded", **ev)
+    if rc == 127:
+        return skipped(f"{pod.ref}: nvidia-smi is not in the guest image, so {what} cannot "
+                       "be read (see gpu.smi-count)", **ev)
+    out = output or ""  # an empty output is recorded as None (without_blanks)
+    state = parse(out)
+    if state is None and rc not in (0, None):
+        return skipped(f"{pod.ref}: nvidia-smi conf-compute {flag} is not supported here (exit "
+                       f"{rc}: {_first(out)!r}; a driver without CC support?)", **ev)
+    if state is None:
+        return errored(f"{pod.ref}: nvidia-smi conf-compute {flag} printed no {line} line: "
+                       f"{out[:200]!r}", **ev)
+    return state
+
+
 @_scoped(
     "pod",
     "gpu.cc-mode",
@@ -139,20 +162,10 @@ def cc_mode(subj: PodSubject, profile: Any) -> Outcome:
         return got
     _cfg, pod, _g, c = got
     ev = {**_pod_ev(pod), "conf_compute_f": c.mode_output, "rc": c.mode_rc}
-    if c.mode_output is None and c.mode_rc is None:
-        return skipped(f"{pod.ref}: nvidia-smi conf-compute -f was not recorded", **ev)
-    if c.mode_rc == 127:
-        return skipped(f"{pod.ref}: nvidia-smi is not in the guest image, so its CC mode cannot "
-                       "be read (see gpu.smi-count)", **ev)
-    out = c.mode_output or ""  # an empty output is recorded as None (without_blanks)
-    state = cc_mode_state(out)
-    if state is None and c.mode_rc not in (0, None):
-        return skipped(f"{pod.ref}: nvidia-smi conf-compute -f is not supported here (exit "
-                       f"{c.mode_rc}: {_first(out)!r}; a driver without CC support?)",
-                       **ev)
-    if state is None:
-        return errored(f"{pod.ref}: nvidia-smi conf-compute -f printed no 'CC status:' line: "
-                       f"{out[:200]!r}", **ev)
+    state = _smi_state(pod, "-f", c.mode_output, c.mode_rc, cc_mode_state, "its CC mode",
+                       "'CC status:'", ev)
+    if isinstance(state, Outcome):
+        return state
     if state == "ON":
         return passed(f"{pod.ref}: the GPU's CC status is ON", expected="CC status: ON",
                       found=f"CC status: {state}", **ev)
@@ -178,20 +191,10 @@ def cc_ready(subj: PodSubject, profile: Any) -> Outcome:
         return got
     _cfg, pod, _g, c = got
     ev = {**_pod_ev(pod), "conf_compute_grs": c.ready_output, "rc": c.ready_rc}
-    if c.ready_output is None and c.ready_rc is None:
-        return skipped(f"{pod.ref}: nvidia-smi conf-compute -grs was not recorded", **ev)
-    if c.ready_rc == 127:
-        return skipped(f"{pod.ref}: nvidia-smi is not in the guest image, so the GPUs' ready "
-                       "state cannot be read (see gpu.smi-count)", **ev)
-    out = c.ready_output or ""
-    state = cc_ready_state(out)
-    if state is None and c.ready_rc not in (0, None):
-        return skipped(f"{pod.ref}: nvidia-smi conf-compute -grs is not supported here (exit "
-                       f"{c.ready_rc}: {_first(out)!r}; a driver without CC "
-                       "support?)", **ev)
-    if state is None:
-        return errored(f"{pod.ref}: nvidia-smi conf-compute -grs printed no 'Confidential "
-                       f"Compute GPUs Ready state:' line: {out[:200]!r}", **ev)
+    state = _smi_state(pod, "-grs", c.ready_output, c.ready_rc, cc_ready_state,
+                       "the GPUs' ready state", "'Confidential Compute GPUs Ready state:'", ev)
+    if isinstance(state, Outcome):
+        return state
     if state == "ready":
         return passed(f"{pod.ref}: the confidential GPUs are ready", expected="ready",
                       found=state, **ev)
