@@ -36,7 +36,9 @@ from kgc.layers.gpu.evidence import GpuPodEvidence
 from kgc.layers.gpu.profile import GpuCcProfile
 
 TEE_NAMES = {"snp": "AMD SEV-SNP", "tdx": "Intel TDX"}
-RUNTIME_CLASSES = {"snp": "kata-qemu-nvidia-gpu-snp", "tdx": "kata-qemu-nvidia-gpu-tdx"}
+# the names kata-deploy gives its confidential NVIDIA classes, for remediation text only: the
+# run's class is decided in one place, platform.kata.runtime_class
+KATA_DEPLOY_CLASSES = {"snp": "kata-qemu-nvidia-gpu-snp", "tdx": "kata-qemu-nvidia-gpu-tdx"}
 CC_MODE_FIX = ("Switch the GPU to CC mode on the host before the pod starts: with the GPU "
                "Operator label the node nvidia.com/cc.mode=on (its CC manager sets the mode and "
                "resets the GPU), or run NVIDIA's gpu-admin-tools "
@@ -110,7 +112,8 @@ def cc_tee(subj: PodSubject, profile: Any) -> Outcome:
         return failed(
             f"{pod.ref} runs in an {TEE_NAMES[other]} guest, the profile asks for "
             f"{TEE_NAMES[want]} ({shown})",
-            f"Use RuntimeClass {RUNTIME_CLASSES[want]} on {TEE_NAMES[want]} nodes, or set "
+            f"Set platform.kata.runtime_class to an {TEE_NAMES[want]} class (kata-deploy's: "
+            f"{KATA_DEPLOY_CLASSES[want]}) on {TEE_NAMES[want]} nodes, or set "
             f"cluster.gpu.cc.tee to {other}.",
             expected=TEE_NAMES[want], found=f"{TEE_NAMES[other]}: {shown}", **ev)
     if c.log == "none":
@@ -121,8 +124,9 @@ def cc_tee(subj: PodSubject, profile: Any) -> Outcome:
         f"{pod.ref}'s guest is not a confidential VM: no {TEE_NAMES[want]} evidence (no "
         f"{'/dev/sev-guest' if want == 'snp' else '/dev/tdx_guest, no tdx_guest cpu flag'}, "
         f"no 'Memory Encryption Features active' kernel line; seen: {shown})",
-        f"Run the pod with RuntimeClass {RUNTIME_CLASSES[want]} (not {pod.runtime_class}) on "
-        f"a node whose host enables {TEE_NAMES[want]}; check the Kata configuration's "
+        f"Set platform.kata.runtime_class to an {TEE_NAMES[want]} class (kata-deploy's: "
+        f"{KATA_DEPLOY_CLASSES[want]}; now {pod.runtime_class}) on a node whose host enables "
+        f"{TEE_NAMES[want]}; check the Kata configuration's "
         "confidential_guest = true.",
         expected=TEE_NAMES[want], found=shown, **ev)
 
