@@ -105,14 +105,15 @@ def test_the_certify_serviceaccount_is_refused_what_a_run_does_not_need(
 
 def test_the_rbac_manifest_grants_no_write_outside_the_run() -> None:
     roles = [d for d in rbac.manifest_docs() if d["kind"] == "ClusterRole"]
-    writes = {(r["resources"][0] if len(r["resources"]) == 1 else tuple(r["resources"]))
-              for role in roles for r in role["rules"] for v in r["verbs"]
-              if v in ("create", "delete", "update", "patch")}
+    writes = {res for role in roles for r in role["rules"] for res in r["resources"]
+              if set(r["verbs"]) & {"create", "delete", "update", "patch"}}
     # keda's workloads, their ScaledObjects and its trigger endpoint (Service, reached through
-    # the API server's service proxy) are the only writes beyond the gpu/sizing pods, and
-    # the RoleBinding that grants them inside the run's namespace (kgc-certify-run)
+    # the API server's service proxy) are the only writes beyond the gpu/sizing pods, their
+    # DRA claims (the gpu layer's claim mode), and the RoleBinding that grants them inside
+    # the run's namespace (kgc-certify-run)
     assert writes == {"namespaces", "pods", "configmaps", "deployments", "scaledobjects",
-                      "services", "services/proxy", "rolebindings"}, writes
+                      "services", "services/proxy", "rolebindings", "resourceclaims",
+                      "resourceclaimtemplates"}, writes
     policy = next(d for d in rbac.manifest_docs() if d["kind"] == "ValidatingAdmissionPolicy")
     confined = {res for rule in policy["spec"]["matchConstraints"]["resourceRules"]
                 for res in rule["resources"]}
