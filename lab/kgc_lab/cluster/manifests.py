@@ -203,7 +203,12 @@ startTime: {{ $now | Quote }}
 
 
 _UNPULLABLE_KEY = f'.spec.containers.[].image | startswith("{UNPULLABLE_REGISTRY}/")'
-_PULL_FAILED = ["ErrImagePull", "ImagePullBackOff"]
+_START_FAILED = ["ErrImagePull", "ImagePullBackOff", "RunContainerError"]
+# the shim's error of Kata's DRA cold-plug gap, quoted in kata-containers PR #13323 (fixes
+# #13322), with containerd's wrapping (fixtures/gpu/dra-pod/kata-events.yaml)
+KATA_DRA_COLDPLUG = ("failed to create containerd task: failed to create shim task: device "
+                     "/dev/vfio/devices/vfio0 is a known CDI device type but failed to match "
+                     "any sibling by path or BDF: unknown")
 # kubelet's texts (pkg/kubelet/images/image_manager.go: "Failed to pull image %q: %v",
 # "Back-off pulling image %q"; containerd's resolver error for an unknown host)
 _NO_SUCH_HOST = f"dial tcp: lookup {UNPULLABLE_REGISTRY}: no such host"
@@ -287,6 +292,7 @@ def kwok_stages(cluster: ClusterProfile) -> list[dict[str, Any]]:
     deletion stages come from kwok's own set."""
     lab = shape_of(cluster)
     kata = list(lab.kata_runtime_classes) or [lab.runtime_class]
+    gap = [c for c in kata if c in lab.kata_without_dra_coldplug]
     alive = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
 
     def stage(name: str, match: list[dict[str, Any]], delay_ms: int,
@@ -306,16 +312,50 @@ def kwok_stages(cluster: ClusterProfile) -> list[dict[str, Any]]:
             },
         }
 
-    def sandbox(name: str, op: str, delay_ms: int) -> dict[str, Any]:
+    def sandbox(name: str, op: str, delay_ms: int, classes: list[str] | None = None,
+                extra: tuple[dict[str, Any], ...] = ()) -> dict[str, Any]:
         return stage(name, [
             {"key": ".status.podIP", "operator": "DoesNotExist"},
-            {"key": ".spec.runtimeClassName", "operator": op, "values": kata},
+            {"key": ".spec.runtimeClassName", "operator": op, "values": classes or kata},
             {"key": _UNPULLABLE_KEY, "operator": "NotIn", "values": ["true"]},
+            *extra,
         ], delay_ms, {
             "type": "Normal",
             "reason": "SandboxReady",
             "message": f"sandbox ready after simulated {delay_ms} ms ({name})",
         }, _SANDBOX_TEMPLATE)
+
+    # Kata's DRA cold-plug gap (kata_without_dra_coldplug): the VM boots without the
+    # DRA-allocated device and the container's start fails with the shim's error, as kata-
+    # containers PR #13323 quotes it, in the kubelet's wording around it ("Error: %v",
+    # reason Failed, pkg/kubelet/kuberuntime/kuberuntime_container.go; waiting reason
+    # RunContainerError) - a pod with a claim from a template (spec.resourceClaims) or an
+    # extended-resource claim the scheduler made (status.extendedResourceClaimStatus)
+    no_claims = ({"key": ".spec.resourceClaims", "operator": "DoesNotExist"},
+                 {"key": ".status.extendedResourceClaimStatus", "operator": "DoesNotExist"})
+
+    def coldplug_gap(name: str, has: str) -> dict[str, Any]:
+        return stage(name, [
+            {"key": ".status.podIP", "operator": "DoesNotExist"},
+            {"key": ".spec.runtimeClassName", "operator": "In", "values": gap},
+            {"key": _UNPULLABLE_KEY, "operator": "NotIn", "values": ["true"]},
+            {"key": has, "operator": "Exists"},
+        ], lab.kata_sandbox_delay_ms, {
+            "type": "Warning", "reason": "Failed", "message": f"Error: {KATA_DRA_COLDPLUG}",
+        }, _PULL_FAILED_TEMPLATE.replace("REASON", "RunContainerError").replace(
+            "MESSAGE", KATA_DRA_COLDPLUG.replace("%", "%%") + "%.0s%.0s"))
+
+    fixed = [c for c in kata if c not in gap]
+    kata_stages = ([sandbox("kgc-pod-sandbox-kata", "In", lab.kata_sandbox_delay_ms,
+                            fixed)] if fixed else [])
+    if gap:
+        kata_stages += [
+            sandbox("kgc-pod-sandbox-kata-no-dra", "In", lab.kata_sandbox_delay_ms, gap,
+                    no_claims),
+            coldplug_gap("kgc-pod-kata-dra-coldplug-gap", ".spec.resourceClaims"),
+            coldplug_gap("kgc-pod-kata-dra-coldplug-gap-extended",
+                         ".status.extendedResourceClaimStatus"),
+        ]
 
     ready = stage("kgc-pod-containers-ready", [
         {"key": ".status.phase", "operator": "In", "values": ["Pending"]},
@@ -328,7 +368,7 @@ def kwok_stages(cluster: ClusterProfile) -> list[dict[str, Any]]:
         {"key": ".status.containerStatuses.[].state.running.startedAt",
          "operator": "DoesNotExist"},
         {"key": ".status.containerStatuses.[].state.waiting.reason", "operator": "NotIn",
-         "values": _PULL_FAILED},
+         "values": _START_FAILED},
     ], lab.container_start_delay_ms,
         {"type": "Normal", "reason": "Started", "message": "Started container"},
         _READY_TEMPLATE)
@@ -367,7 +407,7 @@ def kwok_stages(cluster: ClusterProfile) -> list[dict[str, Any]]:
             "REASON", reason).replace("PHASE", phase))
 
     return [
-        sandbox("kgc-pod-sandbox-kata", "In", lab.kata_sandbox_delay_ms),
+        *kata_stages,
         sandbox("kgc-pod-sandbox-other", "NotIn", lab.runc_sandbox_delay_ms),
         ready,
         pull_failed,

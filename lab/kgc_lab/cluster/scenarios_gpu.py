@@ -19,6 +19,20 @@ with the documented verdict of every gpu check and any mismatch:
                          gpu.pci-function and gpu.smi-count fail naming what is missing
 ``image-pull``           an image that cannot be pulled: gpu.pod-runs fails classified
                          ``image-pull`` within seconds, not at a timeout
+``dra-good``             GPUs offered by DRA (the lab's stand-in driver,
+                         :mod:`kgc_lab.cluster.sim_dra`: DeviceClass + ResourceSlices, no
+                         device plugin), pods ask by a ResourceClaimTemplate, the real
+                         scheduler allocates: every DRA and gpu check passes (simulated)
+``dra-no-slices``        the DeviceClass exists, no node publishes a slice: gpu.dra-slices
+                         fails naming the nodes
+``dra-extended-by-name`` allocatable 0 and the DeviceClass maps ``nvidia.com/gpu``: a plain
+                         request is served by DRA, gpu.nodes-advertise passes
+``dra-kata-coldplug``    DRA devices on a RuntimeClass playing today's Kata (no DRA cold
+                         plug): gpu.pod-runs names ``kata-dra-coldplug`` (#13322)
+``cc-good``              CC asked; TRANSCRIBED CC records (SNP, ON, ready, released):
+                         every gpu.cc-* passes (simulated)
+``cc-off``               CC asked; transcribed records with CC OFF: gpu.cc-mode fails naming
+                         the mode, gpu.cc-ready / gpu.cc-attestation fail
 =======================  ==============================================================
 
 The lab's own changes (node status, annotations, the device plugin's DaemonSet) are made
@@ -49,13 +63,14 @@ from kgc.core.registry import load_layers
 from kgc.core.target import ClusterTarget
 from kgc.layers.gpu.evidence import API_ONLY_CHECKS
 from kgc_lab.cluster import lab as labmod
-from kgc_lab.cluster import rbac
+from kgc_lab.cluster import rbac, sim_dra
 from kgc_lab.cluster.manifests import (
     DEVICE_PLUGIN_LABELS,
     DEVICE_PLUGIN_NAMESPACE,
     GPU_NODE_LABEL,
     UNPULLABLE_REGISTRY,
 )
+from kgc_lab.cluster.shape import shape_of
 from kgc_lab.cluster.sim_gpu import SIM_GUEST
 from kgc_lab.scenarios import (
     LabScenario,
@@ -110,6 +125,7 @@ class GpuScenario:
     arrange: Arrange = _as_is
     gpu: Mapping[str, Any] = field(default_factory=dict)  # changes to cluster.gpu
     platform: Mapping[str, Any] = field(default_factory=dict)  # changes to platform.kata
+    request: Mapping[str, Any] = field(default_factory=dict)  # changes to platform.gpu.request
     cause: str | None = None  # the classified cause gpu.pod-runs must name
 
 
@@ -161,18 +177,52 @@ def _no_device_plugin(lab: LabHandle) -> Iterator[None]:
                       lambda: labmod._plugin_ready(lab.admin, nodes), WAIT_S, 0.5)
 
 
-@contextlib.contextmanager
-def _cpu_only_guests(lab: LabHandle) -> Iterator[None]:
-    """Every GPU node's VMs get no GPU: the simulator serves the recorded CPU-only capture."""
-    names = [n["metadata"]["name"] for n in lab.gpu_nodes()]
-    for name in names:
-        lab.admin.core.patch_node(name, {"metadata": {"annotations": {
-            SIM_GUEST: "cpu-only-firecracker"}}})
-    try:
-        yield
-    finally:
+def _guests(capture: str) -> Arrange:
+    """Every GPU node's VMs show ``capture`` (a name of :mod:`kgc_lab.cluster.sim_gpu`)."""
+
+    @contextlib.contextmanager
+    def arrange(lab: LabHandle) -> Iterator[None]:
+        names = [n["metadata"]["name"] for n in lab.gpu_nodes()]
         for name in names:
-            lab.admin.core.patch_node(name, {"metadata": {"annotations": {SIM_GUEST: None}}})
+            lab.admin.core.patch_node(name, {"metadata": {"annotations": {SIM_GUEST: capture}}})
+        try:
+            yield
+        finally:
+            for name in names:
+                lab.admin.core.patch_node(name, {"metadata": {"annotations": {
+                    SIM_GUEST: None}}})
+
+    return arrange
+
+
+_cpu_only_guests = _guests("cpu-only-firecracker")
+
+
+def _dra(*, slices: bool = True, extended: str | None = None) -> Arrange:
+    """The GPU nodes offer their GPUs through DRA: no device plugin and no nvidia.com/*
+    resource in their status (as on a DRA node: the scheduler hands an extended resource to
+    DRA only where the node's allocatable for it is 0), the lab's stand-in driver's
+    DeviceClass ``gpu.nvidia.com`` (naming ``extended`` in ``spec.extendedResourceName``)
+    and, with ``slices``, one ResourceSlice per node with a device per GPU."""
+
+    @contextlib.contextmanager
+    def arrange(lab: LabHandle) -> Iterator[None]:
+        per_node = shape_of(lab.cluster).gpus_per_node
+        nodes = [(n["metadata"]["name"], per_node) for n in lab.gpu_nodes()]
+        with _no_device_plugin(lab):
+            sim_dra.unpublish(lab.admin)  # what an interrupted run left
+            try:
+                sim_dra.publish(lab.admin, nodes, extended_resource_name=extended,
+                                slices=slices)
+                yield
+            finally:
+                sim_dra.unpublish(lab.admin)
+
+    return arrange
+
+
+# what the DRA scenarios' profile asks: the CC records' profile part (fixtures/gpu/cc)
+CC_PROFILE = {"tee": "snp", "attestation_resource": "default/gpu-key/key1"}
 
 
 SCENARIOS = (
@@ -212,6 +262,52 @@ SCENARIOS = (
         gpu={"image": f"{UNPULLABLE_REGISTRY}/nvidia/cuda:12.8.1-base-ubuntu24.04"},
         cause="image-pull",
     ),
+    GpuScenario(
+        "dra-good",
+        "the GPU nodes offer their GPUs through DRA (the lab's stand-in driver's DeviceClass "
+        "and ResourceSlices, no device plugin); GPU pods ask by a ResourceClaimTemplate, the "
+        "real scheduler allocates, the guest shows the allocated GPU - every DRA and gpu "
+        "check passes, marked simulated",
+        {**_expect(gpu_device_plugin="skip"), **dict.fromkeys(DRA_CHECKS, "pass")},
+        _dra(), request={"mode": "claim", "devices_per_node": 4},
+    ),
+    GpuScenario(
+        "dra-no-slices",
+        "the DRA DeviceClass exists but no GPU node publishes a ResourceSlice",
+        {}, _dra(slices=False), request={"mode": "claim"},
+    ),
+    GpuScenario(
+        "dra-extended-by-name",
+        "the GPU nodes advertise no nvidia.com/gpu (allocatable 0) and the DeviceClass maps "
+        "the name (spec.extendedResourceName): a plain nvidia.com/gpu request is served by "
+        "DRA and gpu.nodes-advertise passes",
+        {**_expect(gpu_device_plugin="skip"), **dict.fromkeys(DRA_CHECKS, "pass")},
+        _dra(extended="nvidia.com/gpu"), request={"mode": "dra-extended"},
+    ),
+    GpuScenario(
+        "dra-kata-coldplug",
+        "DRA-allocated GPUs on the RuntimeClass kata-qemu-nvidia-gpu, which plays today's "
+        "Kata (no DRA cold plug, kata-containers#13322): the container start fails with "
+        "the shim's error and gpu.pod-runs names Kata's DRA cold-plug gap",
+        {}, _dra(), request={"mode": "claim"},
+        platform={"runtime_class": "kata-qemu-nvidia-gpu"}, cause="kata-dra-coldplug",
+    ),
+    GpuScenario(
+        "cc-good",
+        "confidential GPUs asked (cluster.gpu.cc: SEV-SNP, an attestation resource): the "
+        "guests show the H200 capture with TRANSCRIBED CC records (SNP, CC ON, ready, "
+        "resource released) - every gpu.cc-* passes, marked simulated",
+        {**_expect(), **dict.fromkeys(CC_CHECKS, "pass")},
+        _guests("h200-cc-snp"), gpu={"cc": CC_PROFILE},
+    ),
+    GpuScenario(
+        "cc-off",
+        "confidential GPUs asked, the guests' (transcribed) records show CC OFF: "
+        "gpu.cc-mode fails naming the CC mode, gpu.cc-ready and gpu.cc-attestation fail",
+        {**_expect(), "gpu.cc-tee": "pass", "gpu.cc-mode": "fail", "gpu.cc-ready": "fail",
+         "gpu.cc-attestation": "fail"},
+        _guests("h200-cc-off"), gpu={"cc": CC_PROFILE},
+    ),
 )
 BY_NAME = {s.name: s for s in SCENARIOS}
 
@@ -221,6 +317,7 @@ def scenario_profile(sc: GpuScenario, base: Profile | None = None) -> Profile:
     prof = base or load_profile(profiles_dir() / f"{labmod.LAB_PROFILE}.yaml")
     doc = prof.model_dump(mode="json", by_alias=True, exclude={"source"})
     doc["platform"]["kata"].update(sc.platform)
+    doc["platform"]["gpu"]["request"].update(sc.request)
     doc["cluster"]["gpu"].update(sc.gpu)
     return Profile.model_validate(doc).model_copy(update={"source": prof.source})
 

@@ -10,9 +10,20 @@ cluster: the node's Kata/VFIO setup decides what the guest sees): the node annot
                              NVIDIA H200 passed through (nvidia-smi, BARs, torch matmul)
 ``cpu-only-firecracker``     ``cpu-only-firecracker.raw.txt``: a microVM with no GPU
                              (``nvidia-smi: not found``) — the ``gpu-not-in-guest`` case
+``h200-cc-snp``              the H200 capture with the confidential-computing records of
+                             ``fixtures/gpu/cc/cc-good.records.json`` added (SEV-SNP guest,
+                             CC ON, ready, the CDH releases the resource): TRANSCRIBED from
+                             Kata's tests and NVIDIA's docs, never captured on a CC GPU
+``h200-cc-off``              the same with ``cc-off.records.json`` (CC OFF, not ready, the
+                             CDH refuses), transcribed likewise
 ===========================  ========================================================
 
-One physical GPU cannot be in two VMs: when a run places several GPU pods on one node, the
+A pod whose GPU Dynamic Resource Allocation allocated (claims of
+:mod:`kgc_lab.cluster.sim_dra`'s stand-in slices) gets the capture with its GPU UUID replaced
+by the allocated device's ``uuid`` attribute — the guest shows the GPU it was given, as on a
+real cluster where the driver read that UUID from the GPU.
+
+Otherwise one physical GPU cannot be in two VMs: when a run places several GPU pods on one node, the
 first of them by name keeps the recorded capture and each other one gets a copy whose GPU
 UUID is derived from the recorded one (the only change, said in the pod's
 ``SimulatedOutput`` event); the file itself is never changed. Ranking by name (not by
@@ -22,6 +33,7 @@ arrival) gives the same pods the same UUIDs in every run of the same plan.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import threading
 from pathlib import Path
@@ -30,6 +42,7 @@ from typing import Any
 from kgc_lab.cluster.simulate import (
     SimOutput,
     fixtures_dir,
+    lab_client,
     lab_node,
     lab_pods,
     register_chooser,
@@ -44,6 +57,15 @@ CAPTURES = {
     "cpu-only-firecracker": ("cpu-only-firecracker.raw.txt",
                              "a Firecracker microVM with no GPU"),
 }
+# name -> (the records of fixtures/gpu/cc/ added to the H200 capture, what)
+CC_CAPTURES = {
+    "h200-cc-snp": ("cc-good", "the H200 capture with TRANSCRIBED confidential-computing "
+                               "records (SEV-SNP, CC ON, ready; fixtures/gpu/cc/cc-good)"),
+    "h200-cc-off": ("cc-off", "the H200 capture with TRANSCRIBED confidential-computing "
+                              "records (CC OFF, not ready; fixtures/gpu/cc/cc-off)"),
+}
+DRA_GROUP, DRA_VERSION = "resource.k8s.io", "v1"
+_MARK = re.compile(r"^(@@KGC-[0-9a-f]+@@) V ", re.M)
 _UUID = re.compile(r"GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -67,6 +89,79 @@ def vary_uuid(text: str, index: int) -> tuple[str, str | None, str | None]:
     old = m.group(0)
     new = derived_uuid(old, index)
     return text.replace(old, new), old, new
+
+
+def with_cc_records(text: str, records: dict[str, Any]) -> str:
+    """A collector output with the CC records of a ``kgc-cc-records/1`` document (and the
+    collector's ``kgc-guest/4`` line, which records them) inserted before its END record, in
+    the collector's own record format (``C name``, output, ``R rc``)."""
+    m = _MARK.search(text)
+    end = text.rfind("\n", 0, text.rfind("@@ END")) + 1 if "@@ END" in text else len(text)
+    if m is None:
+        raise ValueError("the capture has no collector V record")
+    mark = m.group(1)
+    cmds = {"collector": {"rc": 0, "output": "kgc-guest/4\n"}, **records["commands"]}
+    add = "".join(f"{mark} C {name}\n{c['output']}\n{mark} R {int(c['rc'])}\n"
+                  for name, c in cmds.items())
+    return text[:end] + add + text[end:]
+
+
+def capture_text(name: str, fixtures: Path | None = None) -> tuple[str, str, str]:
+    """(the collector output, where it comes from, what it is) of capture ``name``."""
+    base = fixtures or fixtures_dir()
+    if name in CC_CAPTURES:
+        rec, what = CC_CAPTURES[name]
+        fname, _ = CAPTURES[DEFAULT_CAPTURE]
+        records = json.loads((base / "gpu" / "cc" / f"{rec}.records.json").read_text())
+        text = (base / "guest" / fname).read_text(errors="replace")
+        return (with_cc_records(text, records),
+                f"fixtures/guest/{fname} with the transcribed (not captured) records of "
+                f"fixtures/gpu/cc/{rec}.records.json added", what)
+    if name not in CAPTURES:
+        raise ValueError(f"{SIM_GUEST}={name!r} names no recorded capture "
+                         f"(known: {', '.join([*CAPTURES, *CC_CAPTURES])})")
+    fname, what = CAPTURES[name]
+    return ((base / "guest" / fname).read_text(errors="replace"), f"fixtures/guest/{fname}",
+            what)
+
+
+def allocated_uuids(pod: dict[str, Any]) -> list[str]:
+    """The ``uuid`` attributes of the devices DRA allocated to ``pod`` (its claims from
+    templates, ``status.resourceClaimStatuses``, and the claim the scheduler made for an
+    extended-resource request, ``status.extendedResourceClaimStatus``), in allocation
+    order; [] when the pod has no DRA claim (or no responder runs)."""
+    admin = lab_client()
+    md, st = _d(pod.get("metadata")), _d(pod.get("status"))
+    names = [_d(c).get("resourceClaimName") for c in st.get("resourceClaimStatuses") or []]
+    names.append(_d(st.get("extendedResourceClaimStatus")).get("resourceClaimName"))
+    names = [n for n in names if isinstance(n, str) and n]
+    if admin is None or not names:
+        return []
+    out: list[str] = []
+    slices = admin.custom.list_cluster_custom_object(DRA_GROUP, DRA_VERSION,
+                                                     "resourceslices").get("items") or []
+    for name in names:
+        claim = admin.custom.get_namespaced_custom_object(
+            DRA_GROUP, DRA_VERSION, str(md.get("namespace")), "resourceclaims", name)
+        for r in _d(_d(_d(claim.get("status")).get("allocation")).get("devices")).get(
+                "results") or []:
+            uuid = _slice_uuid(slices, _d(r))
+            if uuid:
+                out.append(uuid)
+    return out
+
+
+def _slice_uuid(slices: list[Any], result: dict[str, Any]) -> str | None:
+    for s in slices:
+        spec = _d(_d(s).get("spec"))
+        if spec.get("driver") != result.get("driver") or _d(spec.get("pool")).get(
+                "name") != result.get("pool"):
+            continue
+        for dev in spec.get("devices") or []:
+            if _d(dev).get("name") == result.get("device"):
+                v = _d(_d(_d(dev).get("attributes")).get("uuid")).get("string")
+                return v if isinstance(v, str) else None
+    return None
 
 
 class GpuChooser:
@@ -98,16 +193,22 @@ class GpuChooser:
         if not isinstance(node_name, str) or not node_name:
             return None
         name = self.capture(lab_node(node_name))
-        if name not in CAPTURES:
-            raise ValueError(f"node {node_name}: {SIM_GUEST}={name!r} names no recorded capture "
-                             f"(known: {', '.join(CAPTURES)})")
-        fname, what = CAPTURES[name]
-        path = (self.fixtures or fixtures_dir() / "guest") / fname
-        text = path.read_text(errors="replace")
+        try:
+            text, source, what = capture_text(name, self.fixtures and self.fixtures.parent)
+        except ValueError as exc:
+            raise ValueError(f"node {node_name}: {exc}") from None
+        note = (f"simulated by the kgc cluster lab: this pod never ran; its log is the "
+                f"recorded real guest output {source} ({what})")
+        m = _UUID.search(text)
+        allocated = allocated_uuids(pod)
+        if allocated and m is not None:
+            old, new = m.group(0), allocated[0]
+            text = text.replace(old, new)
+            note += (f"; GPU UUID set by the lab to the DRA-allocated device's uuid attribute: "
+                     f"{old} -> {new}")
+            return SimOutput(text, 0, note)
         index = self.rank(pod, node_name)
         text, old, new = vary_uuid(text, index)
-        note = (f"simulated by the kgc cluster lab: this pod never ran; its log is the recorded "
-                f"real guest output fixtures/guest/{fname} ({what})")
         if old and new:
             note += (f"; GPU UUID varied by the lab for GPU pod #{index + 1} on {node_name} "
                      f"(one GPU cannot be in two VMs): {old} -> {new}")

@@ -25,7 +25,8 @@ why (never a made-up output).
 
 Choosers are registered by the modules in ``CHOOSER_MODULES`` when they are imported
 (``sim_gpu`` registers ``gpu``; ``sim_sizing`` registers ``sizing``). A chooser may read the
-node the pod landed on through :func:`lab_node`, and its peers through :func:`lab_pods`.
+node the pod landed on through :func:`lab_node`, its peers through :func:`lab_pods`, anything
+else through :func:`lab_client`.
 """
 
 from __future__ import annotations
@@ -112,6 +113,13 @@ def lab_node(name: str | None) -> dict[str, Any] | None:
     if r is None or not name:
         return None
     return r.node(name)
+
+
+def lab_client() -> kube.Kube | None:
+    """The responder's (admin) client, for choosers that read other objects (the DRA
+    claims a pod was allocated), or None when no responder runs."""
+    r = _ACTIVE
+    return None if r is None else r.kube
 
 
 def lab_pods(namespace: str, kind: str, node: str | None = None) -> list[dict[str, Any]]:

@@ -131,7 +131,9 @@ def test_the_gpu_scenarios_are_registered_with_the_cluster_lab() -> None:
         assert known[sc.name].lab == "cluster"
     assert {s.name for s in SCENARIOS} == {"cluster-good", "no-device-plugin",
                                            "runtimeclass-missing", "gpu-not-in-guest",
-                                           "image-pull"}
+                                           "image-pull", "dra-good", "dra-no-slices",
+                                           "dra-extended-by-name", "dra-kata-coldplug",
+                                           "cc-good", "cc-off"}
 
 
 @pytest.mark.parametrize("name", [s.name for s in SCENARIOS])

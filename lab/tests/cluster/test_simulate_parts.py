@@ -119,3 +119,129 @@ def test_no_device_plugin_shape_advertises_no_gpu_and_runs_no_plugin() -> None:
     for n in labc.node_manifests(cl):
         assert not [r for r in n["status"]["capacity"] if r.startswith("nvidia.com/")]
     assert labc.device_plugin_manifests(LabClusterProfile())[1]["kind"] == "DaemonSet"
+
+
+# --------------------------------------------------------------------------- DRA and CC
+class _Custom:
+    """The custom-objects API a chooser reads claims and slices through (in memory)."""
+
+    def __init__(self, claims: dict[str, Any], slices: list[Any]) -> None:
+        self.claims, self.slices = claims, slices
+
+    def get_namespaced_custom_object(self, group: str, version: str, ns: str, plural: str,
+                                     name: str) -> Any:
+        assert (group, version, plural) == ("resource.k8s.io", "v1", "resourceclaims")
+        return self.claims[f"{ns}/{name}"]
+
+    def list_cluster_custom_object(self, group: str, version: str, plural: str,
+                                   **kw: Any) -> Any:
+        assert plural == "resourceslices"
+        return {"items": self.slices}
+
+
+class _Admin:
+    def __init__(self, custom: _Custom) -> None:
+        self.custom = custom
+
+
+def _claim(device: str, pool: str = "kgc-gpu-0") -> dict[str, Any]:
+    return {"status": {"allocation": {"devices": {"results": [
+        {"request": "gpu", "driver": "gpu.nvidia.com", "pool": pool, "device": device}]}}}}
+
+
+def test_a_dra_pod_sees_the_uuid_of_the_device_it_was_allocated(
+        nodes: dict[str, dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    from kgc_lab.cluster import sim_dra
+    gpu = sim_dra.recorded_gpu()
+    assert gpu.uuid == UUID and "H200" in gpu.product and gpu.memory_mib > 140000
+    slices = [sim_dra.slice_manifest("kgc-gpu-0", 0, 4, gpu),
+              sim_dra.slice_manifest("kgc-gpu-1", 1, 4, gpu)]
+    claims = {"kgc-r1/c2": _claim("gpu-2"), "kgc-r1/x": _claim("gpu-1", "kgc-gpu-1")}
+    monkeypatch.setattr(sim_gpu, "lab_client", lambda: _Admin(_Custom(claims, slices)))
+    p = pod("u1")
+    p["status"] = {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "c2"}]}
+    out = sim_gpu.GpuChooser()(p)
+    assert out is not None
+    want = sim_dra.device_uuid(gpu, 0, 2)
+    assert want != UUID and parse_guest_output(out.text).smi.gpus[0].uuid == want
+    assert f"{UUID} -> {want}" in out.note and "DRA-allocated" in out.note
+    # the claim the scheduler made for an extended-resource request counts the same way
+    q = pod("u2", node="kgc-gpu-1")
+    q["status"] = {"extendedResourceClaimStatus": {"resourceClaimName": "x"}}
+    out = sim_gpu.GpuChooser()(q)
+    assert out is not None and sim_dra.device_uuid(gpu, 1, 1) in out.text
+    # no claim: the device-plugin path (recorded UUID for the first pod) is unchanged
+    assert sim_gpu.GpuChooser()(pod("u3")).text == H200  # type: ignore[union-attr]
+    # the stand-in's UUIDs are distinct over nodes and devices
+    uuids = [sim_dra.device_uuid(gpu, n, i) for n in range(3) for i in range(8)]
+    assert len(set(uuids)) == len(uuids)
+
+
+def test_the_stand_in_slices_read_as_the_product_reads_a_driver_s_slice() -> None:
+    from kgc.layers.gpu.dra import PCI_BDF, slice_from_api
+    from kgc_lab.cluster import sim_dra
+    doc = sim_dra.slice_manifest("kgc-gpu-1", 1, 4, sim_dra.recorded_gpu())
+    s = slice_from_api(doc)
+    assert not s.problems and s.node == "kgc-gpu-1" and s.pool == "kgc-gpu-1"
+    assert s.device_count == 4 and [d.name for d in s.devices] == [f"gpu-{i}" for i in range(4)]
+    for d in s.devices:
+        assert PCI_BDF.match(d.pci_bus_id("gpu.nvidia.com") or "")
+        assert d.memory("gpu.nvidia.com") == "143771Mi"
+        assert d.attribute("productName", "gpu.nvidia.com") == "NVIDIA H200"
+    assert len({d.pci_bus_id("gpu.nvidia.com") for d in s.devices}) == 4
+    cls = sim_dra.device_class_manifest(extended_resource_name="nvidia.com/gpu")
+    assert cls["spec"]["extendedResourceName"] == "nvidia.com/gpu"
+    assert "extendedResourceName" not in sim_dra.device_class_manifest()["spec"]
+
+
+@pytest.mark.parametrize("capture,records", [("h200-cc-snp", "cc-good"),
+                                             ("h200-cc-off", "cc-off")])
+def test_the_cc_captures_are_the_h200_capture_with_the_transcribed_records(
+        capture: str, records: str) -> None:
+    """What the simulator serves for a CC node parses to exactly the CC evidence of the
+    transcribed records tests/gpu/cc_synth.py builds the CC fixtures from (and judged
+    there by tests/gpu/test_cc.py), everything else being the real H200 capture."""
+    import sys
+    tests = Path(__file__).resolve().parents[3] / "tests"
+    sys.path.insert(0, str(tests))
+    try:
+        from gpu import cc_synth
+        want = cc_synth.guest(records)
+    finally:
+        sys.path.remove(str(tests))
+    text, source, what = sim_gpu.capture_text(capture)
+    got = parse_guest_output(text)
+    assert got.cc == want.cc and got.collector == "kgc-guest/4" and got.complete
+    assert got.smi == parse_guest_output(H200).smi
+    assert "transcribed" in source and "TRANSCRIBED" in what
+    with pytest.raises(ValueError, match="names no recorded capture"):
+        sim_gpu.capture_text("h200-cc-nonesuch")
+
+
+def test_kata_s_dra_cold_plug_gap_is_played_only_for_dra_pods_of_the_gap_classes() -> None:
+    import yaml
+
+    from kgc_lab.cluster.manifests import KATA_DRA_COLDPLUG, kwok_stages
+    stages = {s["metadata"]["name"]: s for s in kwok_stages(LabClusterProfile())}
+
+    def classes(name: str) -> list[str]:
+        return next(e["values"] for e in stages[name]["spec"]["selector"]["matchExpressions"]
+                    if e["key"] == ".spec.runtimeClassName")
+
+    assert classes("kgc-pod-sandbox-kata") == ["kata"]
+    assert classes("kgc-pod-sandbox-kata-no-dra") == ["kata-qemu-nvidia-gpu"]
+    for name in ("kgc-pod-kata-dra-coldplug-gap", "kgc-pod-kata-dra-coldplug-gap-extended"):
+        spec = stages[name]["spec"]
+        assert classes(name) == ["kata-qemu-nvidia-gpu"]
+        assert spec["next"]["event"]["type"] == "Warning"
+        assert "RunContainerError" in spec["next"]["statusTemplate"]
+    # the text is the one of the fixture the product's classifier is tested on
+    fix = Path(__file__).resolve().parents[3] / "fixtures/gpu/dra-pod/kata-events.yaml"
+    case = next(c for c in yaml.safe_load(fix.read_text())["cases"]
+                if c["id"] == "dra-coldplug")
+    assert stages["kgc-pod-kata-dra-coldplug-gap"]["spec"]["next"]["event"]["message"] == \
+        case["events"][0][2] == f"Error: {KATA_DRA_COLDPLUG}"
+    # a lab without the gap plays every Kata class as before
+    plain = {s["metadata"]["name"] for s in kwok_stages(LabClusterProfile(
+        lab=ClusterLabProfile(kata_without_dra_coldplug=())))}
+    assert "kgc-pod-sandbox-kata" in plain and not any("coldplug" in n for n in plain)
