@@ -306,3 +306,65 @@ def test_pci_function_under_dra_points_at_the_cold_plug_gap() -> None:
     assert v.status is Status.FAIL and "13322" in v.remediation, v.remediation
     v = _judge("gpu.pci-function", pod(cpu_guest()), mode="device-plugin")
     assert "13322" not in v.remediation
+
+
+# =========================================================================== the waiter
+# the real 1.37 scheduler's FailedScheduling message for a claim no published device serves
+# (the cluster lab, scenario dra-no-slices, 2026-12-03)
+UNALLOCATABLE = ("0/3 nodes are available: 1 cannot allocate all claims, 2 node(s) didn't "
+                 "match Pod's node affinity/selector. preemption: 0/3 nodes are available: 3 "
+                 "Preemption is not helpful for scheduling.")
+
+
+def _cluster_with_slices(nodes: list[str]) -> Any:
+    from gpu.synth import cluster
+    from kgc.layers.gpu.dra import DraEvidence, DraSlice
+    slices = tuple(DraSlice(name=f"{n}-s", driver="gpu.nvidia.com", pool=n, generation=1,
+                            node=n, device_count=4) for n in nodes)
+    return dataclasses.replace(cluster(), dra=DraEvidence(
+        api_versions=("v1",), slices=slices, driver="gpu.nvidia.com"))
+
+
+def _unscheduled(mode: str = "claim") -> GpuPodEvidence:
+    return pod(None, node=None, phase="Pending", request_mode=mode, containers=(),
+               conditions=(PodCondition("PodScheduled", "False", "Unschedulable",
+                                        UNALLOCATABLE),),
+               events=(PodEvent("Warning", "FailedScheduling", UNALLOCATABLE, 1,
+                                "default-scheduler"),))
+
+
+@pytest.mark.parametrize("nodes,settles", [([], True), (["gpu-a"], False)])
+def test_a_claim_no_published_device_serves_settles_only_when_no_node_publishes(
+        nodes: list[str], settles: bool) -> None:
+    from kgc.layers.gpu.plan import settled
+    cl = _cluster_with_slices(nodes)
+    why = settled(_unscheduled(), cl)
+    assert (why is not None) is settles, why
+    if settles:
+        assert why == "no node publishes a gpu.nvidia.com device"
+    # the device-plugin path never reads the DRA reason
+    assert settled(_unscheduled("device-plugin"), cl) is None
+    # nothing recorded of the slices: keep waiting (the scheduler may yet find a device)
+    assert settled(_unscheduled(), None) is None
+
+
+def test_an_unallocatable_claim_is_named_with_what_the_nodes_publish() -> None:
+    c = classify(_unscheduled(), _cluster_with_slices([]))
+    assert c.id == "dra-unallocatable" and c.status is Status.FAIL
+    assert "no node publishes a gpu.nvidia.com device" in c.summary
+    assert "cannot allocate all claims" in c.summary and "resourceslices" in c.remediation
+    c = classify(_unscheduled(), _cluster_with_slices(["gpu-a", "gpu-b"]))
+    assert c.id == "dra-unallocatable" and "gpu-a, gpu-b" in c.summary
+    # under device-plugin the same text is the generic unschedulable cause
+    assert classify(_unscheduled("device-plugin"), _cluster_with_slices([])).id == \
+        "unschedulable"
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c["id"] == "dra-coldplug"],
+                         ids=["dra-coldplug"])
+def test_kata_s_cold_plug_failure_settles_the_wait_at_once(case: dict[str, Any]) -> None:
+    from kgc.layers.gpu.plan import settled
+    p = dataclasses.replace(_kata_pod(case), timed_out=False, waited_s=4.0)
+    assert settled(p) == "Kata did not cold-plug the DRA device (kata-containers#13322)"
+    quiet = dataclasses.replace(p, events=p.events[:1])
+    assert settled(quiet) is None

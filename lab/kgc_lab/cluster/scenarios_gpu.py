@@ -24,7 +24,8 @@ with the documented verdict of every gpu check and any mismatch:
                          device plugin), pods ask by a ResourceClaimTemplate, the real
                          scheduler allocates: every DRA and gpu check passes (simulated)
 ``dra-no-slices``        the DeviceClass exists, no node publishes a slice: gpu.dra-slices
-                         fails naming the nodes
+                         fails naming the nodes, gpu.pod-runs ``dra-unallocatable`` (the
+                         scheduler's "cannot allocate all claims"), settled at once
 ``dra-extended-by-name`` allocatable 0 and the DeviceClass maps ``nvidia.com/gpu``: a plain
                          request is served by DRA, gpu.nodes-advertise passes
 ``dra-kata-coldplug``    DRA devices on a RuntimeClass playing today's Kata (no DRA cold
@@ -126,6 +127,9 @@ class GpuScenario:
     gpu: Mapping[str, Any] = field(default_factory=dict)  # changes to cluster.gpu
     platform: Mapping[str, Any] = field(default_factory=dict)  # changes to platform.kata
     request: Mapping[str, Any] = field(default_factory=dict)  # changes to platform.gpu.request
+    # changes to platform.gpu.device_plugin (a DRA node runs no device plugin: the DRA
+    # scenarios name none, and the lab's stand-in driver has no kubelet-plugin pods to name)
+    device_plugin: Mapping[str, Any] = field(default_factory=dict)
     cause: str | None = None  # the classified cause gpu.pod-runs must name
 
 
@@ -221,7 +225,8 @@ def _dra(*, slices: bool = True, extended: str | None = None) -> Arrange:
     return arrange
 
 
-# what the DRA scenarios' profile asks: the CC records' profile part (fixtures/gpu/cc)
+NO_PLUGIN = {"selector": None, "namespace": None}
+# what the CC scenarios' profile asks: the CC records' profile part (fixtures/gpu/cc)
 CC_PROFILE = {"tee": "snp", "attestation_resource": "default/gpu-key/key1"}
 
 
@@ -269,12 +274,17 @@ SCENARIOS = (
         "real scheduler allocates, the guest shows the allocated GPU - every DRA and gpu "
         "check passes, marked simulated",
         {**_expect(gpu_device_plugin="skip"), **dict.fromkeys(DRA_CHECKS, "pass")},
-        _dra(), request={"mode": "claim", "devices_per_node": 4},
+        _dra(), request={"mode": "claim", "devices_per_node": 4}, device_plugin=NO_PLUGIN,
     ),
     GpuScenario(
         "dra-no-slices",
         "the DRA DeviceClass exists but no GPU node publishes a ResourceSlice",
-        {}, _dra(slices=False), request={"mode": "claim"},
+        {**_skip_guest(_expect(gpu_device_plugin="skip", gpu_nodes_advertise="fail",
+                               gpu_pod_runs="fail")),
+         **dict.fromkeys(DRA_CHECKS, "pass"), "gpu.dra-slices": "fail",
+         "gpu.dra-allocation": "fail", "gpu.dra-device-match": "skip"},
+        _dra(slices=False), request={"mode": "claim"}, device_plugin=NO_PLUGIN,
+        cause="dra-unallocatable",
     ),
     GpuScenario(
         "dra-extended-by-name",
@@ -283,14 +293,18 @@ SCENARIOS = (
         "DRA and gpu.nodes-advertise passes",
         {**_expect(gpu_device_plugin="skip"), **dict.fromkeys(DRA_CHECKS, "pass")},
         _dra(extended="nvidia.com/gpu"), request={"mode": "dra-extended"},
+        device_plugin=NO_PLUGIN,
     ),
     GpuScenario(
         "dra-kata-coldplug",
         "DRA-allocated GPUs on the RuntimeClass kata-qemu-nvidia-gpu, which plays today's "
         "Kata (no DRA cold plug, kata-containers#13322): the container start fails with "
         "the shim's error and gpu.pod-runs names Kata's DRA cold-plug gap",
-        {}, _dra(), request={"mode": "claim"},
-        platform={"runtime_class": "kata-qemu-nvidia-gpu"}, cause="kata-dra-coldplug",
+        {**_skip_guest(_expect(gpu_device_plugin="skip", gpu_pod_runs="fail")),
+         **dict.fromkeys(DRA_CHECKS, "pass"), "gpu.dra-device-match": "skip"},
+        _dra(), request={"mode": "claim"}, device_plugin=NO_PLUGIN,
+        platform={"runtime_class": "kata-qemu-nvidia-gpu", "handler": "kata-qemu-nvidia-gpu"},
+        cause="kata-dra-coldplug",
     ),
     GpuScenario(
         "cc-good",
@@ -318,6 +332,7 @@ def scenario_profile(sc: GpuScenario, base: Profile | None = None) -> Profile:
     doc = prof.model_dump(mode="json", by_alias=True, exclude={"source"})
     doc["platform"]["kata"].update(sc.platform)
     doc["platform"]["gpu"]["request"].update(sc.request)
+    doc["platform"]["gpu"]["device_plugin"].update(sc.device_plugin)
     doc["cluster"]["gpu"].update(sc.gpu)
     return Profile.model_validate(doc).model_copy(update={"source": prof.source})
 

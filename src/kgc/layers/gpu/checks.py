@@ -325,6 +325,17 @@ _dra.register(_scoped)
 
 
 # =========================================================================== per pod
+def _requested(pod: Any) -> str:
+    """What the pod asked for its GPU: under ``claim`` a ResourceClaim (the extended resource
+    the plan recorded is not in its spec), else the extended resource (under
+    ``dra-extended`` served by DRA)."""
+    if pod.request_mode == "claim":
+        names = ", ".join(c.name for c in pod.claims if c.name) or "not read back"
+        return f"a DRA ResourceClaim for {pod.count} device(s) (claim {names})"
+    via = " (served by DRA)" if pod.request_mode == "dra-extended" else ""
+    return f"{pod.count} {pod.resource}{via}"
+
+
 @_scoped(
     "pod",
     "gpu.pod-runs",
@@ -347,7 +358,7 @@ def pod_runs(subj: PodSubject, profile: Any) -> Outcome:
     if pod_ran(pod):
         took = f" in {pod.waited_s:.1f} s" if pod.waited_s is not None else ""
         return passed(f"{pod.ref} ran on {pod.node} with RuntimeClass {pod.runtime_class} and "
-                      f"{pod.count} {pod.resource}{took}", **_pod_ev(pod))
+                      f"{_requested(pod)}{took}", **_pod_ev(pod))
     cause = classify(pod, subj.run.cluster)
     evidence = {
         **_pod_ev(pod),

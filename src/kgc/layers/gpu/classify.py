@@ -72,6 +72,16 @@ _DMA = re.compile(r"vfio_(?:container_)?dma_map\([^)]{0,200}\)[^\n]{0,40}|IOMMU_
                   r"[^\n]{0,40}|VFIO_MAP_DMA failed[^\n]{0,20}")
 _TIMEOUT = re.compile(r"CreateContainerRequest timed out|DeadlineExceeded|context deadline "
                       r"exceeded|Timeout reached")
+# Kata's DRA cold-plug symptom (kata-containers#13322, PR #13323): deterministic, so the
+# waiter stops on it (kgc.layers.gpu.plan.settled) instead of waiting out the start budget
+DRA_COLDPLUG = re.compile(r"(?:device (?P<dev>/dev/vfio/[A-Za-z0-9/]{1,40}) )?is a known CDI "
+                          r"device type but failed to match any sibling by path or BDF|failed "
+                          r"to match any sibling by path or BDF")
+# the DRA scheduler plugin's reason when no node's devices satisfy the pod's claims (kube-
+# scheduler pkg/scheduler/framework/plugins/dynamicresources: "cannot allocate all claims";
+# the lab's 1.37 scheduler printed "0/3 nodes are available: 1 cannot allocate all claims, 2
+# node(s) didn't match Pod's node affinity/selector.")
+DRA_UNALLOCATABLE = re.compile(r"\bcannot allocate all claims\b")
 _INSUFFICIENT = re.compile(r"Insufficient ([A-Za-z0-9./_\-]{1,253})")
 _NOT_FOUND_EXEC = re.compile(r'exec: "?([^":\s]{1,200})"?: executable file not found|'
                              r"(?:^|[\s:])([\w./-]{1,200}): (?:command )?not found|"
@@ -408,9 +418,7 @@ KATA: tuple[_Known, ...] = (
     # the text quoted in fix PR #13323)
     _Known(
         "kata-dra-coldplug",
-        re.compile(r"(?:device (?P<dev>/dev/vfio/[A-Za-z0-9/]{1,40}) )?is a known CDI device "
-                   r"type but failed to match any sibling by path or BDF|failed to match any "
-                   r"sibling by path or BDF"),
+        DRA_COLDPLUG,
         lambda m, n: (f"the Kata shim on {n} did not cold-plug the DRA-allocated device "
                       f"{_g(m, 'dev', '(a VFIO device)')}: the VM booted without it ("
                       "Kata's DRA cold-plug gap, kata-containers#13322)"),
@@ -563,6 +571,22 @@ def _scheduling(pod: GpuPodEvidence, cluster: ClusterGpuEvidence | None) -> Caus
     cond = pod.condition("PodScheduled")
     if msg is None and cond is not None and cond.status == "False" and cond.message:
         msg = cond.message
+    if msg and DRA_UNALLOCATABLE.search(msg) and pod.request_mode != "device-plugin":
+        pub = dra_publishers(cluster)
+        supply = (f"no node publishes a {pub[0]} device (see gpu.dra-slices)" if pub and
+                  not pub[1] else f"nodes publishing {pub[0]} devices: {', '.join(pub[1])}"
+                  if pub else "what the nodes publish was not recorded")
+        return _fail(
+            "dra-unallocatable",
+            f"{pod.ref} could not be scheduled: the scheduler found no device for its DRA "
+            f"claim on {_where(pod)} ({supply}): \"{msg[:300]}\"",
+            "Make the node's DRA driver publish its GPUs (kubectl get resourceslices "
+            "--field-selector spec.nodeName=<node>; its kubelet-plugin pod's log), check that "
+            "the DeviceClass' selectors (and platform.gpu.request.selector) match what the "
+            "slices publish, and that no other claim holds the devices (kubectl get "
+            "resourceclaims -A).",
+            msg,
+        )
     if msg:
         return _fail(
             "unschedulable",
@@ -697,6 +721,18 @@ def _unrecognised(pod: GpuPodEvidence) -> Cause | None:
         "(journalctl -t kata); please report the message so kgc can name it.",
         quoted[-1],
     )
+
+
+def dra_publishers(cluster: ClusterGpuEvidence | None) -> tuple[str, list[str]] | None:
+    """(the driver, the nodes with a ResourceSlice device of it) from the preflight's DRA
+    evidence; None when the slices were not read."""
+    d = cluster.dra if cluster is not None else None
+    if d is None or d.slices is None:
+        return None
+    driver = d.driver or "the profile's driver"
+    return driver, sorted({s.node for s in d.slices
+                           if s.node and s.device_count and (d.driver is None
+                                                            or s.driver == d.driver)})
 
 
 def classify(pod: GpuPodEvidence, cluster: ClusterGpuEvidence | None = None) -> Cause:

@@ -206,17 +206,31 @@ def run_plan(k: kube.Kube, cluster_section: Any, gp: GpuProfile, cluster: Cluste
             # read it while the pod runs, and again at the end only if that was missed
             seen: dict[str, dict[str, Any]] = {}
 
+            read_at: set[tuple[str, str]] = set()  # (pod, moment) its claims were read
+
             def stop_early(pod: Mapping[str, Any],
                            events: Sequence[Mapping[str, Any]]) -> str | None:
                 node = (pod.get("spec") or {}).get("nodeName")
                 pname = str((pod.get("metadata") or {}).get("name"))
-                if (gp.request.dra and pname not in seen
-                        and (pod.get("status") or {}).get("phase") == "Running"):
-                    seen[pname] = dra_evidence(k, run.namespace, pod, gp)
                 p = by_name.get(pname, plans[0])
-                ev = pod_from_api(pod, events=events, node=cluster.node(node),
-                                  resource=p.resource, count=p.count)
-                return settled(ev, cluster)
+                ev = dataclasses.replace(
+                    pod_from_api(pod, events=events, node=cluster.node(node),
+                                 resource=p.resource, count=p.count),
+                    request_mode=gp.request.mode)
+                done = settled(ev, cluster)
+                if gp.request.dra:
+                    # a claim made for the pod goes with it, and a pod that never settles is
+                    # deleted at its timeout: read its claims while they exist - when they
+                    # are first named, when the pod runs (allocated, reserved) and when it
+                    # settles (the last word); each once
+                    st = pod.get("status") or {}
+                    moment = ("settled" if done is not None else "running"
+                              if st.get("phase") == "Running" else "named"
+                              if any(pod_claim_refs(pod)[:2]) else None)
+                    if moment is not None and (pname, moment) not in read_at:
+                        read_at.add((pname, moment))
+                        seen[pname] = dra_evidence(k, run.namespace, pod, gp)
+                return done
 
             outcomes = kube.run_pods(
                 run, manifests, container=CONTAINER,

@@ -21,7 +21,14 @@ from typing import Any
 
 from kgc.guest import build_script
 from kgc.layers.gpu.checks import gpu_nodes
-from kgc.layers.gpu.classify import _INSUFFICIENT, PULL_REASONS, pod_ran
+from kgc.layers.gpu.classify import (
+    _INSUFFICIENT,
+    DRA_COLDPLUG,
+    DRA_UNALLOCATABLE,
+    PULL_REASONS,
+    dra_publishers,
+    pod_ran,
+)
 from kgc.layers.gpu.dra import dra_gpu_nodes, node_gpus, requested_name
 from kgc.layers.gpu.evidence import ClusterGpuEvidence, GpuPodEvidence
 from kgc.layers.gpu.profile import GpuProfile
@@ -224,8 +231,10 @@ def settled(pod: GpuPodEvidence, cluster: ClusterGpuEvidence | None = None) -> s
     """Why the waiter may stop now (the pod's fate is known), or None to keep waiting.
 
     Finished pods are settled; so is a refusal at creation, a scheduler verdict that no node
-    advertises the resource at all, an image that failed to pull and is backing off, and a
-    sandbox failure the kubelet has retried :data:`SANDBOX_RETRIES_SETTLE` times.
+    advertises the resource at all (or, under DRA, that no claim can be allocated while no
+    node publishes a device of the driver), an image that failed to pull and is backing off,
+    a sandbox failure the kubelet has retried :data:`SANDBOX_RETRIES_SETTLE` times, and
+    Kata's DRA cold-plug failure (it never heals: the VM booted without the device).
     """
     if pod.create_error is not None:
         return "the API refused the pod"
@@ -241,6 +250,13 @@ def settled(pod: GpuPodEvidence, cluster: ClusterGpuEvidence | None = None) -> s
                 return f"no node advertises {res}"
         if e.reason == "FailedCreatePodSandBox" and e.count >= SANDBOX_RETRIES_SETTLE:
             return f"the sandbox failed {e.count} times"
+        if (e.reason == "FailedScheduling" and pod.request_mode != "device-plugin"
+                and DRA_UNALLOCATABLE.search(e.message or "")):
+            pub = dra_publishers(cluster)
+            if pub is not None and not pub[1]:
+                return f"no node publishes a {pub[0]} device"
+        if e.type == "Warning" and DRA_COLDPLUG.search(e.message or ""):
+            return "Kata did not cold-plug the DRA device (kata-containers#13322)"
     for c in pod.containers:
         if c.state == "waiting" and c.reason in ("ImagePullBackOff", "InvalidImageName",
                                                  "ErrImageNeverPull"):
