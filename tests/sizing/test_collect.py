@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kgc.core.profile import ClusterProfile
+from kgc.core.profile import ClusterProfile, Profile
 from kgc.guest import build_script
 from kgc.kube.origin import KWOK_ANNOTATION
 from kgc.kube.pods import PodOutcome as Outcome
@@ -110,6 +110,42 @@ def test_plan_probes_first_then_every_shape() -> None:
     gpu = next(p for p in plans if p.shape == "gpu")
     limits = gpu.manifest["spec"]["containers"][0]["resources"]["limits"]
     assert limits["nvidia.com/pgpu"] == "1"  # the profile's first one a lab node advertises
+
+
+@pytest.mark.parametrize("mode", ["device-plugin", "dra-extended", "claim"])
+def test_gpu_shapes_follow_how_the_platform_requests_gpus(mode: str) -> None:
+    """On DRA nodes (no GPU in allocatable) a GPU shape asks by the extended name only where
+    DRA serves it (dra-extended); under claim it is not measured and says why; device-plugin
+    nodes without the resource keep today's rule."""
+    no_gpu = LabClusterProfile(lab={"gpu_nodes": 0})  # type: ignore[arg-type]
+    objs, _ = cluster_objects([], node_manifests(no_gpu), runtime_class_manifests(no_gpu),
+                              CLUSTER.label)
+    sp = SizingProfile.model_validate({**SizingProfile().model_dump(),
+                                       "gpu_request_mode": mode})
+    gpu = next(p for p in plan(objs, sp, CLUSTER, namespace="ns", labels={})[0]
+               if p.shape == "gpu")
+    if mode == "dra-extended":
+        assert not gpu.not_applicable
+        limits = gpu.manifest["spec"]["containers"][0]["resources"]["limits"]
+        assert limits[sp.gpu_resources[0]] == "1"
+    elif mode == "claim":
+        assert gpu.not_applicable.startswith("not applicable: platform.gpu.request.mode is "
+                                             "claim")
+    else:
+        assert gpu.not_applicable.startswith("not applicable: no node advertises")
+    # the mode comes from the platform, once
+    prof = Profile.model_validate({"name": "x", "platform": {"gpu": {"request": {
+        "mode": mode}}}})
+    assert prof.cluster.sizing.gpu_request_mode == mode
+    assert prof.cluster.keda.gpu_request_mode == mode
+
+
+def test_keda_refuses_gpu_requests_it_cannot_express_under_claim() -> None:
+    with pytest.raises(ValueError, match="gpu.per_pod: the measured Deployments request"):
+        Profile.model_validate({"name": "x", "platform": {"gpu": {"request": {"mode": "claim"}}},
+                                "cluster": {"keda": {"gpu": {"per_pod": 1}}}})
+    Profile.model_validate({"name": "x", "platform": {"gpu": {"request": {
+        "mode": "dra-extended"}}}, "cluster": {"keda": {"gpu": {"per_pod": 1}}}})
 
 
 def test_plan_says_why_a_shape_cannot_run() -> None:

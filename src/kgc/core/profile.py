@@ -393,8 +393,10 @@ class PlatformProfile(Strict):
                     "resources": g.resources, "device_plugin_selector": g.device_plugin.selector,
                     "device_plugin_namespace": g.device_plugin.namespace,
                     "request": g.request, "binding": g.binding},
-            "sizing": {"runtime_class": k.runtime_class, "gpu_resources": g.resources},
-            "keda": {"runtime_class": k.runtime_class, "gpu_resource": g.resources[0]},
+            "sizing": {"runtime_class": k.runtime_class, "gpu_resources": g.resources,
+                       "gpu_request_mode": g.request.mode},
+            "keda": {"runtime_class": k.runtime_class, "gpu_resource": g.resources[0],
+                     "gpu_request_mode": g.request.mode},
         }
 
 

@@ -193,6 +193,9 @@ class KedaProfile(Strict):
     # Kata pods' RuntimeClass and the resource their GPU request names
     runtime_class: str = Field(default=DEFAULT_KATA_RUNTIME_CLASS, exclude=True)
     gpu_resource: str = Field(default=DEFAULT_GPU_RESOURCES[0], exclude=True)
+    # how GPUs are requested (platform.gpu.request.mode): the measured pods request the
+    # extended resource, which DRA serves under dra-extended; under claim they cannot ask
+    gpu_request_mode: str = Field(default="device-plugin", exclude=True)
     # the layer's own class (its purpose: the cluster apart from Kata, to compare against);
     # None: the baseline pods name no runtimeClassName (the cluster's default handler)
     baseline_runtime_class: str | None = "runc"
@@ -220,6 +223,17 @@ class KedaProfile(Strict):
     gpu: KedaGpu = KedaGpu()
     budgets: KedaBudgets = KedaBudgets()
     timeouts: KedaTimeouts = KedaTimeouts()
+
+    @model_validator(mode="after")
+    def _gpu_request_is_expressible(self) -> KedaProfile:
+        if self.gpu.per_pod and self.gpu_request_mode == "claim":
+            raise ValueError(
+                "gpu.per_pod: the measured Deployments request GPUs by the extended resource "
+                f"{self.gpu_resource}, and under platform.gpu.request.mode: claim no node "
+                "offers it (the GPUs are claimed from a DeviceClass): set gpu.per_pod: 0, or "
+                "mode: dra-extended (a DeviceClass naming the resource in "
+                "spec.extendedResourceName serves the plain request)")
+        return self
 
     @field_validator("runtime_class")
     @classmethod

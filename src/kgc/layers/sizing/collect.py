@@ -335,6 +335,9 @@ def plan(objects: ClusterObjects | None, sp: SizingProfile, cluster: Any, *,
     cluster_rc = sp.runtime_class
     resources = sp.gpu_resources
     gres = gpu_resource(objects, resources)
+    if gres is None and sp.gpu_request_mode == "dra-extended" and resources:
+        # allocatable 0 by design: the scheduler hands the name to DRA (KEP-5004)
+        gres = resources[0]
     deadline = int(sp.schedule_timeout_s + sp.finish_timeout_s + 60)
 
     def manifest(shape: PodShapeSpec, rc: str, name: str, gres: str | None) -> dict[str, Any]:
@@ -354,7 +357,12 @@ def plan(objects: ClusterObjects | None, sp: SizingProfile, cluster: Any, *,
         rc = shape_runtime_class(s, sp, cluster_rc)
         m = manifest(s, rc, f"kgc-sizing-{s.name}", gres)
         why = ""
-        if s.gpus and gres is None:
+        if s.gpus and sp.gpu_request_mode == "claim":
+            why = ("not applicable: platform.gpu.request.mode is claim: a GPU shape requests "
+                   "the extended resource, which no node offers under claim mode; its VM "
+                   "sizing is not measured (use mode dra-extended to measure it; the gpu "
+                   "layer judges the claim)")
+        elif s.gpus and gres is None:
             why = ("not applicable: no node advertises " + " or ".join(resources)
                    + " (a GPU shape needs one)")
         elif runtime_class_exists(objects, rc) is False:

@@ -200,6 +200,9 @@ class SizingProfile(Strict):
     # the first one its node advertises)
     runtime_class: str = Field(default=DEFAULT_KATA_RUNTIME_CLASS, exclude=True)
     gpu_resources: tuple[str, ...] = Field(default=DEFAULT_GPU_RESOURCES, exclude=True)
+    # platform.gpu.request.mode: under dra-extended a GPU shape's extended request is served
+    # by DRA (no node advertises the name); under claim a GPU shape is not measured
+    gpu_request_mode: str = Field(default="device-plugin", exclude=True)
     # RuntimeClass name -> Kata sizing keys, used when the node's Kata files are not readable
     kata: dict[str, KataSizingProfile] = Field(default_factory=dict)
     memtotal: MemTotalTolerance = MemTotalTolerance()
