@@ -23,6 +23,10 @@ NodeRestriction: its own Node, its own pods) and a serving certificate; the kube
 authenticates the API server's kubelet client certificate against the lab CA and asks the
 API server (webhook) whether it may.
 
+DRA — once the node is Ready the lab starts the node's DRA kubelet plugin (driver
+``dra.kgc.io``, stand-in devices, CDI) and creates its DeviceClass
+(:mod:`kgc_lab.cluster.realnode_dra`).
+
 Placement — the node is labelled ``kgc.io/real-node=true`` and tainted
 ``kgc.io/real-node=true:NoSchedule``: only pods that ask for the real node land there, so
 the simulated layers keep their kwok nodes. kwok manages only nodes annotated
