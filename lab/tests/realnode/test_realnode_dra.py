@@ -12,16 +12,20 @@ claim reader (``kgc.layers.gpu.dra_pod.claim_from_api``) then judge the live obj
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from kgc import kube
 from kgc.core.model import Status
-from kgc.core.profile import GpuRequestPlatform
+from kgc.core.profile import GpuRequestPlatform, profiles_dir
 from kgc.layers.gpu import CHECKS, collect, dra
 from kgc.layers.gpu.dra_pod import claim_from_api
 from kgc.layers.gpu.profile import GpuProfile
@@ -186,3 +190,57 @@ def test_the_real_node_prepares_a_dra_claim_through_its_kubelet(real_lab: RealLa
             return kube.NotYet(f"claim {claim_name} still there")
 
         kube.wait_for("the generated claim deleted", claim_gone, 120, 1)
+
+
+def _claim_profile(path: Path, node: str) -> Path:
+    """The lab profile with the gpu layer in claim mode on the real node's DRA driver: runc
+    (the node has no Kata), the lab's busybox image (no registry)."""
+    doc = yaml.safe_load((profiles_dir() / "lab.yaml").read_text())
+    doc["name"] = "lab-real-node-dra"
+    doc["platform"] = {**doc["platform"], "kata": {"runtime_class": "runc"}, "gpu": {
+        "resources": ["nvidia.com/gpu"],
+        "request": {"mode": "claim", "device_class": DEVICE_CLASS, "driver": DRIVER,
+                    "devices_per_node": STAND_IN_DEVICES}}}
+    doc["cluster"]["keda"]["baseline_runtime_class"] = None
+    doc["cluster"]["gpu"].update({
+        "require_overhead": False, "image": BUSYBOX_IMAGE,
+        "count": 1, "pods_per_node": 1, "max_nodes": 1, "cpu": "100m", "memory": "64Mi",
+        # kubernetes.io/hostname: a label the gpu evidence keeps (see _profile)
+        "node_selector": {"kubernetes.io/hostname": node},
+        "schedule_timeout_s": 300, "start_timeout_s": POD_TIMEOUT_S,
+        "collector_timeout_s": 120})
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def test_the_gpu_layer_in_claim_mode_judges_a_claim_the_real_kubelet_prepared(
+        real_lab: RealLab, tmp_path: Path) -> None:
+    """The product's whole live run in claim mode (``platform.gpu.request.mode: claim``):
+    it creates its ResourceClaimTemplate in the run namespace, its pod lands on the real
+    node, the real scheduler allocates and the real kubelet prepares the claim.
+    ``gpu.dra-allocation`` passes unmarked (its pod and claim are the real node's); the DRA
+    preflight passes too (marked simulated today: cluster-scope evidence is marked as soon
+    as the cluster lists kwok nodes, even though only the real node publishes slices);
+    ``gpu.in-vm`` fails for the true reason (runc, no VM)."""
+    k, node = real_lab.kube, real_lab.node_name
+    # the run's pods tolerate the GPU taints only: the real-node taint is lifted meanwhile
+    k.core.patch_node(node, {"spec": {"taints": None}})
+    try:
+        res = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", "gpu",
+             "--kubeconfig", str(real_lab.kubeconfig), "--profile",
+             str(_claim_profile(tmp_path / "profile.yaml", node))],
+            cwd=tmp_path, capture_output=True, text=True, timeout=1500, check=False)
+    finally:
+        k.core.patch_node(node, {"spec": {"taints": [realnode.REAL_NODE_TAINT]}})
+    doc = json.loads((tmp_path / "reports" / "verdict.json").read_text())
+    by = {r["check"]: r for r in doc["results"]}
+    print({c: (v["status"], v["reason"][:160]) for c, v in sorted(by.items())})
+    for c in (*dra.DRA_CHECKS, "gpu.nodes-advertise", "gpu.pod-runs", "gpu.dra-allocation"):
+        assert c in by, res.stdout[-3000:]
+        assert by[c]["status"] == "pass", by[c]
+    v = by["gpu.dra-allocation"]
+    assert f"allocated {DRIVER}/{node}/gpu-" in v["reason"] and f"on {node}" in v["reason"], v
+    assert v["simulated"] is False, v  # the pod and its claim are the real node's
+    assert by["gpu.in-vm"]["status"] == "fail", by["gpu.in-vm"]
+    assert res.returncode == 1  # not certified: a GPU pod outside a VM
