@@ -2,12 +2,15 @@
 # Cluster lab binaries: kube-apiserver/controller-manager/scheduler and the kubelet of the
 # lab's real node (k8s.io/kubernetes, one module, one version),
 # kwok (sigs.k8s.io/kwok), KEDA operator + metrics API server (github.com/kedacore/keda/v2),
-# all built from the Go modules under lab/cluster/go/, plus etcd from Debian trixie's
-# etcd-server .deb (unpacked, not installed). Everything lands in ${KGC_CACHE}/cluster/.
-# Idempotent: a module is rebuilt only when its go.mod/go.sum or the Go version changed.
+# the lab's own DRA kubelet plugin for the real node (lab/cluster/go/dra, built from
+# k8s.io/dynamic-resource-allocation), all built from the Go modules under lab/cluster/go/,
+# plus etcd from Debian trixie's etcd-server .deb (unpacked, not installed). Everything
+# lands in ${KGC_CACHE}/cluster/.
+# Idempotent: a module is rebuilt only when its go.mod/go.sum or the Go version changed
+# (and, for a module of our own code — OWN_SOURCES — its .go files).
 #
 # Env: KGC_CACHE (default ~/.cache/kgc), GO (default: go on PATH, else /usr/local/go/bin/go),
-#      KGC_CLUSTER_MODULES (default "kube kwok keda"), KGC_CLUSTER_FORCE=1 rebuilds,
+#      KGC_CLUSTER_MODULES (default "kube kwok keda dra"), KGC_CLUSTER_FORCE=1 rebuilds,
 #      KGC_CLUSTER_TIMINGS=<file> appends "module seconds" lines.
 set -euo pipefail
 
@@ -19,7 +22,7 @@ GO="${GO:-$(command -v go || echo /usr/local/go/bin/go)}"
 # through the Go module proxy (the same download GOTOOLCHAIN=auto does), pinned by SHA256.
 GO_TOOLCHAIN_VERSION="v0.0.1-go1.26.8.linux-amd64"
 GO_TOOLCHAIN_SHA256="30c2b1bf7dcc88d3eb0a1364e47ddd9128edb3110a30e8a0ef61cd5856b31de7"
-MODULES="${KGC_CLUSTER_MODULES-kube kwok keda}"
+MODULES="${KGC_CLUSTER_MODULES-kube kwok keda dra}"
 mkdir -p "$BIN" "$CACHE/logs"
 
 # Dedicated build cache so the lab's builds are reproducible and measurable on their own.
@@ -83,17 +86,24 @@ declare -A PKGS=(
   [kube]="k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet"
   [kwok]="sigs.k8s.io/kwok/cmd/kwok"
   [keda]="github.com/kedacore/keda/v2/cmd/operator ./gen/adapter"
+  [dra]="./cmd/kgc-dra-plugin"
 )
 declare -A OUTS=(
   [kube]="kube-apiserver kube-controller-manager kube-scheduler kubelet"
   [kwok]="kwok"
   [keda]="operator adapter"
+  [dra]="kgc-dra-plugin"
 )
 declare -A LDX=(
   [kube]="-X k8s.io/component-base/version.gitVersion=v1.37.2 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37 -X k8s.io/component-base/version.gitTreeState=clean"
   [kwok]="-X sigs.k8s.io/kwok/pkg/consts.Version=v0.8.0"
   [keda]="-X github.com/kedacore/keda/v2/version.Version=2.21.0"
+  [dra]=""
 )
+# Modules whose .go files are our code (not a tools.go pinning upstream commands): their
+# sources (not their _test.go files) are part of the stamp, so an edit rebuilds. The
+# others keep a go.mod/go.sum stamp (generated files such as keda's gen/ must not be in it).
+declare -A OWN_SOURCES=([dra]=1)
 
 # KEDA's metrics adapter binds its /metrics listener to ":<port>" (all interfaces) with no
 # flag for the address. The build uses a generated, git-ignored copy of that one main
@@ -139,7 +149,14 @@ copy_module_data() {
 build_module() {
   local m="$1" dir="$REPO/lab/cluster/go/$1"
   local stamp_file="$BIN/.$m.stamp" stamp
-  stamp="$(cat "$dir/go.mod" "$dir/go.sum" 2>/dev/null | sha256sum | cut -c1-16)-$("$GO" env GOVERSION)"
+  local srcs=()
+  if [[ -n "${OWN_SOURCES[$m]:-}" ]]; then
+    mapfile -t srcs < <(cd "$dir" && find . -name '*.go' ! -name '*_test.go' -type f | LC_ALL=C sort)
+  fi
+  # file names are hashed with the contents: a renamed or removed source changes the stamp
+  stamp="$( (cat "$dir/go.mod" "$dir/go.sum" 2>/dev/null
+             for f in "${srcs[@]}"; do printf '%s\0' "$f"; cat "$dir/$f"; done) \
+           | sha256sum | cut -c1-16)-$("$GO" env GOVERSION)"
   local ok=1 o
   for o in ${OUTS[$m]}; do [[ -x "$BIN/$m/$o" ]] || ok=0; done
   if [[ $ok == 1 && "$(cat "$stamp_file" 2>/dev/null)" == "$stamp" && "${KGC_CLUSTER_FORCE:-0}" != 1 ]]; then
@@ -176,7 +193,9 @@ need_tools() {
 need_tools
 ensure_go
 fetch_etcd
-copy_module_data
+# the data comes from the kwok and keda modules: left alone when only others are built
+# (e.g. KGC_CLUSTER_MODULES=dra while a lab reads it)
+if [[ " $MODULES " == *" kwok "* || " $MODULES " == *" keda "* ]]; then copy_module_data; fi
 rc=0
 for m in $MODULES; do build_module "$m" || rc=1; done
 exit $rc

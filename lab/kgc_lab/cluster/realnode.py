@@ -23,6 +23,10 @@ NodeRestriction: its own Node, its own pods) and a serving certificate; the kube
 authenticates the API server's kubelet client certificate against the lab CA and asks the
 API server (webhook) whether it may.
 
+DRA — once the node is Ready the lab starts the node's DRA kubelet plugin (driver
+``dra.kgc.io``, stand-in devices, CDI) and creates its DeviceClass
+(:mod:`kgc_lab.cluster.realnode_dra`).
+
 Placement — the node is labelled ``kgc.io/real-node=true`` and tainted
 ``kgc.io/real-node=true:NoSchedule``: only pods that ask for the real node land there, so
 the simulated layers keep their kwok nodes. kwok manages only nodes annotated
@@ -53,6 +57,7 @@ from kubernetes.client.rest import ApiException
 from kgc import kube
 from kgc_lab import procs
 from kgc_lab.cluster import pki as cluster_pki
+from kgc_lab.cluster import realnode_dra
 from kgc_lab.common import LabError, free_port
 from kgc_lab.ledger import LabRecord
 
@@ -181,6 +186,8 @@ def node_files(pki: cluster_pki.Pki, creds: Path, node: str, port: int) -> dict[
             (f"KUBELET_ARGS={shlex.quote(' '.join(kubelet_args(node)))}\n"
              # fewer garbage collections: the node has memory to spare, not CPU
              "GOGC=400\n").encode(),
+        # the DRA kubelet plugin's arguments (kgc_lab.cluster.realnode_dra)
+        "etc/kubernetes/kgc-dra.env": realnode_dra.plugin_env(node),
         "etc/hostname": f"{node}\n".encode(),
     }
 
@@ -425,11 +432,17 @@ def join(run_dir: Path, state: dict[str, Any], *, node: str = DEFAULT_NODE,
         initialize_node(api, node)
         kube.wait_for(f"node {node} Ready", lambda: _node_ready(api, node),
                       max(60.0, timeout_s / 2), 1.0)
+        timings["kubelet_start_to_ready_s"] = round(time.monotonic() - t2, 2)
+        # DRA: the DeviceClass, the node's kubelet plugin and its ResourceSlice
+        t3 = time.monotonic()
+        realnode_dra.start(api, vm.ssh_base(), node)
+        timings["dra_plugin_to_slice_s"] = round(time.monotonic() - t3, 2)
+        say(f"DRA plugin {realnode_dra.DRIVER} published {node}'s ResourceSlice "
+            f"({timings['dra_plugin_to_slice_s']} s)")
     except kube.WaitTimeout as exc:
         raise LabError(f"{exc}\nkubelet journal:\n{kubelet_journal(vm)}") from None
     finally:
         api.close()
-    timings["kubelet_start_to_ready_s"] = round(time.monotonic() - t2, 2)
     timings["boot_to_ready_s"] = round(time.monotonic() - t1, 2)
     timings["join_s"] = round(time.monotonic() - t0, 2)
     entry["timings"] = timings

@@ -10,16 +10,21 @@ configuration (so the host layers have a certified node to look at) it installs:
   (``${KGC_CACHE}/containerd/sid/debs``), unpacked into the image; **runc** and the CNI
   plugins (``containernetworking-plugins``: bridge, host-local, loopback) from Debian
   bookworm, installed with apt in a chroot;
+* **kgc-dra-plugin** — the lab's DRA kubelet plugin (driver ``dra.kgc.io``, stand-in
+  devices, CDI specs under ``/var/run/cdi``), built by the same script from
+  ``lab/cluster/go/dra`` (:mod:`kgc_lab.cluster.realnode_dra`);
 * containerd configured for the kubelet: CRI with the systemd cgroup driver (cgroup v2,
-  the bookworm default; no swap exists), NRI enabled, the runtime handler ``runc``, the
+  the bookworm default; no swap exists), NRI enabled, CDI enabled (the DRA plugin's specs;
+  2.x's default, written out), the runtime handler ``runc``, the
   sandbox image pinned to the lab's locally built pause image, no registry: the lab's
   busybox images are imported into the image's containerd store at build time (by the
   same containerd, run on the build host against the tree's ``/var/lib/containerd``);
 * ``/opt/kgc``: a venv (the image's own Python 3.11) with kgc's runtime dependencies, copied
   from the lab's environment — kgc itself is installed into it when a node joins
   (:func:`kgc_lab.cluster.realnode.install_kgc`), so it is always the checkout's;
-* systemd units: ``containerd`` (enabled), ``kubelet`` (started by the lab once it has
-  written the node's credentials and configuration, see :mod:`kgc_lab.cluster.realnode`).
+* systemd units: ``containerd`` (enabled), ``kubelet`` and ``kgc-dra-plugin`` (started by
+  the lab once it has written the node's credentials and configuration, see
+  :mod:`kgc_lab.cluster.realnode`).
 
 Everything is read from local caches except Debian's archive (apt, once per build).
 """
@@ -72,6 +77,12 @@ state = "/run/containerd"
 
 [plugins."io.containerd.cri.v1.images".pinned_images]
   sandbox = "{PAUSE_IMAGE}"
+
+# CDI (the DRA plugin's device specs): containerd 2.1.9's defaults (`containerd config
+# default`), written out because the lab's DRA test rests on them
+[plugins."io.containerd.cri.v1.runtime"]
+  enable_cdi = true
+  cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]
 
 [plugins."io.containerd.cri.v1.runtime".cni]
   bin_dirs = ["/usr/lib/cni"]
@@ -135,12 +146,32 @@ RestartSec=2
 WantedBy=multi-user.target
 """
 
+# Not enabled: the lab starts it once the node is Ready (the plugin publishes a
+# ResourceSlice owned by the Node object). It uses the kubelet's credentials
+# (system:node:<name>): the Node authorizer lets a node manage the ResourceSlices whose
+# spec.nodeName is itself and get the ResourceClaims of its pods (k8s.io/kubernetes v1.37.2
+# plugin/pkg/auth/authorizer/node, plugin/pkg/admission/noderestriction).
+DRA_PLUGIN_UNIT = """[Unit]
+Description=kgc lab DRA kubelet plugin (dra.kgc.io, stand-in devices)
+After=kubelet.service
+ConditionPathExists=/etc/kubernetes/kgc-dra.env
+[Service]
+EnvironmentFile=/etc/kubernetes/kgc-dra.env
+ExecStart=/usr/local/bin/kgc-dra-plugin $DRA_ARGS
+Restart=always
+RestartSec=2
+[Install]
+WantedBy=multi-user.target
+"""
+DRA_PLUGIN = "/usr/local/bin/kgc-dra-plugin"
+
 NODE_FILES: dict[str, str] = {
     **GOOD_FILES,
     "/etc/containerd/config.toml": CONTAINERD_CONFIG,
     "/etc/cni/net.d/10-kgc-lab.conflist": CNI_CONFIG,
     "/etc/systemd/system/containerd.service": CONTAINERD_UNIT,
     "/etc/systemd/system/kubelet.service": KUBELET_UNIT,
+    "/etc/systemd/system/kgc-dra-plugin.service": DRA_PLUGIN_UNIT,
     "/etc/modules-load.d/kgc-kube.conf": "overlay\n",
     "/etc/sysctl.d/90-kgc-kube.conf": "net.ipv4.ip_forward = 1\n",
     # the lab's SSH sessions skip PAM: no logind session and no `systemd --user` manager
@@ -160,6 +191,7 @@ UNITS_MASKED = ("modprobe@drm.service", "modprobe@efi_pstore.service",
 @dataclass(frozen=True)
 class Inputs:
     kubelet: Path
+    dra_plugin: Path
     containerd_deb: Path
     archive: Path
     dists: tuple[md.Distribution, ...]
@@ -167,7 +199,7 @@ class Inputs:
     def key(self) -> str:
         h = hashlib.sha256()
         h.update(f"recipe {RECIPE} {' '.join(APT_PACKAGES)} {sys.version_info[:2]}".encode())
-        for p in (self.kubelet, self.containerd_deb, self.archive):
+        for p in (self.kubelet, self.dra_plugin, self.containerd_deb, self.archive):
             h.update(p.name.encode() + _sha256(p).encode())
         h.update(" ".join(sorted(f"{d.metadata['Name']}=={d.version}"
                                  for d in self.dists)).encode())
@@ -196,6 +228,16 @@ def kubelet_binary() -> Path:
     if not os.access(p, os.X_OK):
         raise LabError(f"kubelet not built at {p} — run scripts/bootstrap.d/30-cluster.sh "
                        "(builds it with the control plane from lab/cluster/go/kube)")
+    return p
+
+
+def dra_plugin_binary() -> Path:
+    from kgc_lab.cluster.lab import binaries
+
+    p = binaries().root / "dra" / "kgc-dra-plugin"
+    if not os.access(p, os.X_OK):
+        raise LabError(f"the DRA kubelet plugin is not built at {p} — run "
+                       "scripts/bootstrap.d/30-cluster.sh (builds it from lab/cluster/go/dra)")
     return p
 
 
@@ -254,7 +296,8 @@ def inputs() -> Inputs:
     if sys.version_info[:2] != (3, 11):
         raise LabError(f"the kube node image copies kgc's dependencies from this Python "
                        f"({sys.version.split()[0]}); the image's Python is 3.11")
-    return Inputs(kubelet_binary(), containerd_deb(), node_archive(), runtime_closure())
+    return Inputs(kubelet_binary(), dra_plugin_binary(), containerd_deb(), node_archive(),
+                  runtime_closure())
 
 
 # -------------------------------------------------------------------------- build
@@ -306,10 +349,11 @@ def prepare(root: Path) -> None:
         _run(["dpkg-deb", "-x", str(ins.containerd_deb), tmp])
         for b in ("containerd", "containerd-shim-runc-v2", "ctr"):
             shutil.copy2(Path(tmp) / "usr" / "bin" / b, root / "usr" / "bin" / b)
-    kubelet = root / "usr" / "local" / "bin" / "kubelet"
-    kubelet.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(ins.kubelet, kubelet)
-    kubelet.chmod(0o755)
+    for src, dst in ((ins.kubelet, "usr/local/bin/kubelet"), (ins.dra_plugin, DRA_PLUGIN[1:])):
+        target = root / dst
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, target)
+        target.chmod(0o755)
     preimport(root, ins.containerd_deb, ins.archive)
     (root / REPORT_MOUNT.lstrip("/")).mkdir(parents=True, exist_ok=True)
     (root / "etc" / "kubernetes" / "pki").mkdir(parents=True, exist_ok=True)

@@ -105,11 +105,11 @@ def test_cluster_lab_with_a_real_node_killed_after_the_node_joined(private_cache
     through the VM's forwards: cleanup stops the control plane, powers the VM off, ends the
     relay processes QEMU runs per guest connection and frees every port."""
     from kgc_lab import cluster as labc
-    from kgc_lab.node.kube_image import containerd_deb, kubelet_binary
+    from kgc_lab.node.kube_image import containerd_deb, dra_plugin_binary, kubelet_binary
 
     missing = [str(p) for p in labc.binaries().missing(keda=False)]
     try:
-        kubelet_binary(), containerd_deb()
+        kubelet_binary(), dra_plugin_binary(), containerd_deb()
     except labc.LabError as exc:
         missing.append(str(exc))
     if missing or shutil.which("qemu-system-x86_64") is None or os.geteuid() != 0:

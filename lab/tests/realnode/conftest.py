@@ -44,9 +44,9 @@ class RealLab:
 
 def _require_lab() -> None:
     missing = [str(p) for p in labc.binaries().missing(keda=True)]
-    from kgc_lab.node.kube_image import containerd_deb, kubelet_binary
+    from kgc_lab.node.kube_image import containerd_deb, dra_plugin_binary, kubelet_binary
 
-    for need in (kubelet_binary, containerd_deb):
+    for need in (kubelet_binary, dra_plugin_binary, containerd_deb):
         try:
             need()
         except labc.LabError as exc:

@@ -255,3 +255,31 @@ def test_gpu_evidence_names_the_pods_that_ran_on_stand_ins() -> None:
     r = run(pod("a", "kgc-node-0"), pod("b", "kgc-gpu-0"))
     assert GpuRunEvidence.from_dict(json.loads(json.dumps(r.to_dict()))) == r
     assert "stand_in" not in legacy.to_dict()
+
+
+# --------------------------------------------------------------------------- DRA plugin
+
+
+def test_the_dra_plugin_gets_its_node_and_the_lab_the_device_class(tmp_path: Path) -> None:
+    from kgc_lab.cluster import realnode_dra
+    from kgc_lab.node.kube_image import CONTAINERD_CONFIG, NODE_FILES
+
+    pki = cluster_pki.generate(tmp_path / "pki")
+    creds = realnode.issue_credentials(pki, "kgc-node-0")
+    env = realnode.node_files(pki, creds, "kgc-node-0", 41234)["etc/kubernetes/kgc-dra.env"]
+    assert env.startswith(b"DRA_ARGS=--node-name=kgc-node-0 ")
+    assert b"--kubeconfig=/etc/kubernetes/kubelet.kubeconfig" in env  # the node's identity
+    assert b"--driver=dra.kgc.io" in env and b"--cdi-dir=/var/run/cdi" in env
+    unit = NODE_FILES["/etc/systemd/system/kgc-dra-plugin.service"]
+    assert "EnvironmentFile=/etc/kubernetes/kgc-dra.env" in unit
+    assert "enable_cdi = true" in CONTAINERD_CONFIG and '"/var/run/cdi"' in CONTAINERD_CONFIG
+    dc = realnode_dra.device_class_manifest()
+    assert dc["spec"]["selectors"] == [{"cel": {"expression": 'device.driver == "dra.kgc.io"'}}]
+    t = realnode_dra.claim_template_manifest("t", "ns")
+    assert t["spec"]["spec"]["devices"]["requests"] == [
+        {"name": "gpu", "exactly": {"deviceClassName": "dra.kgc.io", "count": 1}}]
+    assert realnode_dra.env_name("gpu-1") == "KGC_DRA_GPU_1"
+    assert realnode_dra.cdi_spec_path("u") == "/var/run/cdi/kgc.io-dra_u.json"
+    claim = {"status": {"allocation": {"devices": {"results": [{"device": "gpu-0"}]}}}}
+    assert realnode_dra.allocation(claim) == [{"device": "gpu-0"}]
+    assert realnode_dra.allocation({}) == []
