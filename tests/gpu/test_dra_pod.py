@@ -368,3 +368,35 @@ def test_kata_s_cold_plug_failure_settles_the_wait_at_once(case: dict[str, Any])
     assert settled(p) == "Kata did not cold-plug the DRA device (kata-containers#13322)"
     quiet = dataclasses.replace(p, events=p.events[:1])
     assert settled(quiet) is None
+
+
+def test_a_runc_sandbox_without_a_gpu_is_not_blamed_on_kata_s_cold_plug_gap() -> None:
+    """Seen on the lab's real node (a runc pod with a real kubelet-prepared claim): no VM, no
+    10de function - the runtime is the cause, not Kata's DRA cold plug."""
+    vm = cpu_guest()
+    assert vm.is_vm and not vm.nvidia_gpus
+    kata = _judge("gpu.dra-device-match", _dra_pod(guest=vm))
+    assert kata.status is Status.FAIL and "13322" in kata.reason
+    runc = dataclasses.replace(vm, hypervisor_flag=False)
+    v = _judge("gpu.dra-device-match", _dra_pod(guest=runc))
+    assert v.status is Status.FAIL and "13322" not in v.reason and "not a VM" in v.reason
+    assert "runtime_class" in v.remediation
+
+
+def test_bool_attributes_read_alike_in_slices_and_claims() -> None:
+    from kgc.layers.gpu.dra import device_from_api
+    from kgc.layers.gpu.dra_pod import _attr_value
+    d = device_from_api({"name": "gpu-0", "attributes": {"standIn": {"bool": True}}}, "x", [])
+    assert d.attributes["standIn"] == _attr_value({"bool": True}) == "true"
+    assert _attr_value({"bool": False}) == "false"
+
+
+def test_the_node_selector_s_labels_are_kept_as_evidence() -> None:
+    """cluster.gpu.node_selector on a label kgc would otherwise drop (kgc.io/real-node on the
+    lab's real node) must still select the node."""
+    from kgc.layers.gpu.evidence import node_from_api
+    obj = {"metadata": {"name": "n", "labels": {"kgc.io/real-node": "true", "noise": "x",
+                                                "nvidia.com/gpu.product": "H200"}}}
+    assert node_from_api(obj).labels == {"nvidia.com/gpu.product": "H200"}
+    assert node_from_api(obj, {"kgc.io/real-node": "true"}).labels == {
+        "nvidia.com/gpu.product": "H200", "kgc.io/real-node": "true"}

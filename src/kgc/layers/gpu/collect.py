@@ -117,7 +117,7 @@ def preflight(k: kube.Kube, gp: GpuProfile) -> ClusterGpuEvidence:
         runtime_classes=None if rcs is None else tuple(
             sorted((runtime_class_from_api(r) for r in rcs), key=lambda r: r.name)),
         nodes=None if nodes is None else tuple(
-            sorted((node_from_api(n) for n in nodes), key=lambda n: n.name)),
+            sorted((node_from_api(n, gp.node_selector) for n in nodes), key=lambda n: n.name)),
         plugin_pods=None if plugin is None else tuple(
             sorted((plugin_pod_from_api(p) for p in plugin), key=lambda p: (p.node or "",
                                                                               p.name))),

@@ -43,7 +43,9 @@ def _attr_value(v: Any) -> str | None:
         return None
     for k in ("string", "version", "int", "bool"):
         if k in v and v[k] is not None:
-            return str(v[k])[:MAX_TEXT]
+            x = v[k]
+            # a bool as the API writes it (and as kgc.layers.gpu.dra reads slices)
+            return ("true" if x else "false") if isinstance(x, bool) else str(x)[:MAX_TEXT]
     return None
 
 
@@ -227,6 +229,16 @@ def dra_device_match(subj: Any, profile: Any) -> Outcome:
     if not allocated:
         return errored(f"{pod.ref}: no allocated DRA device was recorded (see "
                        "gpu.dra-allocation)", **ev)
+    if g.pci_listed and not g.nvidia_gpus and not g.is_vm:
+        # no VM at all (runc, gVisor): the cold-plug gap is not the cause, the runtime is
+        return failed(f"{pod.ref}: DRA allocated "
+                      + ", ".join(f"{r.pool}/{r.device}" for _, r, _ in allocated)
+                      + " but the pod's sandbox is not a VM and shows no NVIDIA GPU PCI "
+                      "function (see gpu.in-vm): nothing was passed through",
+                      "Run the GPU pod under the Kata RuntimeClass (platform.kata."
+                      "runtime_class) on nodes whose DRA driver prepares VFIO devices (e.g. "
+                      "dra-driver-nvidia-gpu's vfio.gpu.nvidia.com class, PassthroughSupport).",
+                      **ev)
     if g.pci_listed and not g.nvidia_gpus:
         return failed(f"{pod.ref}: DRA allocated "
                       + ", ".join(f"{r.pool}/{r.device}" for _, r, _ in allocated)

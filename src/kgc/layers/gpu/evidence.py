@@ -21,7 +21,7 @@ exception, and text is bounded. ``to_dict``/``from_dict`` are :mod:`kgc.evidence
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -140,7 +140,11 @@ class NodeInfo(BlankIsMissing, Record):
         return {k: v for k, v in self.capacity.items() if k.startswith("nvidia.com/")}
 
 
-def node_from_api(obj: Any) -> NodeInfo:
+def node_from_api(obj: Any, selector_keys: Collection[str] = ()) -> NodeInfo:
+    """A Node API object -> :class:`NodeInfo`; its labels are the GPU/placement ones of
+    :data:`_KEEP_LABEL` plus those whose key ``cluster.gpu.node_selector`` names (the checks
+    match the selector against the kept labels: a label dropped here would make a matching
+    node look unselected)."""
     o = _m(obj)
     st = _m(o.get("status"))
     ready = None
@@ -150,7 +154,9 @@ def node_from_api(obj: Any) -> NodeInfo:
     return NodeInfo(
         name=_s(_m(o.get("metadata")).get("name"), 253) or "",
         kernel_version=_s(_m(st.get("nodeInfo")).get("kernelVersion"), 256),
-        labels=_str_map(_m(o.get("metadata")).get("labels"), _KEEP_LABEL),
+        labels={**_str_map(_m(o.get("metadata")).get("labels"), _KEEP_LABEL),
+                **{k: v for k, v in _str_map(_m(o.get("metadata")).get("labels")).items()
+                   if k in selector_keys}},
         capacity=_str_map(st.get("capacity")),
         allocatable=_str_map(st.get("allocatable")),
         ready=ready,
