@@ -400,3 +400,18 @@ def test_the_node_selector_s_labels_are_kept_as_evidence() -> None:
     assert node_from_api(obj).labels == {"nvidia.com/gpu.product": "H200"}
     assert node_from_api(obj, {"kgc.io/real-node": "true"}).labels == {
         "nvidia.com/gpu.product": "H200", "kgc.io/real-node": "true"}
+
+
+def test_under_dra_the_publishing_nodes_decide_what_a_node_verdict_rests_on() -> None:
+    """A real node publishing slices beside GPU-labelled kwok nodes: the DRA node verdicts
+    rest on the real node only (not marked simulated for the kwok ones)."""
+    from kgc.layers.gpu.evidence import GpuRunEvidence, NodeInfo
+    real = NodeInfo(name="real", kernel_version="6.1", labels={}, capacity={},
+                    allocatable={}, ready=True, stand_in=False)
+    kwok = NodeInfo(name="kwok", kernel_version="6.1", labels={"nvidia.com/gpu.present": "1"},
+                    capacity={"nvidia.com/gpu": "4"}, allocatable={"nvidia.com/gpu": "4"},
+                    ready=True, stand_in=True, stand_in_why="kwok node")
+    cl = dataclasses.replace(_cluster_with_slices(["real"]), nodes=(real, kwok))
+    assert GpuRunEvidence(cl).stand_ins_for("gpu.dra-slices") == []
+    none = dataclasses.replace(_cluster_with_slices([]), nodes=(real, kwok))
+    assert GpuRunEvidence(none).stand_ins_for("gpu.dra-slices") == ["node kwok: kwok node"]

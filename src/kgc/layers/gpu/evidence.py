@@ -503,12 +503,19 @@ class GpuRunEvidence(Record):
         return self.pod_stand_ins() if self.pods else None
 
     def node_stand_ins(self) -> list[str] | None:
-        """The stand-ins among the GPU nodes (a GPU label or an nvidia.com/* resource; every
-        node when none is one: a "no GPU node" verdict rests on them all)."""
+        """The stand-ins among the GPU nodes (under DRA those publishing devices; else a GPU
+        label or an nvidia.com/* resource; every node when none is one: a "no GPU node"
+        verdict rests on them all)."""
         nodes = list(self.cluster.nodes or ())
-        gpu = [n for n in nodes if n.gpu_resources() or any(
-            k.startswith(("nvidia.com/", "feature.node.kubernetes.io/pci-10de"))
-            for k in n.labels)] or nodes
+        d = self.cluster.dra
+        # under DRA the GPU nodes are those publishing devices (a real node's kubelet plugin
+        # beside kwok nodes: only it counts)
+        publishing = {s.node for s in (d.slices or ()) if s.node and s.device_count and (
+            d.driver is None or s.driver == d.driver)} if d is not None else set()
+        gpu = [n for n in nodes if n.name in publishing] or [
+            n for n in nodes if n.gpu_resources() or any(
+                k.startswith(("nvidia.com/", "feature.node.kubernetes.io/pci-10de"))
+                for k in n.labels)] or nodes
         if any(n.stand_in is None for n in gpu):
             return None
         return [f"node {n.name}: {n.stand_in_why}" for n in gpu if n.stand_in]
