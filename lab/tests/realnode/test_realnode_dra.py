@@ -218,10 +218,11 @@ def test_the_gpu_layer_in_claim_mode_judges_a_claim_the_real_kubelet_prepared(
     """The product's whole live run in claim mode (``platform.gpu.request.mode: claim``):
     it creates its ResourceClaimTemplate in the run namespace, its pod lands on the real
     node, the real scheduler allocates and the real kubelet prepares the claim.
-    ``gpu.dra-allocation`` passes unmarked (its pod and claim are the real node's); the DRA
-    preflight passes too (marked simulated today: cluster-scope evidence is marked as soon
-    as the cluster lists kwok nodes, even though only the real node publishes slices);
-    ``gpu.in-vm`` fails for the true reason (runc, no VM)."""
+    ``gpu.dra-allocation`` passes unmarked (its pod and claim are the real node's); so does
+    the DRA preflight's ``gpu.dra-slices`` (under DRA a node verdict rests on the nodes that
+    publish devices: the real node only, not the cluster's kwok GPU nodes);
+    ``gpu.in-vm`` fails for the true reason (runc, no VM), and ``gpu.dra-device-match`` says
+    the sandbox is not a VM instead of blaming Kata's cold-plug gap."""
     k, node = real_lab.kube, real_lab.node_name
     # the run's pods tolerate the GPU taints only: the real-node taint is lifted meanwhile
     k.core.patch_node(node, {"spec": {"taints": None}})
@@ -242,5 +243,9 @@ def test_the_gpu_layer_in_claim_mode_judges_a_claim_the_real_kubelet_prepared(
     v = by["gpu.dra-allocation"]
     assert f"allocated {DRIVER}/{node}/gpu-" in v["reason"] and f"on {node}" in v["reason"], v
     assert v["simulated"] is False, v  # the pod and its claim are the real node's
+    assert by["gpu.dra-slices"]["simulated"] is False, by["gpu.dra-slices"]
+    match = by["gpu.dra-device-match"]
+    assert match["status"] == "fail" and "not a VM" in match["reason"], match
+    assert "13322" not in match["reason"], match
     assert by["gpu.in-vm"]["status"] == "fail", by["gpu.in-vm"]
     assert res.returncode == 1  # not certified: a GPU pod outside a VM
