@@ -381,6 +381,12 @@ def test_a_runc_sandbox_without_a_gpu_is_not_blamed_on_kata_s_cold_plug_gap() ->
     v = _judge("gpu.dra-device-match", _dra_pod(guest=runc))
     assert v.status is Status.FAIL and "13322" not in v.reason and "not a VM" in v.reason
     assert "runtime_class" in v.remediation
+    # the real node is itself a VM: its runc container shows the hypervisor flag but runs the
+    # node's own kernel (what gpu.in-vm goes by)
+    p = _dra_pod(guest=vm)
+    on_node = dataclasses.replace(p, guest=dataclasses.replace(vm, kernel=p.node_kernel))
+    v = _judge("gpu.dra-device-match", on_node)
+    assert v.status is Status.FAIL and "node's own kernel" in v.reason and "13322" not in v.reason
 
 
 def test_bool_attributes_read_alike_in_slices_and_claims() -> None:

@@ -374,6 +374,22 @@ def pod_runs(subj: PodSubject, profile: Any) -> Outcome:
                   found=cause.id, **evidence)
 
 
+def not_a_vm(pod: Any, g: Any) -> list[str]:
+    """Why the pod's sandbox is not a VM ([] when nothing says so): it runs the node's own
+    kernel (runc), gVisor's, or sees the host's IOMMU groups. The CPU's hypervisor flag
+    cannot tell: a node that is itself a VM shows it to a runc container too."""
+    problems = []
+    if g.kernel and pod.node_kernel and g.kernel.strip() == pod.node_kernel.strip():
+        problems.append(f"the pod's kernel {g.kernel} is the node's own kernel: the container "
+                        "shares the host kernel (runc?)")
+    if g.gvisor:
+        problems.append(f"kernel {g.kernel} is gVisor's, a user-space sandbox, not a VM")
+    if g.iommu_groups:
+        problems.append(f"the pod sees {len(g.iommu_groups)} IOMMU group(s): the host's /sys, "
+                        "not a guest's")
+    return problems
+
+
 @_scoped(
     "pod",
     "gpu.in-vm",
@@ -398,15 +414,7 @@ def in_vm(subj: PodSubject, profile: Any) -> Outcome:
     if g.iommu_groups is None and not g.pci_listed:
         return errored(f"{pod.ref}: the guest's /sys was not readable (no PCI listing, no "
                        "/sys/kernel/iommu_groups); cannot tell a VM from the host", **ev)
-    problems = []
-    if g.kernel.strip() == pod.node_kernel.strip():  # a trailing newline hides nothing
-        problems.append(f"the pod's kernel {g.kernel} is the node's own kernel: the container "
-                        "shares the host kernel (runc?)")
-    if g.gvisor:
-        problems.append(f"kernel {g.kernel} is gVisor's, a user-space sandbox, not a VM")
-    if g.iommu_groups:
-        problems.append(f"the pod sees {len(g.iommu_groups)} IOMMU group(s): the host's /sys, "
-                        "not a guest's")
+    problems = not_a_vm(pod, g)
     if problems:
         return failed(
             f"{pod.ref} on {pod.node} is not in a VM: " + "; ".join(problems),

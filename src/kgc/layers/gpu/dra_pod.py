@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kgc.core.model import Outcome, Severity, errored, failed, passed, skipped, warned
-from kgc.layers.gpu.checks import _pod_ev, _ran, _scoped, settings
+from kgc.layers.gpu.checks import _pod_ev, _ran, _scoped, not_a_vm, settings
 from kgc.layers.gpu.classify import _DRA_FIX
 from kgc.layers.gpu.evidence import ClaimEvidence, ClaimResult, GpuPodEvidence
 
@@ -229,12 +229,14 @@ def dra_device_match(subj: Any, profile: Any) -> Outcome:
     if not allocated:
         return errored(f"{pod.ref}: no allocated DRA device was recorded (see "
                        "gpu.dra-allocation)", **ev)
-    if g.pci_listed and not g.nvidia_gpus and not g.is_vm:
+    sandbox = not_a_vm(pod, g) or ([] if g.is_vm else ["no hypervisor in its CPU flags"])
+    if g.pci_listed and not g.nvidia_gpus and sandbox:
         # no VM at all (runc, gVisor): the cold-plug gap is not the cause, the runtime is
         return failed(f"{pod.ref}: DRA allocated "
                       + ", ".join(f"{r.pool}/{r.device}" for _, r, _ in allocated)
-                      + " but the pod's sandbox is not a VM and shows no NVIDIA GPU PCI "
-                      "function (see gpu.in-vm): nothing was passed through",
+                      + " but the pod's sandbox is not a VM (" + "; ".join(sandbox)
+                      + ") and shows no NVIDIA GPU PCI function (see gpu.in-vm): nothing "
+                      "was passed through",
                       "Run the GPU pod under the Kata RuntimeClass (platform.kata."
                       "runtime_class) on nodes whose DRA driver prepares VFIO devices (e.g. "
                       "dra-driver-nvidia-gpu's vfio.gpu.nvidia.com class, PassthroughSupport).",
