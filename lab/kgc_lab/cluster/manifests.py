@@ -345,17 +345,19 @@ def kwok_stages(cluster: ClusterProfile) -> list[dict[str, Any]]:
         }, _PULL_FAILED_TEMPLATE.replace("REASON", "RunContainerError").replace(
             "MESSAGE", KATA_DRA_COLDPLUG.replace("%", "%%") + "%.0s%.0s"))
 
+    # Kata pods without a DRA claim: every Kata class alike; with one: a sandbox on the
+    # classes that play a Kata with the fix, the shim's failure on the others
     fixed = [c for c in kata if c not in gap]
-    kata_stages = ([sandbox("kgc-pod-sandbox-kata", "In", lab.kata_sandbox_delay_ms,
-                            fixed)] if fixed else [])
-    if gap:
-        kata_stages += [
-            sandbox("kgc-pod-sandbox-kata-no-dra", "In", lab.kata_sandbox_delay_ms, gap,
-                    no_claims),
-            coldplug_gap("kgc-pod-kata-dra-coldplug-gap", ".spec.resourceClaims"),
-            coldplug_gap("kgc-pod-kata-dra-coldplug-gap-extended",
-                         ".status.extendedResourceClaimStatus"),
-        ]
+    kata_stages = [sandbox("kgc-pod-sandbox-kata", "In", lab.kata_sandbox_delay_ms, kata,
+                           no_claims)]
+    for suffix, has in (("", ".spec.resourceClaims"),
+                        ("-extended", ".status.extendedResourceClaimStatus")):
+        if fixed:
+            kata_stages.append(sandbox(f"kgc-pod-sandbox-kata-dra{suffix}", "In",
+                                       lab.kata_sandbox_delay_ms, fixed,
+                                       ({"key": has, "operator": "Exists"},)))
+        if gap:
+            kata_stages.append(coldplug_gap(f"kgc-pod-kata-dra-coldplug-gap{suffix}", has))
 
     ready = stage("kgc-pod-containers-ready", [
         {"key": ".status.phase", "operator": "In", "values": ["Pending"]},

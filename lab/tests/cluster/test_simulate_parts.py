@@ -228,8 +228,13 @@ def test_kata_s_dra_cold_plug_gap_is_played_only_for_dra_pods_of_the_gap_classes
         return next(e["values"] for e in stages[name]["spec"]["selector"]["matchExpressions"]
                     if e["key"] == ".spec.runtimeClassName")
 
-    assert classes("kgc-pod-sandbox-kata") == ["kata"]
-    assert classes("kgc-pod-sandbox-kata-no-dra") == ["kata-qemu-nvidia-gpu"]
+    assert classes("kgc-pod-sandbox-kata") == ["kata", "kata-qemu-nvidia-gpu"]
+    assert classes("kgc-pod-sandbox-kata-dra") == classes("kgc-pod-sandbox-kata-dra-extended") \
+        == ["kata"]
+    keys = {e["key"]: e["operator"] for e in
+            stages["kgc-pod-sandbox-kata"]["spec"]["selector"]["matchExpressions"]}
+    assert keys[".spec.resourceClaims"] == keys[".status.extendedResourceClaimStatus"] == \
+        "DoesNotExist"
     for name in ("kgc-pod-kata-dra-coldplug-gap", "kgc-pod-kata-dra-coldplug-gap-extended"):
         spec = stages[name]["spec"]
         assert classes(name) == ["kata-qemu-nvidia-gpu"]
@@ -245,3 +250,8 @@ def test_kata_s_dra_cold_plug_gap_is_played_only_for_dra_pods_of_the_gap_classes
     plain = {s["metadata"]["name"] for s in kwok_stages(LabClusterProfile(
         lab=ClusterLabProfile(kata_without_dra_coldplug=())))}
     assert "kgc-pod-sandbox-kata" in plain and not any("coldplug" in n for n in plain)
+    # a lab whose only Kata class has the gap plays no DRA sandbox at all
+    only_gap = {s["metadata"]["name"] for s in kwok_stages(LabClusterProfile(
+        lab=ClusterLabProfile(kata_runtime_classes=("kata-qemu-nvidia-gpu",))))}
+    assert "kgc-pod-sandbox-kata" in only_gap and "kgc-pod-sandbox-kata-dra" not in only_gap
+    assert "kgc-pod-kata-dra-coldplug-gap" in only_gap
