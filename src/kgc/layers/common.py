@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kgc.core.model import Outcome, errored, skipped
+from kgc.core.model import Outcome, skipped
 from kgc.core.profile import Profile
 
 
@@ -15,40 +15,59 @@ def no_targets(profile: Profile) -> Outcome:
     )
 
 
+def binding(profile: Profile) -> str:
+    """``platform.gpu.binding``: ``boot`` (vfio-pci at boot) or ``dra`` (rebound per claim)."""
+    platform = getattr(profile, "platform", None)
+    return str(getattr(getattr(platform, "gpu", None), "binding", "boot"))
+
+
+def host_driver(profile: Profile) -> str:
+    """``platform.gpu.host_driver``: where a GPU sits between claims under ``dra``."""
+    platform = getattr(profile, "platform", None)
+    return str(getattr(getattr(platform, "gpu", None), "host_driver", "nvidia"))
+
+
 # the node checks whose rule is "bound to vfio-pci at boot and after every reboot": on a node
 # whose GPUs the DRA driver rebinds per claim (``platform.gpu.binding: dra``) that rule is
-# wrong by design, and its fixes (vfio-pci ids at boot) fight the driver
-BOOT_BINDING_RULES = frozenset({
-    "vfio.driver", "vfio.device-node", "vfio.group-viable", "vfio.competing-driver",
-    "persistence.coverage", "persistence.load-order", "persistence.initramfs",
-    "persistence.cmdline", "reboot.binding-persists",
-})
+# wrong by design, and its fixes (vfio-pci ids at boot) fight the driver. Under ``dra`` each
+# skips naming the check that judges the node instead (the rebindability rule, or
+# persistence.coverage, which under ``dra`` reports a boot-time vfio-pci binding).
+DRA_REPLACEMENT = {
+    "vfio.driver": "vfio.rebindable",
+    "vfio.device-node": "vfio.rebindable",
+    "vfio.group-viable": "vfio.rebindable",
+    "vfio.competing-driver": "vfio.rebindable",
+    "persistence.load-order": "persistence.coverage",
+    "persistence.initramfs": "persistence.coverage",
+    "persistence.cmdline": "persistence.coverage",
+    "reboot.binding-persists": "reboot.rebindable",
+}
+BOOT_BINDING_RULES = frozenset(DRA_REPLACEMENT)
+# the checks that judge a DRA node instead: under ``boot`` they skip naming the boot rule
+DRA_RULES = {"vfio.rebindable": "vfio.driver", "reboot.rebindable": "reboot.binding-persists"}
 
 
 def dra_binding_skip(profile: Profile, check_id: str) -> Outcome | None:
     """What a boot-binding rule gives under ``platform.gpu.binding: dra`` (None: the rule
-    applies). Never a pass: what such a node needs instead — each GPU's IOMMU group viable
-    and nothing holding ``/dev/nvidia*``, so that the driver can rebind it — is not judged by
-    this release. ``vfio.driver`` (a blocker) is an ``error`` saying so, so that no gate
-    certifies a DRA node's host layers on the checks that remain (the default policy needs
-    only one judged check per layer); the other rules skip, naming it."""
-    platform = getattr(profile, "platform", None)
-    binding = getattr(getattr(platform, "gpu", None), "binding", "boot")
-    if binding != "dra" or check_id not in BOOT_BINDING_RULES:
+    applies): a skip naming the check that judges the node instead, never a pass. Each node
+    layer keeps a judged check under ``dra`` (vfio.rebindable, persistence.coverage,
+    reboot.rebindable), so the default per-layer policy never certifies a DRA node's host
+    layers on skips alone."""
+    if binding(profile) != "dra" or check_id not in BOOT_BINDING_RULES:
         return None
-    why = ("platform.gpu.binding: dra: the DRA driver binds each GPU to vfio-pci only when a "
-           "claim is prepared (kubernetes-sigs/dra-driver-nvidia-gpu, PassthroughSupport), so "
-           f"{check_id}'s boot-time vfio-pci rule does not apply")
-    if check_id == DRA_UNJUDGED:
-        return errored(
-            f"{why}; whether the GPUs are rebindable (IOMMU group viable with the GPU on its "
-            "host driver, nothing holding /dev/nvidia*) is not judged by this release, so "
-            "the node's binding is not judged and the node cannot be certified",
-            "Certify this node with binding: boot (GPUs bound to vfio-pci at boot, the "
-            "device-plugin path), or waive vfio.driver in the profile's policy for DRA nodes "
-            "and judge their rebinding by hand until kgc judges it")
-    return skipped(f"{why}; not judged under dra (see {DRA_UNJUDGED})")
+    return skipped(
+        "platform.gpu.binding: dra: the DRA driver binds each GPU to vfio-pci only when a "
+        f"claim is prepared ({DRA_SOURCE}), so {check_id}'s boot-time vfio-pci rule does not "
+        f"apply; {DRA_REPLACEMENT[check_id]} judges the node instead")
 
 
-# the one boot-binding rule that says "not judged" as an error under binding: dra
-DRA_UNJUDGED = "vfio.driver"
+def boot_binding_skip(profile: Profile, check_id: str) -> Outcome | None:
+    """What a DRA-only rule gives under ``platform.gpu.binding: boot`` (None: it applies)."""
+    if binding(profile) == "dra" or check_id not in DRA_RULES:
+        return None
+    return skipped(f"the profile binds the GPUs at boot (platform.gpu.binding: boot), so "
+                   f"whether the DRA driver could rebind them is not asked; "
+                   f"{DRA_RULES[check_id]} judges the binding")
+
+
+DRA_SOURCE = "kubernetes-sigs/dra-driver-nvidia-gpu, PassthroughSupport"
