@@ -507,8 +507,9 @@ SCENARIOS: list[Scenario] = [
     Scenario("vp-dra-held", VP, fake({"gpu0": "e1000", "gpu0_fn1": None}, dev_holders=CommandResult(
         0, "I 0\nH 812 3 /dev/nvidia0\nC 812 nvidia-persiste\nN 40 1 0 0\n")),
         profile="lab", patch=DRA, expect={"vfio.rebindable": F}),
-    Scenario("vp-dra-not-root", VP, fake({"gpu0": "e1000", "gpu0_fn1": None}, dev_holders=CommandResult(
-        0, "I 1000\nU 1\nU 812\nN 3 0 2 0\n")),
+    Scenario("vp-dra-not-root", VP, fake({"gpu0": "e1000", "gpu0_fn1": None},
+                                         dev_holders=CommandResult(
+                                             0, "I 1000\nU 1\nU 812\nN 3 0 2 0\n")),
         profile="lab", patch=DRA, expect={"vfio.rebindable": E}),
     Scenario("vp-dra-peer-on-host", VP, fake({"gpu0": "e1000", "gpu0_fn1": "e1000"},
                                              dev_holders=CommandResult(0, "I 0\nN 40 0 0 0\n")),

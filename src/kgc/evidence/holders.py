@@ -53,7 +53,7 @@ MAX_UNREADABLE = 64
 HOLDERS_CMD = (
     "u=$(id -u 2>/dev/null) || u='?'; printf 'I %s\\n' \"$u\"; "
     'set -- "$R"/proc/[0-9]*/fd; '
-    '[ -d "$1" ] || { echo "KGC-NO-PROC no /proc/<pid>/fd under ${R:-/}"; exit 3; }; '
+    '[ -d "$1" ] || { echo "KGC-NO-PROC no /proc/<pid>/fd to read"; exit 3; }; '
     # with one directory ls prints no "dir:" header: name it twice (awk drops the repeat)
     '[ $# -gt 1 ] || set -- "$1" "$1"; '
     'ls -lq -- "$@" 2>&1 | awk -v R="$R" '
