@@ -1,4 +1,4 @@
-"""The rebindability judgement (kgc.layers.rebind) shared by vfio.rebindable and
+"""The rebindability judgement (kgc.layers.common.judge_rebindable) shared by vfio.rebindable and
 reboot.rebindable, the holder scan's parser (kgc.evidence.holders) and the reboot record's
 new keys: every branch, a property (a holder of a target's node is never a pass), and a
 table whose every row flips one condition of the rule, so that a mutant of any condition
@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from kgc.core.model import EvidenceError, Status
 from kgc.core.profile import DeviceSelector, Profile, load_profile
 from kgc.evidence.holders import MAX_HOLDERS, MAX_UNREADABLE, DeviceUse, Holder, parse_output
-from kgc.layers import rebind
-from kgc.layers.rebind import Dev
+from kgc.layers.common import RebindDev as Dev
+from kgc.layers.common import judge_rebindable
 from kgc.layers.reboot.checks import CHECKS as REBOOT
 from kgc.layers.reboot.collect import RebootEvidence
 
@@ -46,7 +46,7 @@ def use(*holders: Holder, minors: dict[str, int] | None = None, **kw: Any) -> De
 def run(target: Dev, peers: tuple[Dev, ...] = (), u: DeviceUse | None = None,
         host: str = "nvidia") -> Any:
     groups = {"7": [target, *peers]} if target.group else {}
-    return rebind.judge([target], groups, use() if u is None else u, host_driver=host,
+    return judge_rebindable([target], groups, use() if u is None else u, host_driver=host,
                         allowed=ALLOWED)
 
 

@@ -19,8 +19,14 @@ from kgc.evidence.vfio_config import (
     mod,
     softdep_edit,
 )
-from kgc.layers import rebind
-from kgc.layers.common import binding, dra_binding_skip, no_targets
+from kgc.layers.common import (
+    PREBIND_WHY,
+    binding,
+    dra_binding_skip,
+    no_targets,
+    prebind_sources,
+    unprebind_fix,
+)
 from kgc.layers.persistence.collect import PersistenceEvidence
 
 CHECKS = Registry()
@@ -89,20 +95,20 @@ def dra_prebind(ev: PersistenceEvidence, targets: list[PciDevice],
     """Under ``dra``: which target the node binds to vfio-pci at boot, and where. A warning,
     not a failure: the DRA driver still prepares a pre-bound GPU (``Configure`` skips one
     already on vfio-pci), but the boot configuration and the driver disagree on where it
-    lives (:data:`kgc.layers.rebind.PREBIND_WHY`); the reboot test (reboot.rebindable) fails
+    lives (:data:`kgc.layers.common.PREBIND_WHY`); the reboot test (reboot.rebindable) fails
     a node that does come back pre-bound."""
     allowed = profile.host.passthrough.allowed_drivers
     found: dict[str, list[str]] = {}
     fixes: list[str] = []
     for d in targets:
-        srcs = rebind.prebind_sources(ev.binding, d, allowed)
+        srcs = prebind_sources(ev.binding, d, allowed)
         if srcs:
             found[d.bdf] = [f"{m}: {w}" for m, w in srcs]
-            fixes += [rebind.unprebind_fix(m, w, d.bdf) for m, w in srcs]
+            fixes += [unprebind_fix(m, w, d.bdf) for m, w in srcs]
     if found:
         return warned("platform.gpu.binding: dra, but the node pre-binds target(s) to vfio-pci "
                       "at boot: " + "; ".join(f"{b} by {', '.join(w)}" for b, w in found.items())
-                      + f"; {rebind.PREBIND_WHY}",
+                      + f"; {PREBIND_WHY}",
                       "Leave the targets to the DRA driver: " + "; ".join(dict.fromkeys(fixes))
                       + ".", prebound=found)
     return passed(f"no boot-time mechanism binds any of the {len(targets)} target(s) to "

@@ -7,8 +7,15 @@ from typing import Any
 
 from kgc.core.model import Outcome, Registry, Severity, errored, failed, passed, skipped
 from kgc.core.profile import DeviceSelector, Profile
-from kgc.layers import rebind
-from kgc.layers.common import boot_binding_skip, dra_binding_skip, host_driver
+from kgc.layers.common import (
+    PREBIND_WHY,
+    RebindDev,
+    boot_binding_skip,
+    dra_binding_skip,
+    host_driver,
+    judge_rebindable,
+    unprebind_fix,
+)
 from kgc.layers.reboot.collect import RebootEvidence
 
 CHECKS = Registry()
@@ -136,10 +143,10 @@ def host_kept(ev: RebootEvidence, profile: Profile) -> Outcome:
 def rebindable(ev: RebootEvidence, profile: Profile) -> Outcome:
     """A new id, not reboot.binding-persists with another meaning: under ``dra`` the reboot
     must prove the opposite of "bound to vfio-pci again" -- that the node comes back with
-    each target on its host driver and rebindable (:mod:`kgc.layers.rebind`, judged on the
-    PCI bindings and the holder scan taken after the reboot, once the boot finished). A
-    target back on vfio-pci fails, naming where the node pre-binds it (the boot-time
-    configuration recorded before the reboot; see :data:`kgc.layers.rebind.PREBIND_WHY`). A
+    each target on its host driver and rebindable (:func:`kgc.layers.common.judge_rebindable`,
+    judged on the PCI bindings and the holder scan taken after the reboot, once the boot
+    finished). A target back on vfio-pci fails, naming where the node pre-binds it (the boot-time
+    configuration recorded before the reboot; see :data:`kgc.layers.common.PREBIND_WHY`). A
     record without the post-reboot holder scan (an older kgc, or recorded under ``boot``)
     is an error, never a pass. Under ``boot``: a skip naming reboot.binding-persists."""
     if (boot := boot_binding_skip(profile, "reboot.rebindable")) is not None:
@@ -164,19 +171,19 @@ def rebindable(ev: RebootEvidence, profile: Profile) -> Outcome:
                        "Record the reboot again with this kgc under binding: dra "
                        "(--allow-reboot).")
 
-    def dev(b: str) -> rebind.Dev:
+    def dev(b: str) -> RebindDev:
         r = ev.after[b]
-        return rebind.Dev(b, f"{r.get('vendor') or '????'}:{r.get('device') or '????'}",
+        return RebindDev(b, f"{r.get('vendor') or '????'}:{r.get('device') or '????'}",
                           r.get("class"), r.get("driver"), r.get("iommu_group"))
 
     rows = {b: f"{ev.before[b].get('driver') or 'none'} -> {ev.after[b].get('driver') or 'none'}"
             for b in targets}
     pre = [b for b in targets if ev.after[b].get("driver") in allowed]
-    groups: dict[str, list[rebind.Dev]] = {}
+    groups: dict[str, list[RebindDev]] = {}
     for b, r in ev.after.items():
         if r.get("iommu_group") is not None:
             groups.setdefault(str(r["iommu_group"]), []).append(dev(b))
-    rest = rebind.judge([dev(b) for b in targets if b not in pre], groups, ev.use_after,
+    rest = judge_rebindable([dev(b) for b in targets if b not in pre], groups, ev.use_after,
                         host_driver=host_driver(profile), allowed=allowed,
                         when="after the reboot")
     settled = (f" (holders scanned once the boot finished: {ev.settled})"
@@ -189,12 +196,12 @@ def rebindable(ev: RebootEvidence, profile: Profile) -> Outcome:
             return ("pre-bound by " + ", ".join(srcs) if srcs else
                     "no boot-time configuration recorded binds it: something bound it during "
                     "boot, or a claim was prepared on it since")
-        fixes = [rebind.unprebind_fix(k, w, b) for b in pre
+        fixes = [unprebind_fix(k, w, b) for b in pre
                  for k, _, w in (s.partition(": ") for s in (ev.prebound or {}).get(b, ()))
                  if w]
         reason = ("the node came back with target(s) pre-bound to vfio-pci: "
                   + "; ".join(f"{b} ({rows[b]}): {where(b)}" for b in pre)
-                  + f"; {rebind.PREBIND_WHY}")
+                  + f"; {PREBIND_WHY}")
         if rest.status.value in ("fail", "error"):
             reason += f"; and {rest.reason}"
         fix = ("Leave the targets to the DRA driver: " + "; ".join(dict.fromkeys(fixes))

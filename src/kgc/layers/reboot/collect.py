@@ -34,7 +34,7 @@ from kgc.evidence.holders import QUERY as HOLDERS_QUERY
 from kgc.evidence.holders import DeviceUse, parse_device_use
 from kgc.evidence.pci import PCI_QUERY, parse_pci
 from kgc.evidence.vfio_config import parse_boot_binding
-from kgc.layers.rebind import prebind_sources
+from kgc.layers.common import prebind_sources
 from kgc.progress import Waiting, note
 
 BOOT_ID = "/proc/sys/kernel/random/boot_id"

@@ -16,8 +16,15 @@ from kgc.evidence.vfio_config import (
     pending_boot,
     softdep_edit,
 )
-from kgc.layers import rebind
-from kgc.layers.common import boot_binding_skip, dra_binding_skip, host_driver, no_targets
+from kgc.layers.common import (
+    RebindDev,
+    boot_binding_skip,
+    dra_binding_skip,
+    host_driver,
+    judge_rebindable,
+    no_targets,
+    viable_peer,
+)
 from kgc.layers.vfio.collect import VfioEvidence
 
 CHECKS = Registry()
@@ -31,7 +38,6 @@ IOMMU_FIX = (
     "has an IVRS table) and iommu=pt to the kernel command line (GRUB_CMDLINE_LINUX in "
     "/etc/default/grub, then update-grub), enable VT-d/AMD-Vi in the firmware, and reboot."
 )
-STUB_DRIVERS = rebind.STUB_DRIVERS
 
 
 def _targets(ev: VfioEvidence, profile: Profile) -> list[PciDevice]:
@@ -174,7 +180,7 @@ def device_node(ev: VfioEvidence, profile: Profile) -> Outcome:
 
 
 def _viable_member(d: PciDevice, allowed: tuple[str, ...]) -> bool:
-    return rebind.viable_peer(d.driver, d.pci_class, allowed)
+    return viable_peer(d.driver, d.pci_class, allowed)
 
 
 @CHECKS.check(
@@ -367,8 +373,8 @@ def host_kept(ev: VfioEvidence, profile: Profile) -> Outcome:
                   + ", ".join(f"{b}={v}" for b, v in rows.items()), drivers=rows)
 
 
-def _dev(d: PciDevice) -> rebind.Dev:
-    return rebind.Dev(d.bdf, d.ident, d.pci_class, d.driver, d.iommu_group)
+def _dev(d: PciDevice) -> RebindDev:
+    return RebindDev(d.bdf, d.ident, d.pci_class, d.driver, d.iommu_group)
 
 
 @CHECKS.check(
@@ -381,9 +387,9 @@ def _dev(d: PciDevice) -> rebind.Dev:
 )
 def rebindable(ev: VfioEvidence, profile: Profile) -> Outcome:
     """Only under ``platform.gpu.binding: dra`` (a skip naming vfio.driver under ``boot``):
-    the judgement of :mod:`kgc.layers.rebind` on the node as it is now. A snapshot without
-    the holder scan (recorded by an older kgc), or one whose scan could not read every
-    process, is an error naming that -- never a pass."""
+    the judgement of :func:`kgc.layers.common.judge_rebindable` on the node as it is now. A
+    snapshot without the holder scan (recorded by an older kgc), or one whose scan could not
+    read every process, is an error naming that -- never a pass."""
     if (boot := boot_binding_skip(profile, "vfio.rebindable")) is not None:
         return boot
     targets = _targets(ev, profile)
@@ -393,14 +399,14 @@ def rebindable(ev: VfioEvidence, profile: Profile) -> Outcome:
         # NewVfioPciManager refuses passthrough without IOMMU groups (vfio-device.go)
         return failed(f"the DRA driver refuses VFIO passthrough on this node: {IOMMU_OFF}",
                       IOMMU_FIX, iommu_units=list(ev.iommu_units))
-    groups: dict[str, list[rebind.Dev]] = {}
+    groups: dict[str, list[RebindDev]] = {}
     for d in targets:
         g = ev.pci.group_of(d.bdf)
         if g is not None and g not in groups:
             groups[g] = [_dev(ev.pci.devices[b]) for b in ev.pci.groups.get(g, ())
                          if b in ev.pci.devices]
-    devs = [rebind.Dev(d.bdf, d.ident, d.pci_class, d.driver, ev.pci.group_of(d.bdf))
+    devs = [RebindDev(d.bdf, d.ident, d.pci_class, d.driver, ev.pci.group_of(d.bdf))
             for d in targets]
-    return rebind.judge(devs, groups, ev.use, host_driver=host_driver(profile),
+    return judge_rebindable(devs, groups, ev.use, host_driver=host_driver(profile),
                         allowed=_allowed(profile))
 
