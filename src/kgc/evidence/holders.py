@@ -52,25 +52,30 @@ MAX_UNREADABLE = 64
 
 HOLDERS_CMD = (
     "u=$(id -u 2>/dev/null) || u='?'; printf 'I %s\\n' \"$u\"; "
-    'set -- "$R"/proc/[0-9]*/fd; '
-    '[ -d "$1" ] || { echo "KGC-NO-PROC no /proc/<pid>/fd to read"; exit 3; }; '
+    # every process's fd directory (self and thread-self included: awk drops what is not a
+    # pid); a tree without one is "no process table", never "nothing holds it"
+    'set -- "$R"/proc/*/fd; '
+    '[ -d "$1" ] || { echo "KGC-NO-PROC no process table to read"; exit 3; }; '
     # with one directory ls prints no "dir:" header: name it twice (awk drops the repeat)
     '[ $# -gt 1 ] || set -- "$1" "$1"; '
-    'ls -lq -- "$@" 2>&1 | awk -v R="$R" '
+    'ls -lq -- "$@" 2>&1 | awk '
     f"-v M={MAX_HOLDERS} -v U={MAX_UNREADABLE} '"
     "function pid(s,  p) { p = \"\"; while (match(s, /\\/proc\\/[0-9]+\\/fd/)) { "
     "p = substr(s, RSTART + 6, RLENGTH - 9); s = substr(s, RSTART + RLENGTH) } return p } "
     "/^ls: / { q = pid($0); if ($0 ~ /No such file/) { gone++; next } "
+    "if (q == \"\" && $0 !~ /Permission denied/) next; "
     "if (!(q in bad)) { bad[q] = 1; nb++; if (nb <= U) print \"U \" (q == \"\" ? \"?\" : q) } "
     "next } "
-    "/:$/ && !/ -> / { cur = pid($0); if (!(cur in seen)) { seen[cur] = 1; ns++ } next } "
-    "/ -> / { i = index($0, \" -> \"); t = substr($0, i + 4); n = split(substr($0, 1, i - 1), w, "
-    "\" \"); fd = w[n]; "
+    # a directory's header: its pid, and its comm beside it (.../<pid>/fd -> .../<pid>/comm)
+    "/:$/ && !/ -> / { cur = pid($0); if (cur == \"\") next; "
+    "dir = substr($0, 1, length($0) - 3); if (!(cur in seen)) { seen[cur] = 1; ns++ } next } "
+    "/ -> / { if (cur == \"\") next; i = index($0, \" -> \"); t = substr($0, i + 4); "
+    "n = split(substr($0, 1, i - 1), w, \" \"); fd = w[n]; "
     "if (t !~ /(^|\\/)dev\\/nvidia[^\\/]*$/ && t !~ /(^|\\/)dev\\/nvidia-caps\\// && "
     "t !~ /(^|\\/)dev\\/vfio\\//) next; "
     "k = cur \" \" fd; if (k in done) next; done[k] = 1; nh++; if (nh > M) next; "
     "print \"H \" cur \" \" fd \" \" t; "
-    "if (!(cur in cm)) { c = \"\"; f = R \"/proc/\" cur \"/comm\"; "
+    "if (!(cur in cm)) { c = \"\"; f = dir \"comm\"; "
     "if ((getline c < f) <= 0 || c == \"\") c = \"?\"; close(f); cm[cur] = c; "
     "print \"C \" cur \" \" c } } "
     "END { printf \"N %d %d %d %d\\n\", ns, nh, nb, gone }'"
