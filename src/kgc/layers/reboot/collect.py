@@ -234,7 +234,7 @@ def gather(ctx: Context) -> RebootEvidence:
 
 
 def _binding(ctx: Context) -> str:
-    gpu = getattr(getattr(ctx.profile, "platform", None), "gpu", None)
+    gpu = getattr(getattr(getattr(ctx, "profile", None), "platform", None), "gpu", None)
     return str(getattr(gpu, "binding", "boot"))
 
 
