@@ -153,3 +153,14 @@ def test_rules_not_about_the_boot_binding_are_judged_alike(tmp_path: Path) -> No
     h = between_claims(tmp_path)
     a, b = judge(h, vfio, dra(LAB)), judge(h, vfio, LAB)
     assert a["vfio.host-kept"].status == b["vfio.host-kept"].status
+
+
+def test_without_iommu_groups_the_dra_driver_refuses_passthrough(tmp_path: Path) -> None:
+    import dataclasses
+
+    devs = [dataclasses.replace(d, group=None)
+            for d in lab_devices(accel0="vfio-pci", gpu0="e1000", gpu0_fn1=None)]
+    h = FakeHost(tmp_path, devs, procs={1: ("init", {})})
+    v = judge(h, vfio, dra(LAB))["vfio.rebindable"]
+    assert v.status is Status.FAIL and "refuses VFIO passthrough" in v.reason
+    assert "intel_iommu=on" in v.remediation

@@ -174,7 +174,7 @@ def rebindable(ev: RebootEvidence, profile: Profile) -> Outcome:
     def dev(b: str) -> RebindDev:
         r = ev.after[b]
         return RebindDev(b, f"{r.get('vendor') or '????'}:{r.get('device') or '????'}",
-                          r.get("class"), r.get("driver"), r.get("iommu_group"))
+                         r.get("class"), r.get("driver"), r.get("iommu_group"))
 
     rows = {b: f"{ev.before[b].get('driver') or 'none'} -> {ev.after[b].get('driver') or 'none'}"
             for b in targets}
@@ -184,8 +184,8 @@ def rebindable(ev: RebootEvidence, profile: Profile) -> Outcome:
         if r.get("iommu_group") is not None:
             groups.setdefault(str(r["iommu_group"]), []).append(dev(b))
     rest = judge_rebindable([dev(b) for b in targets if b not in pre], groups, ev.use_after,
-                        host_driver=host_driver(profile), allowed=allowed,
-                        when="after the reboot")
+                            host_driver=host_driver(profile), allowed=allowed,
+                            when="after the reboot")
     settled = (f" (holders scanned once the boot finished: {ev.settled})"
                if ev.settled else "")
     if pre:
@@ -210,7 +210,7 @@ def rebindable(ev: RebootEvidence, profile: Profile) -> Outcome:
         return failed(reason, fix, devices=rows, prebound=dict(ev.prebound or {}),
                       boot_id_before=ev.boot_id_before, boot_id_after=ev.boot_id_after)
     return Outcome(rest.status, rest.reason + settled,
-                      {**rest.evidence, "devices": rows, "boot_id_before": ev.boot_id_before,
-                       "boot_id_after": ev.boot_id_after, "settled": ev.settled},
-                      rest.remediation, rest.expected, rest.found)
+                   {**rest.evidence, "devices": rows, "boot_id_before": ev.boot_id_before,
+                    "boot_id_after": ev.boot_id_after, "settled": ev.settled},
+                   rest.remediation, rest.expected, rest.found)
 

@@ -408,5 +408,5 @@ def rebindable(ev: VfioEvidence, profile: Profile) -> Outcome:
     devs = [RebindDev(d.bdf, d.ident, d.pci_class, d.driver, ev.pci.group_of(d.bdf))
             for d in targets]
     return judge_rebindable(devs, groups, ev.use, host_driver=host_driver(profile),
-                        allowed=_allowed(profile))
+                            allowed=_allowed(profile))
 
