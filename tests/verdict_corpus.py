@@ -284,6 +284,14 @@ H = ("iommu",)
 VP = ("vfio", "persistence")
 R = ("runtime",)
 P, F, W, S, E = "pass", "fail", "warn", "skip", "error"
+# binding: dra on the lab profile: the stand-ins' host driver is e1000; gpu0 (01:01.0) is the
+# target and its second function (01:02.0) the group peer the DRA driver leaves unbound
+DRA = {"platform": {"gpu": {"binding": "dra", "host_driver": "e1000"}},
+       "host": {"passthrough": {"targets": [
+           {"name": "accel0", "vendor": "1234", "device": "11e8"},
+           {"name": "gpu0", "address": "0000:01:01.0"}]}}}
+DRA_ROW = {"vendor": "1234", "device": "11e8", "class": "00ff00", "driver": "e1000",
+           "iommu_group": "2"}
 dump2 = (DATA / "containerd-2.1.9-v2-kata.dump").read_text()
 dump2_bad = (DATA / "containerd-2.1.9-v3-misplaced-kata.dump").read_text()
 dump17 = (DATA / "containerd-1.7.24-v2-kata.dump").read_text()
@@ -491,6 +499,25 @@ SCENARIOS: list[Scenario] = [
     Scenario("iommu-pci-unreadable", H, edit(good(), lambda d: d["errors"].__setitem__(
         "/sys/bus/pci/devices/0000:41:00.0/class", "unreadable (exit 1)")),
              expect={"iommu.targets-present": E, "iommu.targets-grouped": E}),
+    # -- binding: dra (issue 20): gpu0 on its host driver, its second function unbound ----
+    Scenario("vp-dra-rebindable", VP, fake({"gpu0": "e1000", "gpu0_fn1": None},
+                                           dev_holders=CommandResult(0, "I 0\nN 40 0 0 0\n")),
+             profile="lab", patch=DRA,
+             expect={"vfio.rebindable": P, "persistence.coverage": P, "vfio.driver": S}),
+    Scenario("vp-dra-held", VP, fake({"gpu0": "e1000", "gpu0_fn1": None}, dev_holders=CommandResult(
+        0, "I 0\nH 812 3 /dev/nvidia0\nC 812 nvidia-persiste\nN 40 1 0 0\n")),
+        profile="lab", patch=DRA, expect={"vfio.rebindable": F}),
+    Scenario("vp-dra-not-root", VP, fake({"gpu0": "e1000", "gpu0_fn1": None},
+                                         dev_holders=CommandResult(
+                                             0, "I 1000\nU 1\nU 812\nN 3 0 2 0\n")),
+        profile="lab", patch=DRA, expect={"vfio.rebindable": E}),
+    Scenario("vp-dra-peer-on-host", VP, fake({"gpu0": "e1000", "gpu0_fn1": "e1000"},
+                                             dev_holders=CommandResult(0, "I 0\nN 40 0 0 0\n")),
+             profile="lab", patch=DRA, expect={"vfio.rebindable": F}),
+    Scenario("vp-dra-prebound", VP, fake({"gpu0": "e1000", "gpu0_fn1": None}, files={
+        "/etc/modprobe.d/kgc-vfio.conf": "options vfio-pci ids=8086:100e\n"},
+        dev_holders=CommandResult(0, "I 0\nN 40 0 0 0\n")),
+        profile="lab", patch=DRA, expect={"persistence.coverage": W}),
     # -- vfio + persistence (lab profile) ---------------------------------------------
     Scenario("vp-good", VP, fake(files={"/etc/modprobe.d/kgc-vfio.conf": MODPROBE,
                                         "/etc/modules-load.d/vfio.conf": "vfio-pci\n"},
@@ -877,6 +904,24 @@ SCENARIOS: list[Scenario] = [
         "plugin": "99-kgc-probe", "synchronized": True, "handshake_ms": 250.0}),
              expect={"nri.handshake": W}),
     Scenario("nri-handshake-no-events", ("nri",), nri(events=[]), expect={"nri.handshake": F}),
+    # -- binding: dra (issue 20): the lab's stand-in GPU on its host driver (e1000) ----------
+    Scenario("rb-dra-rebindable", ("reboot",), reboot(
+        before={"0000:00:04.0": DRA_ROW}, after={"0000:00:04.0": DRA_ROW},
+        use_after={"scanned": 40, "uid": "0"}, settled="running"), profile="lab", patch=DRA,
+        expect={"reboot.rebindable": P, "reboot.binding-persists": S}),
+    Scenario("rb-dra-prebound", ("reboot",), reboot(
+        before={"0000:00:04.0": DRA_ROW}, after={"0000:00:04.0": dict(DRA_ROW, driver="vfio-pci")},
+        use_after={"scanned": 40, "uid": "0"}, prebound={"0000:00:04.0": [
+            "modprobe: /etc/modprobe.d/vfio.conf: options vfio-pci ids=1234:11e8"]}),
+        profile="lab", patch=DRA, expect={"reboot.rebindable": F}),
+    Scenario("rb-dra-held-after-boot", ("reboot",), reboot(
+        before={"0000:00:04.0": DRA_ROW}, after={"0000:00:04.0": DRA_ROW},
+        use_after={"scanned": 40, "uid": "0", "holders": [
+            {"pid": 812, "comm": "nvidia-persiste", "path": "/dev/nvidia0", "fd": 3}]}),
+        profile="lab", patch=DRA, expect={"reboot.rebindable": F}),
+    Scenario("rb-dra-no-scan", ("reboot",), reboot(
+        before={"0000:00:04.0": DRA_ROW}, after={"0000:00:04.0": DRA_ROW}), profile="lab",
+        patch=DRA, expect={"reboot.rebindable": E}),
     # -- reboot (lab profile) ---------------------------------------------------------------
     Scenario("rb-good", ("reboot",), reboot(), profile="lab", expect=dict.fromkeys(
         ["reboot.returned", "reboot.binding-persists", "reboot.host-kept"], P)),

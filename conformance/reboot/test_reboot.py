@@ -17,3 +17,7 @@ def test_every_target_is_bound_to_vfio_pci_again_after_the_reboot(certify):
 
 def test_host_kept_devices_stay_on_host_drivers_after_the_reboot(certify):
     certify("reboot.host-kept")
+
+
+def test_under_dra_every_target_comes_back_rebindable_not_pre_bound(certify):
+    certify("reboot.rebindable")

@@ -25,3 +25,7 @@ def test_no_host_driver_can_claim_a_target_first(certify):
 
 def test_host_kept_devices_are_not_captured(certify):
     certify("vfio.host-kept")
+
+
+def test_under_dra_every_target_is_rebindable(certify):
+    certify("vfio.rebindable")

@@ -39,6 +39,10 @@ class FakeHost:
     modules_loaded: tuple[str, ...] = ()
     initramfs: str | None = None  # lsinitramfs output (filtered), None: no image
     cmdline: str = "BOOT_IMAGE=/vmlinuz root=/dev/vda intel_iommu=on iommu=pt"
+    # processes: pid -> (comm, {fd: what its /proc/<pid>/fd/<fd> link names}); None: the tree
+    # has no process table (an offline tree)
+    procs: Mapping[int, tuple[str, Mapping[int, str]]] | None = None
+    consumers: Mapping[str, str] = field(default_factory=dict)  # bdf -> its consumer bdf
 
     def build(self) -> Path:
         r = self.root
@@ -75,6 +79,13 @@ class FakeHost:
             (r / "sys/module" / m).mkdir(parents=True, exist_ok=True)
         (r / "proc").mkdir(exist_ok=True)
         (r / "proc/cmdline").write_text(self.cmdline + "\n")
+        for pid, (comm, fds) in (self.procs or {}).items():
+            (r / f"proc/{pid}/fd").mkdir(parents=True, exist_ok=True)
+            (r / f"proc/{pid}/comm").write_text(comm + "\n")
+            for fd, target in fds.items():
+                os.symlink(target, r / f"proc/{pid}/fd/{fd}")
+        for bdf, peer in self.consumers.items():
+            os.symlink(f"../{peer}", r / "sys/devices/pci0000:00" / bdf / f"consumer:pci:{peer}")
         for path, content in self.files.items():
             p = r / path.lstrip("/")
             p.parent.mkdir(parents=True, exist_ok=True)

@@ -343,6 +343,11 @@ class GpuPlatform(Strict):
     # host driver and vfio-pci when a claim is prepared: at boot it may be on either, and
     # must be rebindable)
     binding: Literal["boot", "dra"] = "boot"
+    # under ``binding: dra``: the host driver a GPU sits on between claims. NVIDIA's DRA driver
+    # rebinds only from ``nvidia`` (kubernetes-sigs/dra-driver-nvidia-gpu,
+    # cmd/gpu-kubelet-plugin/vfio-device.go, Configure); a lab stand-in names its own
+    host_driver: str = Field(default="nvidia", min_length=1, max_length=64,
+                             pattern=r"^[A-Za-z0-9_.-]+$")
 
     @field_validator("resources")
     @classmethod

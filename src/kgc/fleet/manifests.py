@@ -143,6 +143,14 @@ NOT_MOUNTED: Mapping[str, str] = {
     "/var/lib/rpm": "the package database (under /var, not mounted), as /var/lib/dpkg",
     "/proc/config.gz": "optional (CONFIG_IKCONFIG_PROC): the kernel's configuration is read "
                        "from /boot/config-<release>",
+    # the holder scan of binding: dra (kgc.evidence.holders): the pod has no hostPID and sees
+    # no process table, so under dra vfio.rebindable is an error there ("no process table"),
+    # never a pass; judge a DRA node's rebindability on the node (pytest -m host as root)
+    "/proc/*/fd": "the host's process table (no hostPID): the DRA holder scan finds none and "
+                  "says so (vfio.rebindable errs under binding: dra, never passes)",
+    "/proc/*/comm": "the host's process table (no hostPID), as /proc/*/fd",
+    "/proc/driver/nvidia": "the NVIDIA driver's per-GPU files (the minor numbers the DRA "
+                           "holder scan maps nodes with): /proc is mounted file by file",
 }
 # covered inside the mounted trees by an empty read-only mount (directories) or /dev/null
 # (files): what the layers never read and a pod must not see

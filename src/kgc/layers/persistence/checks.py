@@ -19,7 +19,14 @@ from kgc.evidence.vfio_config import (
     mod,
     softdep_edit,
 )
-from kgc.layers.common import dra_binding_skip, no_targets
+from kgc.layers.common import (
+    PREBIND_WHY,
+    binding,
+    dra_binding_skip,
+    no_targets,
+    prebind_sources,
+    unprebind_fix,
+)
 from kgc.layers.persistence.collect import PersistenceEvidence
 
 CHECKS = Registry()
@@ -47,12 +54,16 @@ def _targets(ev: PersistenceEvidence, profile: Profile) -> list[PciDevice]:
     severity=Severity.BLOCKER,
 )
 def coverage(ev: PersistenceEvidence, profile: Profile) -> Outcome:
-    if (dra := dra_binding_skip(profile, "persistence.coverage")) is not None:
-        return dra
-    """A device bound now but covered by nothing loses its binding at the next boot."""
+    """A device bound now but covered by nothing loses its binding at the next boot.
+
+    Under ``platform.gpu.binding: dra`` the rule turns round (:func:`dra_prebind`): a target
+    that a boot-time mechanism binds to vfio-pci is the finding (a warning naming where it is
+    configured), none is the pass."""
     targets = _targets(ev, profile)
     if not targets:
         return no_targets(profile)
+    if binding(profile) == "dra":
+        return dra_prebind(ev, targets, profile)
     allowed = _allowed(profile)
     table: dict[str, list[str]] = {}
     uncovered: list[str] = []
@@ -77,6 +88,32 @@ def coverage(ev: PersistenceEvidence, profile: Profile) -> Outcome:
     return passed("every target is covered: " + "; ".join(
         f"{b} by {', '.join(sorted({m.split(':')[0] for m in ms}))}" for b, ms in table.items()),
         coverage=table)
+
+
+def dra_prebind(ev: PersistenceEvidence, targets: list[PciDevice],
+                profile: Profile) -> Outcome:
+    """Under ``dra``: which target the node binds to vfio-pci at boot, and where. A warning,
+    not a failure: the DRA driver still prepares a pre-bound GPU (``Configure`` skips one
+    already on vfio-pci), but the boot configuration and the driver disagree on where it
+    lives (:data:`kgc.layers.common.PREBIND_WHY`); the reboot test (reboot.rebindable) fails
+    a node that does come back pre-bound."""
+    allowed = profile.host.passthrough.allowed_drivers
+    found: dict[str, list[str]] = {}
+    fixes: list[str] = []
+    for d in targets:
+        srcs = prebind_sources(ev.binding, d, allowed)
+        if srcs:
+            found[d.bdf] = [f"{m}: {w}" for m, w in srcs]
+            fixes += [unprebind_fix(m, w, d.bdf) for m, w in srcs]
+    if found:
+        return warned("platform.gpu.binding: dra, but the node pre-binds target(s) to vfio-pci "
+                      "at boot: " + "; ".join(f"{b} by {', '.join(w)}" for b, w in found.items())
+                      + f"; {PREBIND_WHY}",
+                      "Leave the targets to the DRA driver: " + "; ".join(dict.fromkeys(fixes))
+                      + ".", prebound=found)
+    return passed(f"no boot-time mechanism binds any of the {len(targets)} target(s) to "
+                  "vfio-pci (modprobe.d ids, kernel command line, driverctl, udev): the DRA "
+                  "driver finds them on their host driver", prebound={})
 
 
 def _coverage_fix(ev: PersistenceEvidence, bare: list[PciDevice],

@@ -10,6 +10,11 @@ reboots the node through the target's own transport with the reboot detached fro
 session, waits -- bounded, with tenacity -- until the node answers with a new boot_id,
 collects the binding again and compares device by device. A node that does not come back
 yields ``error`` with the timeout and, when the lab knows it, the console log.
+
+Under ``platform.gpu.binding: dra`` it proves the opposite of "bound again"
+(``reboot.rebindable``): once the node answers it waits (bounded) for the boot to finish,
+then records the bindings and the holder scan of the GPU device nodes, and the boot-time
+vfio-pci bindings the node had configured before the reboot.
 """
 
 from collections.abc import Mapping

@@ -23,17 +23,31 @@ from kgc.core.engine import Context
 from kgc.core.hostfs import (
     HostQuery,
     HostSnapshot,
+    want_list,
     want_mapping,
     want_number,
     want_str,
 )
 from kgc.core.model import EvidenceError
 from kgc.core.target import NodeTarget, TargetError
+from kgc.evidence.holders import QUERY as HOLDERS_QUERY
+from kgc.evidence.holders import DeviceUse, parse_device_use
 from kgc.evidence.pci import PCI_QUERY, parse_pci
+from kgc.evidence.vfio_config import parse_boot_binding
+from kgc.layers.common import prebind_sources
 from kgc.progress import Waiting, note
 
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 QUERY = PCI_QUERY | HostQuery(files=(BOOT_ID,))
+# under binding: dra, once the node is back and its boot has finished: who holds the GPU
+# nodes then (nvidia-persistenced starts late in the boot, after the node first answers)
+AFTER_QUERY = QUERY | HOLDERS_QUERY
+# bounded wait for the boot to finish (systemd: "running" or "degraded"; else says so)
+SETTLE_SCRIPT = (
+    "if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then "
+    "timeout 180 systemctl is-system-running --wait 2>&1; true; "
+    "else echo no-systemd; fi"
+)
 
 # Detached: the session returns at once; the reboot starts 2 s later, after SSH has closed.
 REBOOT_SCRIPT = (
@@ -57,8 +71,21 @@ class RebootEvidence:
     waited_s: float | None = None
     timeout_s: float | None = None
     console_tail: str | None = None
+    # binding: dra only (None: not recorded -- binding: boot, or an older kgc): who held the
+    # GPU nodes after the reboot, once the boot finished (``settled``: systemd's state then),
+    # and per target, the boot-time vfio-pci bindings the node had configured before it
+    use_after: DeviceUse | None = None
+    settled: str | None = None
+    prebound: Mapping[str, tuple[str, ...]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {}  # absent when not recorded: older records stay as they were
+        if self.use_after is not None:
+            extra["use_after"] = self.use_after.to_dict()
+        if self.settled is not None:
+            extra["settled"] = self.settled
+        if self.prebound is not None:
+            extra["prebound"] = {k: list(v) for k, v in self.prebound.items()}
         return {
             "status": self.status, "message": self.message,
             "boot_id_before": self.boot_id_before, "boot_id_after": self.boot_id_after,
@@ -66,6 +93,7 @@ class RebootEvidence:
             "after": {k: dict(v) for k, v in self.after.items()},
             "waited_s": self.waited_s, "timeout_s": self.timeout_s,
             "console_tail": self.console_tail,
+            **extra,
         }
 
     @classmethod
@@ -98,6 +126,13 @@ class RebootEvidence:
             waited_s=want_number(d.get("waited_s"), f"{where}.waited_s", optional=True),
             timeout_s=want_number(d.get("timeout_s"), f"{where}.timeout_s", optional=True),
             console_tail=want_str(d.get("console_tail"), f"{where}.console_tail", optional=True),
+            use_after=(None if d.get("use_after") is None
+                       else DeviceUse.from_dict(d["use_after"], f"{where}.use_after")),
+            settled=want_str(d.get("settled"), f"{where}.settled", optional=True),
+            prebound=None if d.get("prebound") is None else {
+                k: tuple(want_str(x, f"{where}.prebound[{k!r}][{i}]")
+                         for i, x in enumerate(want_list(v, f"{where}.prebound[{k!r}]")))
+                for k, v in want_mapping(d["prebound"], f"{where}.prebound").items()},
         )
 
 
@@ -188,9 +223,41 @@ def gather(ctx: Context) -> RebootEvidence:
             boot_id_before=old, before=before, waited_s=round(time.monotonic() - t0, 1),
             timeout_s=timeout, console_tail=_console_tail(ctx))
     assert after_snap is not None  # the retry only returns a snapshot with a new boot_id
+    dra: dict[str, Any] = {}
+    if _binding(ctx) == "dra":
+        dra = _after_dra(ctx, target, snap, after_snap)
+        after_snap = dra.pop("snap")
     return RebootEvidence(
         "done", "rebooted", boot_id_before=old, boot_id_after=after_snap.text(BOOT_ID),
         before=before, after=bindings(after_snap), waited_s=round(time.monotonic() - t0, 1),
-        timeout_s=timeout)
+        timeout_s=timeout, **dra)
+
+
+def _binding(ctx: Context) -> str:
+    gpu = getattr(getattr(getattr(ctx, "profile", None), "platform", None), "gpu", None)
+    return str(getattr(gpu, "binding", "boot"))
+
+
+def _after_dra(ctx: Context, target: NodeTarget, before: HostSnapshot,
+               after: HostSnapshot) -> dict[str, Any]:
+    """Under binding: dra: the boot-time vfio bindings configured before the reboot (None
+    when the snapshot lacks the configuration), and -- once the boot finished -- the PCI
+    bindings and holders after it (the holder scan's error says when it could not run)."""
+    prebound: dict[str, tuple[str, ...]] | None = None
+    if before.command("udev_driver_override") is not None:  # the binding config was read
+        b = parse_boot_binding(before)
+        pt = ctx.profile.host.passthrough
+        prebound = {d.bdf: tuple(f"{m}: {w}" for m, w in
+                                 prebind_sources(b, d, pt.allowed_drivers))
+                    for d in parse_pci(before).targets(ctx.profile)}
+    try:
+        rc, out, err = target.run(SETTLE_SCRIPT, limit_s=200)
+        settled = (out + err).strip().splitlines()[-1][:80] if (out + err).strip() else f"rc {rc}"
+        snap = target.collect(AFTER_QUERY)
+        use = parse_device_use(snap)
+    except TargetError as exc:
+        settled, snap = f"unknown ({str(exc)[:120]})", after
+        use = DeviceUse(error=f"the node stopped answering after the reboot: {str(exc)[:200]}")
+    return {"snap": snap, "use_after": use, "settled": settled, "prebound": prebound}
 
 

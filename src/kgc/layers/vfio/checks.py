@@ -16,7 +16,15 @@ from kgc.evidence.vfio_config import (
     pending_boot,
     softdep_edit,
 )
-from kgc.layers.common import dra_binding_skip, no_targets
+from kgc.layers.common import (
+    RebindDev,
+    boot_binding_skip,
+    dra_binding_skip,
+    host_driver,
+    judge_rebindable,
+    no_targets,
+    viable_peer,
+)
 from kgc.layers.vfio.collect import VfioEvidence
 
 CHECKS = Registry()
@@ -30,7 +38,6 @@ IOMMU_FIX = (
     "has an IVRS table) and iommu=pt to the kernel command line (GRUB_CMDLINE_LINUX in "
     "/etc/default/grub, then update-grub), enable VT-d/AMD-Vi in the firmware, and reboot."
 )
-STUB_DRIVERS = ("pci-stub",)
 
 
 def _targets(ev: VfioEvidence, profile: Profile) -> list[PciDevice]:
@@ -101,6 +108,9 @@ def _rebind(ev: VfioEvidence, devs: list[PciDevice],
     severity=Severity.BLOCKER,
 )
 def driver(ev: VfioEvidence, profile: Profile) -> Outcome:
+    """Under ``platform.gpu.binding: dra`` a skip naming vfio.rebindable, which judges a DRA
+    node's GPUs instead (on their host driver or vfio-pci, group viable, nothing holding
+    them) and is the vfio layer's judged blocker there."""
     if (dra := dra_binding_skip(profile, "vfio.driver")) is not None:
         return dra
     targets = _targets(ev, profile)
@@ -170,7 +180,7 @@ def device_node(ev: VfioEvidence, profile: Profile) -> Outcome:
 
 
 def _viable_member(d: PciDevice, allowed: tuple[str, ...]) -> bool:
-    return d.driver is None or d.driver in allowed or d.driver in STUB_DRIVERS or d.is_bridge
+    return viable_peer(d.driver, d.pci_class, allowed)
 
 
 @CHECKS.check(
@@ -361,3 +371,42 @@ def host_kept(ev: VfioEvidence, profile: Profile) -> Outcome:
         )
     return passed(f"{len(kept)} host-kept device(s) on host drivers: "
                   + ", ".join(f"{b}={v}" for b, v in rows.items()), drivers=rows)
+
+
+def _dev(d: PciDevice) -> RebindDev:
+    return RebindDev(d.bdf, d.ident, d.pci_class, d.driver, d.iommu_group)
+
+
+@CHECKS.check(
+    "vfio.rebindable",
+    title="Under binding: dra, the DRA driver can rebind every target (host driver or vfio-pci, "
+    "whole IOMMU group viable, no process holding its device node)",
+    remediation="Stop what holds /dev/nvidia<N> (nvidia-persistenced: systemctl disable --now "
+    "nvidia-persistenced), keep the GPU on nvidia, make its IOMMU group viable",
+    severity=Severity.BLOCKER,
+)
+def rebindable(ev: VfioEvidence, profile: Profile) -> Outcome:
+    """Only under ``platform.gpu.binding: dra`` (a skip naming vfio.driver under ``boot``):
+    the judgement of :func:`kgc.layers.common.judge_rebindable` on the node as it is now. A
+    snapshot without the holder scan (recorded by an older kgc), or one whose scan could not
+    read every process, is an error naming that -- never a pass."""
+    if (boot := boot_binding_skip(profile, "vfio.rebindable")) is not None:
+        return boot
+    targets = _targets(ev, profile)
+    if not targets:
+        return no_targets(profile)
+    if not ev.iommu_on:
+        # NewVfioPciManager refuses passthrough without IOMMU groups (vfio-device.go)
+        return failed(f"the DRA driver refuses VFIO passthrough on this node: {IOMMU_OFF}",
+                      IOMMU_FIX, iommu_units=list(ev.iommu_units))
+    groups: dict[str, list[RebindDev]] = {}
+    for d in targets:
+        g = ev.pci.group_of(d.bdf)
+        if g is not None and g not in groups:
+            groups[g] = [_dev(ev.pci.devices[b]) for b in ev.pci.groups.get(g, ())
+                         if b in ev.pci.devices]
+    devs = [RebindDev(d.bdf, d.ident, d.pci_class, d.driver, ev.pci.group_of(d.bdf))
+            for d in targets]
+    return judge_rebindable(devs, groups, ev.use, host_driver=host_driver(profile),
+                            allowed=_allowed(profile))
+

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kgc.core.hostfs import HostSnapshot, require_snapshot
+from kgc.evidence.holders import QUERY as HOLDERS_QUERY
+from kgc.evidence.holders import DeviceUse, parse_device_use
 from kgc.evidence.pci import PCI_QUERY, PciInventory, parse_pci
 from kgc.evidence.vfio_config import (
     CONFIG_QUERY,
@@ -17,7 +19,7 @@ from kgc.evidence.vfio_config import (
     parse_modalias_drivers,
 )
 
-QUERY = PCI_QUERY | CONFIG_QUERY
+QUERY = PCI_QUERY | CONFIG_QUERY | HOLDERS_QUERY
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,9 @@ class VfioEvidence:
     # what binds each device at the next boot (modprobe.d, boot loader, driverctl, udev):
     # a device on a host driver whose binding is configured is "pending reboot"
     binding: BootBinding = BootBinding()
+    # who holds the GPU device nodes open (vfio.rebindable, binding: dra); an older snapshot
+    # without the holder scan says so in its ``error``
+    use: DeviceUse = DeviceUse(error="not collected")
 
     @property
     def iommu_on(self) -> bool:
@@ -63,4 +68,5 @@ def parse(snap: HostSnapshot, profile: object = None) -> VfioEvidence:
         candidates_error=modalias_error(snap),
         initramfs=binding.initramfs,
         binding=binding,
+        use=parse_device_use(snap),
     )
