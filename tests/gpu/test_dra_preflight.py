@@ -406,6 +406,10 @@ def test_a_device_plugin_selector_under_dra_judges_the_pods_on_the_dra_gpu_nodes
     ev = dataclasses.replace(cluster(), plugin_pods=pods[:1])
     o = judge("gpu.device-plugin", ev, p)
     assert o.status is Status.FAIL and "gpu-b" in o.reason and "cpu-1" not in o.reason
+    # the story is DRA's: the kubelet plugin, and a way out when the selector names a device
+    # plugin (DRA nodes run none) - never the sandbox device plugin's GPU Operator label
+    assert o.reason.startswith("DRA kubelet plugin") and "dra-extended" in o.reason
+    assert "to null" in o.remediation and "vm-passthrough" not in o.remediation
 
 
 def test_the_pod_plan_under_dra_pins_pods_to_the_nodes_that_publish_gpus() -> None:

@@ -306,6 +306,19 @@ def device_plugin(ev: ClusterGpuEvidence, profile: Any) -> Outcome:
             parts.append(f"no pod matching {gp.device_plugin_selector}{ns} on {', '.join(missing)}")
         if unready:
             parts.append("not Ready: " + "; ".join(unready))
+        if gp.request.dra:
+            return failed(
+                f"DRA kubelet plugin (platform.gpu.device_plugin.selector under "
+                f"platform.gpu.request.mode: {gp.request.mode}): " + "; ".join(parts),
+                "Under DRA this check looks for the DRA driver's kubelet-plugin pods on the "
+                "nodes that publish devices: check that DaemonSet (kubectl get ds -A -l "
+                f"{gp.device_plugin_selector}; NVIDIA's driver runs it as the "
+                "nvidia-dra-driver-gpu kubelet plugin) and read its log; if the selector names "
+                "a device plugin (DRA nodes run none), set platform.gpu.device_plugin.selector "
+                "to the DRA plugin's pod labels, or to null.",
+                expected=f"a Ready pod on each of {', '.join(nodes)}",
+                found="; ".join(parts), pods=rows,
+            )
         return failed(
             "device plugin: " + "; ".join(parts),
             "Check the device plugin DaemonSet (kubectl get ds -A -l "
