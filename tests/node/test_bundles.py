@@ -38,3 +38,28 @@ def test_recorded_bundle_matches_the_documented_verdicts(name: str) -> None:
     got = {v["check"]: v["status"] for v in replay(path)}
     exp = dict(SCENARIO_SPECS[name].expect)
     assert {c: got.get(c) for c in exp} == exp
+
+
+def _verdict(name: str, check: str) -> dict:
+    return next(v for v in replay(BUNDLES / f"{name}.json") if v["check"] == check)
+
+
+def test_the_real_dra_captures_name_the_holder_and_the_pre_binding() -> None:
+    """binding: dra on the node lab's real kernel (dra-*.json, lab/kgc_lab/node/lab-dra.yaml):
+    the holder the real /proc scan found is named with its pid and comm and the fix, now and
+    after the real reboot; the modprobe.d pre-binding is named where it is configured, and the
+    reboot record shows gpu0 come back on vfio-pci."""
+    for check in ("vfio.rebindable", "reboot.rebindable"):
+        v = _verdict("dra-held", check)
+        pid = v["evidence"]["holders"][0].split()[1]
+        assert f"pid {pid} (nvidia-persiste)" in v["reason"], v["reason"]
+        assert "systemctl disable --now nvidia-persistenced" in v["remediation"]
+    assert _verdict("dra-rebindable", "reboot.rebindable")["evidence"]["holders"] == []
+    cov = _verdict("dra-prebound", "persistence.coverage")
+    assert "/etc/modprobe.d/kgc-vfio.conf" in cov["reason"], cov["reason"]
+    rb = _verdict("dra-prebound", "reboot.rebindable")
+    assert "pre-bound by modprobe" in rb["reason"], rb["reason"]
+    doc = json.loads((BUNDLES / "dra-prebound.json").read_text())
+    reboot = doc["layers"]["reboot"]
+    assert (reboot["before"]["0000:01:01.0"]["driver"],
+            reboot["after"]["0000:01:01.0"]["driver"]) == ("e1000", "vfio-pci")
