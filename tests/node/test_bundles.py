@@ -1,7 +1,8 @@
 """Regression data: the evidence bundles captured live from each node-lab scenario
 (fixtures/bundles/<scenario>.json) replay offline to exactly the verdicts the live run gave.
 
-Refresh them with a lab run: KGC_LAB_BUNDLE_DIR=fixtures/bundles pytest -m lab tests/node
+Refresh them with a lab run: KGC_LAB_BUNDLE_DIR=fixtures/bundles pytest -m lab lab/tests/node
+Each is judged with its scenario's profile (profiles/lab.yaml; lab-dra.yaml for dra-*).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ def test_recorded_bundle_replays_to_the_live_verdicts(name: str) -> None:
         pytest.fail(f"{path} missing: capture it with a lab run "
                     "(KGC_LAB_BUNDLE_DIR=fixtures/bundles pytest -m lab tests/node)")
     doc = json.loads(path.read_text())
-    live = [tuple(x) for x in doc["live_verdicts"]]
+    # top level in the older captures, under meta in write_bundle's
+    live = [tuple(x) for x in doc.get("live_verdicts") or doc["meta"]["live_verdicts"]]
     assert sorted(verdict_key(v) for v in replay(path)) == sorted(live)
 
 
@@ -36,3 +38,28 @@ def test_recorded_bundle_matches_the_documented_verdicts(name: str) -> None:
     got = {v["check"]: v["status"] for v in replay(path)}
     exp = dict(SCENARIO_SPECS[name].expect)
     assert {c: got.get(c) for c in exp} == exp
+
+
+def _verdict(name: str, check: str) -> dict:
+    return next(v for v in replay(BUNDLES / f"{name}.json") if v["check"] == check)
+
+
+def test_the_real_dra_captures_name_the_holder_and_the_pre_binding() -> None:
+    """binding: dra on the node lab's real kernel (dra-*.json, lab/kgc_lab/node/lab-dra.yaml):
+    the holder the real /proc scan found is named with its pid and comm and the fix, now and
+    after the real reboot; the modprobe.d pre-binding is named where it is configured, and the
+    reboot record shows gpu0 come back on vfio-pci."""
+    for check in ("vfio.rebindable", "reboot.rebindable"):
+        v = _verdict("dra-held", check)
+        pid = v["evidence"]["holders"][0].split()[1]
+        assert f"pid {pid} (nvidia-persiste)" in v["reason"], v["reason"]
+        assert "systemctl disable --now nvidia-persistenced" in v["remediation"]
+    assert _verdict("dra-rebindable", "reboot.rebindable")["evidence"]["holders"] == []
+    cov = _verdict("dra-prebound", "persistence.coverage")
+    assert "/etc/modprobe.d/kgc-vfio.conf" in cov["reason"], cov["reason"]
+    rb = _verdict("dra-prebound", "reboot.rebindable")
+    assert "pre-bound by modprobe" in rb["reason"], rb["reason"]
+    doc = json.loads((BUNDLES / "dra-prebound.json").read_text())
+    reboot = doc["layers"]["reboot"]
+    assert (reboot["before"]["0000:01:01.0"]["driver"],
+            reboot["after"]["0000:01:01.0"]["driver"]) == ("e1000", "vfio-pci")

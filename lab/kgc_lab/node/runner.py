@@ -66,6 +66,16 @@ def lab_profile() -> Profile:
     return load_profile(LAB_PROFILE)
 
 
+def profile_path(sc: Scenario) -> Path:
+    """The profile a scenario is judged with: its own (``Scenario.profile``, e.g. the
+    binding: dra variant lab-dra.yaml) or profiles/lab.yaml."""
+    return sc.profile or LAB_PROFILE
+
+
+def scenario_profile(sc: Scenario) -> Profile:
+    return load_profile(profile_path(sc))
+
+
 def fingerprint(vm: NodeVM) -> list[str]:
     return vm.ssh(FINGERPRINT, timeout=120).stdout.splitlines()
 
@@ -83,7 +93,7 @@ def compare(verdicts: Iterable[dict[str, Any]], expected: dict[str, str]) -> dic
 
 def run_on_vm(vm: NodeVM, sc: Scenario, out_dir: Path, bundle_dir: Path | None,
               reboot_timeout_s: float = 600, flat: bool = False) -> ScenarioResult:
-    profile = lab_profile()
+    profile = scenario_profile(sc)
     if sc.setup.strip():
         vm.ssh(sc.setup, timeout=180)
     before = fingerprint(vm)
@@ -106,7 +116,7 @@ def run_on_vm(vm: NodeVM, sc: Scenario, out_dir: Path, bundle_dir: Path | None,
     bundle_path = (bundle_dir or sc_dir) / f"{sc.name}.json"
     write_bundle(bundle_path, scope=Scope.NODE, target=target.name, host=ctx.host(),
                  parts={"reboot": ctx.evidence("reboot").to_dict()},
-                 meta={"lab_scenario": sc.name,
+                 meta={"lab_scenario": sc.name, "lab_profile": profile_path(sc).name,
                        "live_verdicts": sorted([list(verdict_key(v)) for v in verdicts])})
     mism = compare(verdicts, dict(sc.expect))
     if diff:
@@ -114,7 +124,7 @@ def run_on_vm(vm: NodeVM, sc: Scenario, out_dir: Path, bundle_dir: Path | None,
     vpath = write_scenario_verdict(
         sc_dir / "verdict.json", "node", sc.name, sc.doc, verdicts, dict(sc.expect), mism,
         layers=[*(n for n in HOST_LAYERS if n in layers), "reboot"], target=target.name,
-        profile=str(LAB_PROFILE), round_trips_host_run=trips,
+        profile=str(profile_path(sc)), round_trips_host_run=trips,
         host_run_s=round(host_s, 2), reboot_test_s=round(reboot_s, 1),
         boot_to_ssh_s=None if vm.boot_s is None else round(vm.boot_s, 1),
         host_layers_wrote_nothing=not diff, writes_diff=diff[:50],
@@ -187,9 +197,20 @@ def run_scenarios(names: Iterable[str], out_dir: Path, bundle_dir: Path | None =
     return results
 
 
+def bundle_scenario(bundle: Path) -> Scenario | None:
+    """The lab scenario a bundle was recorded by (its ``lab_scenario``, top level in the
+    older captures, under ``meta`` in write_bundle's), None when it names none we know."""
+    doc = json.loads(Path(bundle).read_text())
+    name = doc.get("lab_scenario") or (doc.get("meta") or {}).get("lab_scenario")
+    return SCENARIO_SPECS.get(name) if isinstance(name, str) else None
+
+
 def replay(bundle: Path, profile: Profile | None = None) -> list[dict[str, Any]]:
-    """Judge a recorded bundle offline with the same layers (no I/O to a node)."""
-    profile = profile or lab_profile()
+    """Judge a recorded bundle offline with the same layers (no I/O to a node), with the
+    profile its scenario was judged with (``profile`` overrides it)."""
+    if profile is None:
+        sc = bundle_scenario(bundle)
+        profile = scenario_profile(sc) if sc is not None else lab_profile()
     layers = load_layers()
     ctx = Context(target=load_bundle(bundle, layers), profile=profile, layers=layers)
     names = [n for n in (*HOST_LAYERS, "reboot") if n in layers]

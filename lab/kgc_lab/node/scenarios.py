@@ -14,8 +14,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kgc_lab.node.lab import ADDR, Hardware, Variant
+from kgc_lab.node.lab import ADDR, HERE, Hardware, Variant
 from kgc_lab.scenarios import LabScenario, ScenarioOutcome, register_scenarios
+
+# the node lab under platform.gpu.binding: dra (scenarios dra-*): gpu0 the only target
+DRA_PROFILE = HERE / "lab-dra.yaml"
 
 ACCEL_IDS = "1234:11e8"
 GPU_IDS = "8086:100e"
@@ -96,6 +99,65 @@ for d in {ADDR['accel0']} {ADDR['gpu0']} {ADDR['gpu0-fn1']}; do
 done
 """
 
+# --- binding: dra (issue 20): the node as NVIDIA's DRA driver wants it between claims ---
+# Every dra-* setup first undoes what another dra-* scenario may have left on a shared VM
+# (the holder unit, the modprobe.d pre-binding), so each one's state is its own.
+_DRA_RESET = """
+set -e
+systemctl disable --now kgc-nvidia-holder.service >/dev/null 2>&1 || true
+rm -f /etc/systemd/system/kgc-nvidia-holder.service /etc/modprobe.d/kgc-vfio.conf
+systemctl daemon-reload
+"""
+# gpu0's group peer (its "audio function") made viable for good: the DRA driver moves only
+# the GPU (and a VGA GPU's consumer-linked audio function; an e1000 has none), so the peer
+# must already be on vfio-pci or driverless. driverctl persists it (/etc/driverctl.d).
+_DRA_PEER = f"""
+driverctl list-overrides 2>/dev/null | grep -q '^{ADDR['gpu0-fn1']} vfio-pci' \\
+  || driverctl set-override {ADDR['gpu0-fn1']} vfio-pci
+d=$(readlink /sys/bus/pci/devices/{ADDR['gpu0']}/driver)
+[ "${{d##*/}}" = e1000 ] || {{ echo "gpu0 is on ${{d##*/}}, not e1000" >&2; exit 1; }}
+"""
+# The stand-in for nvidia-persistenced holding its GPU's node (the shape of
+# kubernetes-sigs/dra-driver-nvidia-gpu#1037). Stand-in, said so: the lab has no nvidia
+# driver, so /dev/nvidia0 and /dev/nvidiactl are char nodes with the mem driver's numbers of
+# /dev/null (1:3) -- a node of nvidia's major 195 would not open (no driver, ENXIO) -- and
+# /proc/driver/nvidia/gpus/<bdf>/information (the "Device Minor" that maps a GPU to its
+# node) cannot be written into procfs, so the rule counts every /dev/nvidia<N>. The process
+# is real: coreutils sleep installed as /usr/local/sbin/nvidia-persistenced, so its comm is
+# "nvidia-persiste" (cut at 15), holding both nodes open read-write like the daemon; an
+# enabled unit, so it holds them again after the reboot.
+DRA_HOLDER_UNIT = """[Unit]
+Description=kgc lab stand-in for nvidia-persistenced: holds /dev/nvidia0 and /dev/nvidiactl open
+[Service]
+ExecStartPre=/bin/sh -c '[ -e /dev/nvidia0 ] || mknod -m 0666 /dev/nvidia0 c 1 3; \\
+ [ -e /dev/nvidiactl ] || mknod -m 0666 /dev/nvidiactl c 1 3'
+ExecStart=/bin/sh -c 'exec /usr/local/sbin/nvidia-persistenced infinity \\
+ 3<>/dev/nvidia0 4<>/dev/nvidiactl'
+[Install]
+WantedBy=multi-user.target
+"""
+_DRA_REBINDABLE = _DRA_RESET + _DRA_PEER
+_DRA_HELD = _DRA_RESET + _DRA_PEER + f"""
+install -m 0755 /bin/sleep /usr/local/sbin/nvidia-persistenced
+cat > /etc/systemd/system/kgc-nvidia-holder.service <<'EOF'
+{DRA_HOLDER_UNIT}EOF
+systemctl daemon-reload
+systemctl enable --now kgc-nvidia-holder.service
+for i in $(seq 50); do [ -n "$(pidof nvidia-persistenced)" ] && break; sleep 0.2; done
+ls -l /proc/$(pidof nvidia-persistenced)/fd | grep -q /dev/nvidia0
+"""
+# A boot-mode leftover on a DRA node: gpu0's ids bound to vfio-pci by modprobe.d (the base
+# image's initramfs carries no NIC driver, so e1000 loads from the root fs, where the
+# softdep puts vfio-pci first). Written now, applied at the next boot: gpu0 stays on e1000
+# until the reboot, which brings it back on vfio-pci.
+_DRA_PREBOUND = _DRA_RESET + _DRA_PEER + f"""
+cat > /etc/modprobe.d/kgc-vfio.conf <<'EOF'
+# left from binding gpu0 at boot (binding: boot); the node now runs the DRA driver
+options vfio-pci ids={GPU_IDS}
+softdep e1000 pre: vfio-pci
+EOF
+"""
+
 
 @dataclass(frozen=True)
 class Scenario:
@@ -109,6 +171,8 @@ class Scenario:
     # the VM group this scenario may share with others (one boot, scenarios in order,
     # separated by the scenario's own real reboot which resets the runtime state)
     share: str | None = None
+    # the profile the scenario is judged with (None: profiles/lab.yaml)
+    profile: Path | None = None
 
 
 ALL_PASS = {
@@ -118,6 +182,15 @@ ALL_PASS = {
     "persistence.initramfs": "pass", "persistence.over-capture": "pass",
     "persistence.cmdline": "pass",
     "reboot.returned": "pass", "reboot.binding-persists": "pass", "reboot.host-kept": "pass",
+}
+
+# binding: dra, a node the DRA driver can rebind: the dra rules pass, the boot rules skip
+DRA_GOOD = {
+    "vfio.rebindable": "pass", "vfio.driver": "skip", "vfio.group-viable": "skip",
+    "vfio.host-kept": "pass", "persistence.coverage": "pass",
+    "persistence.load-order": "skip", "persistence.over-capture": "pass",
+    "reboot.returned": "pass", "reboot.rebindable": "pass",
+    "reboot.binding-persists": "skip", "reboot.host-kept": "pass",
 }
 
 SCENARIO_SPECS: dict[str, Scenario] = {s.name: s for s in (
@@ -176,6 +249,33 @@ SCENARIO_SPECS: dict[str, Scenario] = {s.name: s for s in (
         "q35 + amd-iommu, no intel_iommu; vfio-pci.ids on the kernel command line (boot "
         "entry) + softdep + modules-load.d. Passes with AMD-Vi evidence.",
         "amd", hardware=Hardware(iommu="amd"), expect=ALL_PASS,
+    ),
+    # binding: dra (lab-dra.yaml): one VM, in this order; only dra-prebound persists a
+    # pre-binding, and it is last
+    Scenario(
+        "dra-rebindable",
+        "binding: dra. gpu0 on its host driver (e1000), its group peer 0000:01:02.0 on "
+        "vfio-pci by driverctl, nothing holding a GPU node, nothing pre-binding gpu0: "
+        "vfio.rebindable, persistence.coverage and, after a real reboot, reboot.rebindable "
+        "pass; the boot-time rules skip naming their replacement.",
+        "base", setup=_DRA_REBINDABLE, share="dra", profile=DRA_PROFILE, expect=DRA_GOOD,
+    ),
+    Scenario(
+        "dra-held",
+        "binding: dra, as dra-rebindable plus an enabled unit whose process "
+        "nvidia-persistenced (a stand-in) holds /dev/nvidia0 open: vfio.rebindable and, "
+        "after the reboot, reboot.rebindable fail naming its pid and comm and the fix.",
+        "base", setup=_DRA_HELD, share="dra", profile=DRA_PROFILE,
+        expect={**DRA_GOOD, "vfio.rebindable": "fail", "reboot.rebindable": "fail"},
+    ),
+    Scenario(
+        "dra-prebound",
+        "binding: dra, as dra-rebindable plus a boot-mode leftover: modprobe.d binds "
+        "gpu0's ids 8086:100e to vfio-pci (softdep e1000 pre: vfio-pci). gpu0 is rebindable "
+        "now, persistence.coverage warns naming the file, and the reboot brings gpu0 back "
+        "on vfio-pci: reboot.rebindable fails citing the pre-binding.",
+        "base", setup=_DRA_PREBOUND, share="dra", profile=DRA_PROFILE,
+        expect={**DRA_GOOD, "persistence.coverage": "warn", "reboot.rebindable": "fail"},
     ),
 )}
 

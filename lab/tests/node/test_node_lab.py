@@ -3,15 +3,13 @@ verdicts, that the host layers wrote nothing, that the reboot really happened, t
 scenario's evidence bundle replays to the identical verdicts, and that a node that never
 returns yields an ``error`` verdict with the timeout and the console log.
 
-Costs: 5 VM boots (scenarios sharing the ``base`` image share one VM; each scenario's own
-reboot separates them) run ``KGC_LAB_PARALLEL`` (default 2) at a time.
+Costs: 6 VM boots (scenarios sharing the ``base`` image share one VM, the binding: dra ones
+another; each scenario's own reboot separates them) run ``KGC_LAB_PARALLEL`` (default 2) at
+a time. The VMs are booted through conftest.node_lab, shared with test_node_dra.py.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,13 +19,10 @@ from kgc.core.model import Status
 from kgc.core.registry import load_layers
 from kgc.core.target import NodeTarget
 from kgc_lab.node.lab import NodeVM
-from kgc_lab.node.runner import ScenarioResult, digest, lab_profile, replay, run_scenarios
+from kgc_lab.node.runner import ScenarioResult, digest, lab_profile, replay
 from kgc_lab.node.scenarios import SCENARIO_SPECS, Scenario
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
-
-MISSING = [t for t in ("qemu-system-x86_64", "qemu-img", "debootstrap", "mkfs.ext4", "ssh")
-           if shutil.which(t) is None]
 
 HUNG: dict[str, Any] = {}
 
@@ -57,16 +52,9 @@ def _hang_test(vm: NodeVM, group: list[Scenario]) -> None:
 
 
 @pytest.fixture(scope="session")
-def lab_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ScenarioResult]:
-    if MISSING or os.geteuid() != 0:
-        pytest.fail(f"the node lab needs root and {', '.join(MISSING) or 'its tools'}: run "
-                    "scripts/bootstrap.d/10-node-lab.sh as root")
-    out = tmp_path_factory.mktemp("node-lab")
-    keep = os.environ.get("KGC_LAB_BUNDLE_DIR")  # set to fixtures/bundles to refresh them
-    return run_scenarios(list(SCENARIO_SPECS), out_dir=out,
-                         bundle_dir=Path(keep) if keep else out / "bundles",
-                         parallel=int(os.environ.get("KGC_LAB_PARALLEL", "2")),
-                         after=_hang_test)
+def lab_results(node_lab: Any) -> dict[str, ScenarioResult]:
+    """Every scenario (conftest.node_lab: those another test file ran already are reused)."""
+    return node_lab.get(list(SCENARIO_SPECS), after=_hang_test)
 
 
 @pytest.mark.parametrize("name", list(SCENARIO_SPECS))
