@@ -178,7 +178,8 @@ class RebindDev:
 def _fix_holder(h: Holder, bdf: str) -> str:
     if h.comm.startswith(PERSISTENCED):
         return (f"stop nvidia-persistenced (pid {h.pid}) holding {h.path}: `systemctl disable "
-                f"--now nvidia-persistenced`, or turn persistence mode off for the GPU "
+                f"--now nvidia-persistenced` (NVIDIA's unit; `systemctl status {h.pid}` names "
+                "the one that started it), or turn persistence mode off for the GPU "
                 f"(`nvidia-smi -i {bdf} -pm 0`) before a claim is prepared "
                 "(kubernetes-sigs/dra-driver-nvidia-gpu#1037)")
     return (f"stop pid {h.pid} ({h.comm}) holding {h.path} (`systemctl status {h.pid}` names its "
