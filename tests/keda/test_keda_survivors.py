@@ -16,11 +16,11 @@ import math
 
 import pytest
 from kedasynth import pod, synth, uniform
-from kedavectors import prof
+from kedavectors import exact, prof
 
 from kgc.core.model import Status
 from kgc.layers.keda.checks import CHECKS
-from kgc.layers.keda.evidence import ClassRun, KedaEvidence, Preflight
+from kgc.layers.keda.evidence import ClassRun, KedaEvidence, Preflight, ScalingConfig
 from kgc.layers.keda.phases import MEASURES, class_phases
 from kgc.layers.keda.stats import (
     ClassStats,
@@ -32,6 +32,7 @@ from kgc.layers.keda.stats import (
     ratio,
     ratios,
     stats_of,
+    summarize,
 )
 
 STALLED = pod(sandbox=None, start=None, ready=None, stall=True)
@@ -206,3 +207,207 @@ def test_not_reached_and_unusable_samples_are_counted() -> None:
     assert (k["start"].not_reached, k["ready"].not_reached, k["sandbox"].censored) == (2, 2, 2)
     gap = ClassStats("kata", "kata", 1, 2, {m: Summary(m, n=1, missing=1) for m in MEASURES})
     assert "1 (1 n/a)" in format_table({"kata": gap})
+
+
+# -- the sampled run of keda/checks.py with the evaluators included (issue 21 item 8) ------
+# Each test pins what one branch tells the user: the whole reason, the remedy, the
+# expected/found pair the report prints, and the evidence the bundle keeps for it.
+
+def test_a_passing_baseline_budget_names_its_nodes_and_keeps_its_statistics() -> None:
+    ev = synth({"kata": [[exact()]], "baseline": [[exact()]]})
+    v = judge("keda.baseline-budgets", ev, prof(baseline_p95_s={"startup": 0.75,
+                                                                "sandbox": 0.25}))
+    assert v.status is Status.PASS
+    found = "pod startup p95 0.75 s (p50 0.75 s, n=1), sandbox ready p95 0.25 s (p50 0.25 s, n=1)"
+    assert v.reason == f"runc on node-a: every budgeted measure within budget ({found})"
+    assert (v.expected, v.found) == ("pod startup p95 <= 0.75 s, sandbox ready p95 <= 0.25 s",
+                                     found)
+    assert v.evidence["nodes"] == ["node-a"]
+    assert v.evidence["budgets_s"] == {"startup": 0.75, "sandbox": 0.25}
+    assert v.evidence["baseline"]["startup"]["p95"] == 0.75  # the baseline's, not Kata's
+    assert v.evidence["percentile"] == "nearest rank"
+
+
+def test_e2e_over_budget_names_the_unjudged_phase_instead_of_claiming_the_rest_is_fine() -> None:
+    """End to end and decision are past their budgets, the sandbox phase could not be judged
+    on one pod: the reason must say so, not "everything else within budget"."""
+    ev = synth({"kata": [[pod(sandbox=None, decision=9.0), pod(sandbox=2.0, decision=9.0)]]})
+    v = judge("keda.e2e-p95", ev, prof(compare_baseline=False, e2e_p95_s=5.0,
+                                       phase_p95_s={"sandbox": 10.0, "decision": 5.0}))
+    assert v.status is Status.FAIL
+    assert v.reason == ("kata end-to-end p95 11.4 s > 5 s budget; decision p95 9 s > 5 s "
+                        "budget; sandbox ready: 1 of 2 pods lack it "
+                        "(PodReadyToStartContainers not observed)")
+    assert "everything else within budget" not in v.reason
+    assert v.remediation.startswith("The time goes to KEDA/HPA deciding to scale")
+    assert (v.expected, v.found) == ("p95 <= 5 s", "p95 11.4 s (p50 9.37 s, max 11.4 s, n=2)")
+
+
+def test_e2e_without_a_baseline_compares_with_nothing() -> None:
+    v = judge("keda.e2e-p95", synth({"kata": [[exact(), exact()]]}), prof(compare_baseline=False))
+    assert v.status is Status.PASS
+    assert v.reason == "kata end-to-end p95 2 s <= 60 s budget over 2 pods"
+    assert v.evidence["budget_s"] == 60.0 and list(v.evidence["stats"]) == ["kata"]
+
+
+def test_a_failed_ratio_states_the_budget_it_was_held_to() -> None:
+    ev = synth({"kata": [[exact()]], "baseline": [[exact(decision=0.75)]]})
+    v = judge("keda.kata-overhead", ev, prof(ratio_max=1.125))
+    assert v.status is Status.FAIL
+    assert v.expected == "end to end <= 1.12x"
+    assert v.found == "end to end p50 kata 2 s / runc 1.75 s = 1.14x > 1.12x budget"
+    assert v.evidence["ratios"]["decision"]["value"] == 1.333333  # 1.0 / 0.75
+    assert v.evidence["differences_s"]["decision"] == 0.25
+
+
+def test_a_stalled_phase_budget_quotes_the_known_wait_and_a_pass_its_budget() -> None:
+    v = judge("keda.phase-budgets", synth({"kata": [[pod(), STALLED]]}),
+              prof(compare_baseline=False, phase_p95_s={"sandbox": 5.0}))
+    assert v.status is Status.FAIL
+    assert v.reason == ("kata: sandbox ready p95 > 300 s (stalled) > 5 s budget; everything "
+                        "else within budget")
+    assert (v.expected, v.found) == ("sandbox ready p95 <= 5 s",
+                                     "sandbox ready p95 > 300 s (stalled)")
+    ev = synth({"kata": [[exact(), exact()]], "baseline": [[exact()] * 2]})
+    v = judge("keda.phase-budgets", ev, prof(phase_p95_s={"sandbox": 0.25}))
+    assert v.status is Status.PASS
+    assert v.reason == "kata: every budgeted phase within budget (sandbox ready p95 0.25 s)"
+    assert (v.expected, v.found) == ("sandbox ready p95 <= 0.25 s", "sandbox ready p95 0.25 s")
+
+
+def test_a_failed_preflight_names_what_to_do_for_the_operator_and_what_was_expected() -> None:
+    v = judge("keda.preflight", KedaEvidence("preflight-failed", "",
+                                             Preflight(True, "2.21.0", (), False)))
+    assert v.status is Status.FAIL
+    assert v.reason == "the KEDA operator is not Ready"
+    assert v.remediation == ("Read `kubectl -n keda get pods` and the keda-operator log; the "
+                             "operator and its metrics API server must both be Ready.")
+    assert (v.expected, v.found) == ("KEDA installed and Ready", "the KEDA operator is not Ready")
+    assert v.evidence == {"missing": [], "keda_version": "2.21.0"}
+
+
+def test_an_unrecorded_preflight_is_a_skip_saying_so() -> None:
+    ev = dataclasses.replace(synth({"kata": uniform(1, 1)}), preflight=Preflight())
+    v = judge("keda.preflight", ev)
+    assert (v.status, v.reason) == (
+        Status.SKIP, "the preflight was not recorded (KEDA's presence not looked at)")
+
+
+def test_an_unrecorded_scale_down_is_named_in_the_evidence() -> None:
+    ev = synth({"kata": uniform(2, 1)})
+    reps = ev.kata.repetitions  # type: ignore[union-attr]
+    ev = dataclasses.replace(ev, kata=dataclasses.replace(  # type: ignore[arg-type]
+        ev.kata, repetitions=(reps[0], dataclasses.replace(reps[1], scaled_down=None))))
+    v = judge("keda.scale-down-completes", ev, prof(compare_baseline=False))
+    assert v.status is Status.SKIP
+    assert v.reason == ("scale-down not recorded for 1 repetition(s): kata r2: scale-down to 0 "
+                        "not recorded")
+    assert v.evidence == {"stalled": [], "not_recorded": ["kata r2: scale-down to 0 not recorded"],
+                          "durations_s": [40.0]}  # lowered at +500 s, gone at +540 s
+
+
+def _hpa_heavy_config(cfg: ScalingConfig) -> KedaEvidence:
+    ev = synth({"kata": [[exact(), exact(decision=9.0), exact(decision=9.0)]]})
+    return dataclasses.replace(ev, kata=dataclasses.replace(ev.kata, config=cfg))  # type: ignore
+
+
+def test_an_hpa_dominated_decision_with_an_unknown_sync_period_says_the_default_is_assumed(
+) -> None:
+    v = judge("keda.scaling-config", _hpa_heavy_config(ScalingConfig(polling_interval_s=5)),
+              prof(compare_baseline=False))
+    assert v.status is Status.WARN
+    assert v.remediation == (
+        "Most of the decision is the HPA's 1->N step: lower the controller-manager's "
+        "--horizontal-pod-autoscaler-sync-period (now not visible, 15 s by default assumed) "
+        "and allow a larger scaleUp step in the ScaledObject's "
+        "advanced.horizontalPodAutoscalerConfig.behavior.")
+    assert (v.expected, v.found) == ("decision < 50% of end to end", "90%")
+    assert "HPA scale-up (pods 2..K) p50 9 s" in v.reason
+
+
+def test_an_hpa_that_never_scaled_past_one_pod_is_blamed_not_the_polling_interval() -> None:
+    """Product fix (issue 21 item 8): KEDA activated every repetition within 1 s but the
+    HPA never asked for pod 2 (the Deployment stayed at 1 of 2). Those pods' decision is
+    censored (+∞), not absent; the check used to count only finished samples (``n``), so it
+    left the HPA out of the reason and told the user to lower pollingInterval."""
+    ev = synth({"kata": [[exact()], [exact()], [exact()]]}, k=2)
+    v = judge("keda.scaling-config", ev, prof(compare_baseline=False))
+    assert v.status is Status.WARN
+    assert "HPA scale-up (pods 2..K) p50 stalled" in v.reason
+    assert v.remediation.startswith("Most of the decision is the HPA's 1->N step")
+    assert "pollingInterval" not in v.remediation
+
+
+def test_watch_precision_words_and_evidence() -> None:
+    from kedavectors import _lag_evidence
+
+    v = judge("keda.watch-precision", synth({"kata": [[pod()]]}, clock=None),
+              prof(compare_baseline=False))
+    assert (v.status, v.reason) == (Status.SKIP, "no client/API clock offset was estimated; "
+                                    "receipt times cannot be compared with the API's timestamps")
+    v = judge("keda.watch-precision", _lag_evidence(-0.625), prof(watch_lag_tolerance_s=0.25))
+    assert v.status is Status.WARN
+    assert v.reason == ("1 received before the API's timestamp by more than 0.50 s (worst: kata "
+                        "r1 kata-1-1 ready -0.62 s): a node's clock is skewed against the API "
+                        "server (the kubelet stamps conditions)")
+    assert (v.expected, v.found) == ("lag in [-0.50, 1.50] s", "[-0.625, 0.875] s")
+    assert v.evidence == {"clock": {"offset_s": 0.0, "uncertainty_s": 0.25, "samples": 10,
+                                    "method": "test"},
+                          "lags": 10, "max_lag_s": 0.875, "min_lag_s": -0.625,
+                          "allowed_s": [-0.5, 1.5]}
+
+
+# -- the sampled run of keda/stats.py after 83059d7 (issue 21 item 8) ------------------------
+
+def test_every_unusable_plain_number_is_counted_and_each_reason_noted_once() -> None:
+    """A NaN, an infinity and two negative durations are four unusable samples, not one;
+    the notes say why, each once, at most five."""
+    s = summarize([math.nan, math.inf, -1.0, -2.0, 2.0], "e2e")
+    assert (s.n, s.invalid, s.p95) == (1, 4, 2.0)
+    assert s.notes == ("non-finite duration nan", "non-finite duration inf",
+                       "negative duration -1.0 s", "negative duration -2.0 s")
+    assert summarize(["a", "a"]).notes == ("not a number: 'a'",)
+    six = summarize(list("abcdef"))
+    assert six.invalid == 6 and len(six.notes) == 5 and "'f'" not in "".join(six.notes)
+
+
+def test_the_table_counts_missing_and_invalid_samples_together_and_marks_undefined_ratios(
+) -> None:
+    gap = ClassStats("kata", "kata", 1, 4,
+                     {m: Summary(m, n=1, missing=1, invalid=2, p50=1.0, p95=1.0, max=1.0)
+                      for m in MEASURES})
+    assert "1 (3 n/a)" in format_table({"kata": gap})
+    # a baseline whose sandbox took 0 s: that ratio is undefined, shown as n/a, not "n/ax"
+    ev = synth({"kata": [[exact()]], "baseline": [[exact(sandbox=0.0)]]})
+    k, b = class_stats(ev.kata), class_stats(ev.baseline)  # type: ignore[arg-type]
+    rats = ratios(k, b)
+    row = next(x for x in format_table({"kata": k, "baseline": b}, rats).splitlines()
+               if x.startswith("sandbox ready"))
+    assert row.endswith("  n/a") and "n/ax" not in row
+    assert rats["sandbox"].to_dict() == {
+        "stat": "p50", "value": None, "kata": 0.25, "baseline": 0.0,
+        "note": "the baseline's p50 is 0 s (below the watch resolution)"}
+    assert (rats["startup"].measure, rats["startup"].value) == ("startup", 1.5)  # 0.75 / 0.5
+
+
+def test_a_table_without_any_measured_class_lists_the_phases_only() -> None:
+    assert format_table({}) == (
+        "phase\n------------------\ndecision\npod creation\nscheduling\nsandbox ready\n"
+        "containers started\nReady\npod startup\nend to end\n"
+        "(seconds; percentiles by nearest rank)\n")
+
+
+def test_a_ratio_of_a_measure_without_a_title_names_the_measure() -> None:
+    r = ratio(Summary("gpu-attach"), Summary("gpu-attach", n=1, p50=1.0))
+    assert (r.value, r.note) == (None, "Kata has no gpu-attach sample")
+
+
+def test_class_statistics_record_every_pod_row_and_no_role_unless_given() -> None:
+    """Pods the Deployment never created are rows too (phantoms): ``pods`` counts them, so
+    the bundle shows 2 rows for K=2 with one pod created; an ad-hoc sample (the scaling
+    check's rank-1 / rank 2..K split) carries no role label."""
+    ev = synth({"kata": [[exact()]]}, k=2)
+    k = class_stats(ev.kata)  # type: ignore[arg-type]
+    assert k.to_dict()["pods"] == 2 and k["e2e"].censored == 1
+    rows = class_phases(ev.kata)  # type: ignore[arg-type]
+    assert stats_of([r for r in rows if r.rank == 1]).to_dict()["role"] == ""
