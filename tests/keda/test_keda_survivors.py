@@ -411,3 +411,31 @@ def test_class_statistics_record_every_pod_row_and_no_role_unless_given() -> Non
     assert k.to_dict()["pods"] == 2 and k["e2e"].censored == 1
     rows = class_phases(ev.kata)  # type: ignore[arg-type]
     assert stats_of([r for r in rows if r.rank == 1]).to_dict()["role"] == ""
+
+
+def test_a_polling_interval_as_long_as_the_budget_warns_without_claiming_it_dominates() -> None:
+    """Product fix (issue 21 item 8): the sandbox took 7.9 s and the decision 11 % of end to
+    end, yet the warning of the polling cap (pollingInterval 5 s >= the 5 s budget) opened
+    with "the configuration, not the runtime, dominates scale-up latency" and expected
+    "decision < 50 %" while finding 11 %: a reason contradicting its own numbers."""
+    ev = synth({"kata": uniform(2, 2, sandbox=7.9), "baseline": uniform(2, 2)})
+    v = judge("keda.scaling-config", ev, prof(e2e_p95_s=5.0))
+    assert v.status is Status.WARN
+    assert v.reason.startswith("the configuration alone can use up the end-to-end budget: "
+                               "decision p50 1 s is 11% of end-to-end p50 9.27 s")
+    assert "pollingInterval alone (5 s) can use up the 5 s end-to-end budget" in v.reason
+    assert "dominates" not in v.reason
+    assert (v.expected, v.found) == ("pollingInterval < the 5 s end-to-end budget",
+                                     "pollingInterval 5 s")
+    assert v.remediation.startswith("Lower the ScaledObject's pollingInterval (now 5 s;")
+
+
+def test_the_watch_window_is_kept_to_the_millisecond() -> None:
+    from kgc.layers.keda.evidence import ClockOffset
+
+    ev = synth({"kata": [[exact()]]}, clock=ClockOffset(0.0, 0.0625, 10, "test"))
+    v = judge("keda.watch-precision", ev, prof(compare_baseline=False,
+                                               watch_lag_tolerance_s=0.25))
+    assert v.status is Status.PASS
+    lo, hi = v.evidence["allowed_s"]  # -(0.0625 + 0.25), 1 + 0.0625 + 0.25
+    assert (lo, hi) == (round(-0.3125, 3), round(1.3125, 3))
