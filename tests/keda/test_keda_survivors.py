@@ -439,3 +439,129 @@ def test_the_watch_window_is_kept_to_the_millisecond() -> None:
     assert v.status is Status.PASS
     lo, hi = v.evidence["allowed_s"]  # -(0.0625 + 0.25), 1 + 0.0625 + 0.25
     assert (lo, hi) == (round(-0.3125, 3), round(1.3125, 3))
+
+
+# -- a fresh sample (100, seed `fresh`) of keda/checks.py after the tests above ---------------
+
+def test_a_kata_class_without_its_runtime_class_name_is_an_error_with_its_remedy() -> None:
+    ev = _no_kata_repetition(dataclasses.replace(
+        synth({"kata": uniform(1, 1)}).kata, runtime_class=""))  # type: ignore[arg-type]
+    v = judge("keda.e2e-p95", ev)
+    assert (v.status, v.reason) == (Status.ERROR, "the Kata class's RuntimeClass is not "
+                                    "recorded: nothing says which runtime the measured pods "
+                                    "ran with")
+    assert v.remediation == ("Rerun the layer (platform.kata.runtime_class names the Kata "
+                             "RuntimeClass) and report the bundle: the live driver always "
+                             "records it.")
+
+
+def test_keda_absent_and_its_operator_down_gives_both_remedies() -> None:
+    """No CRD is named missing (the preflight only saw keda_installed False): the reason
+    says KEDA is not installed, without an empty "( missing)", and both fixes are given."""
+    v = judge("keda.preflight", KedaEvidence("preflight-failed", "",
+                                             Preflight(False, None, (), False)))
+    assert v.status is Status.FAIL
+    assert v.reason == "KEDA is not installed; the KEDA operator is not Ready"
+    assert v.remediation == (
+        "Install KEDA: `helm repo add kedacore https://kedacore.github.io/charts && helm "
+        "install keda kedacore/keda --namespace keda --create-namespace`; the CRDs "
+        "scaledobjects.keda.sh and triggerauthentications.keda.sh must exist. Read `kubectl "
+        "-n keda get pods` and the keda-operator log; the operator and its metrics API server "
+        "must both be Ready.")
+
+
+def test_stalls_are_listed_in_chain_order_and_the_judging_wait_only_when_none_recorded(
+) -> None:
+    """The pod that stalled in its sandbox comes first in the record, the one never created
+    second; the reason lists the decision stall first (chain order). A phantom pod carries
+    no recorded wait, so the judging profile's ready_s is quoted."""
+    v = judge("keda.scale-up-completes", synth({"kata": [[STALLED]]}, k=2),
+              prof(compare_baseline=False))
+    assert v.reason == ("2 of 2 pods never became Ready within the 300 s wait -- stalled in "
+                        "decision (1): kata r1 #2 (never created) | stalled in sandbox ready "
+                        "(1): kata r1 #1 kata-1-1 on node-a, waited 300 s: never ready")
+    assert v.found == "2 pods stalled, first in decision"
+    from kgc.layers.keda.profile import KedaProfile
+
+    v = judge("keda.scale-up-completes", synth({"kata": [[pod()]]}, k=2),
+              KedaProfile(compare_baseline=False, timeouts={"ready_s": 120}))
+    assert v.reason == ("1 of 2 pods never became Ready within the 120 s wait -- stalled in "
+                        "decision (1): kata r1 #2 (never created)")
+
+
+def _out_of_order_second_repetition(rep):  # type: ignore[no-untyped-def]
+    from kgc.layers.keda.evidence import PodRecord, Stamp
+
+    if rep.index == 1:
+        return dataclasses.replace(rep, trigger=None)
+    p = rep.pods[0]
+    obs = dict(p.observed)
+    obs["ready"] = Stamp(rep.trigger.mono - 1.0, rep.trigger.wall - 1.0)
+    return dataclasses.replace(rep, pods=(PodRecord(p.name, obs),))
+
+
+def test_no_usable_end_to_end_sample_names_every_reason() -> None:
+    ev = synth({"kata": uniform(2, 1)})
+    ev = dataclasses.replace(ev, kata=dataclasses.replace(ev.kata, repetitions=tuple(  # type: ignore
+        _out_of_order_second_repetition(r) for r in ev.kata.repetitions)))  # type: ignore
+    v = judge("keda.e2e-p95", ev, prof(compare_baseline=False))
+    assert v.status is Status.ERROR
+    assert v.reason.startswith("no end-to-end sample for kata: the trigger time was not "
+                               "recorded (the run could not raise its trigger); kata r2 #1 "
+                               "kata-2-1: out of order: pod Ready ")
+    assert v.remediation == "The record holds no complete trigger -> Ready measurement; rerun."
+
+
+def test_a_decision_known_only_as_stalled_is_not_measured() -> None:
+    """No replica signal was recorded, so the created pods' decision is missing, and the
+    third pod of each repetition was never created (its decision censored): nothing finished
+    to compare with end to end, so the share is not judged (skip), never a warning built on
+    an infinite share."""
+    ev = synth({"kata": uniform(3, 2)}, k=3)
+    ev = dataclasses.replace(ev, kata=dataclasses.replace(ev.kata, repetitions=tuple(  # type: ignore
+        dataclasses.replace(r, scale=(), active=None) for r in ev.kata.repetitions)))  # type: ignore
+    v = judge("keda.scaling-config", ev, prof(compare_baseline=False))
+    assert v.status is Status.SKIP, v.reason
+    assert v.reason.startswith("the decision phase was not measured (replicas raised not "
+                               "observed; never observed Ready)")
+
+
+def test_a_baseline_over_budget_names_what_it_could_not_judge() -> None:
+    ev = synth({"kata": [[exact()]],
+                "baseline": [[exact(sandbox=None, start=0.5), exact(sandbox=0.5)]]})
+    v = judge("keda.baseline-budgets", ev, prof(baseline_p95_s={"startup": 0.875,
+                                                                "sandbox": 5.0}))
+    assert v.status is Status.FAIL
+    assert v.reason == ("runc on node-a: pod startup p95 1 s > 0.875 s budget; sandbox ready: 1 "
+                        "of 2 pods lack it (PodReadyToStartContainers not observed)")
+
+
+def test_a_baseline_over_in_two_phases_gets_each_remedy_once() -> None:
+    """Product fix (issue 21 item 8): sandbox, start and the startup span are all over;
+    the span's dominant phase is the sandbox, whose remedy is already given: it used to be
+    repeated whole after "Most of pod startup is sandbox ready"."""
+    from kgc.layers.keda.checks import PHASE_REMEDIATION
+
+    ev = synth({"kata": [[exact()]], "baseline": [[exact(sandbox=0.5, start=0.5)]]})
+    v = judge("keda.baseline-budgets", ev, prof(baseline_p95_s={"sandbox": 0.25, "start": 0.25,
+                                                                "startup": 0.5}))
+    assert v.status is Status.FAIL
+    assert v.remediation == PHASE_REMEDIATION["sandbox"] + " " + PHASE_REMEDIATION["start"]
+
+
+def test_a_baseline_without_node_names_says_no_node() -> None:
+    ev = synth({"kata": [[exact()]], "baseline": [[exact(sandbox=0.5)]]})
+    b = ev.baseline
+    ev = dataclasses.replace(ev, baseline=dataclasses.replace(b, repetitions=tuple(  # type: ignore
+        dataclasses.replace(r, pods=tuple(dataclasses.replace(p, node=None) for p in r.pods))
+        for r in b.repetitions)))  # type: ignore[union-attr]
+    v = judge("keda.baseline-budgets", ev, prof(baseline_p95_s={"sandbox": 0.25}))
+    assert v.reason == ("runc: sandbox ready p95 0.5 s > 0.25 s budget; everything else within "
+                        "budget")
+    assert v.evidence["nodes"] == []
+
+
+def test_kata_minus_baseline_is_kept_to_the_microsecond() -> None:
+    ev = synth({"kata": [[exact(sandbox=0.2500016)]], "baseline": [[exact()]]})
+    v = judge("keda.kata-overhead", ev)
+    assert v.evidence["differences_s"]["sandbox"] == 2e-06  # 1.6 µs, rounded to the µs

@@ -576,19 +576,22 @@ def baseline_budgets(ev: KedaEvidence, profile: Any) -> Outcome:
                            "nodes": nodes, "percentile": "nearest rank"}
     if over:
         fixes = []
+        remedied: set[str] = set()  # each phase's remedy once (phases come before spans)
         for m in MEASURES:
             if m in budgets and any(o.startswith(TITLES[m] + " ") for o in over):
                 if m in PHASE_REMEDIATION:
                     fixes.append(PHASE_REMEDIATION[m])
+                    remedied.add(m)
                 else:  # a span: the phase inside it that takes the most
                     dom = _dominant(base, within=m)
-                    if dom is not None:
+                    if dom is not None and dom not in remedied:
                         fixes.append(f"Most of {TITLES[m]} is {TITLES[dom]} (p50 "
                                      f"{fmt_s(base[dom].p50)}): "
                                      + PHASE_REMEDIATION[dom])
+                        remedied.add(dom)
         tail = "everything else within budget" if not unjudged else "; ".join(unjudged)
         return failed(f"{base.label}{where}: " + "; ".join(over) + f"; {tail}",
-                      " ".join(dict.fromkeys(fixes)) or None, expected=exp, found=found,
+                      " ".join(fixes) or None, expected=exp, found=found,
                       **ev_)
     if unjudged:
         return skipped(f"{base.label}: cannot judge " + "; ".join(unjudged), **ev_)
