@@ -565,3 +565,26 @@ def test_kata_minus_baseline_is_kept_to_the_microsecond() -> None:
     ev = synth({"kata": [[exact(sandbox=0.2500016)]], "baseline": [[exact()]]})
     v = judge("keda.kata-overhead", ev)
     assert v.evidence["differences_s"]["sandbox"] == 2e-06  # 1.6 µs, rounded to the µs
+
+
+# -- a fresh sample (100, seed `fresh`) of keda/stats.py after the tests above ----------------
+
+def test_an_ok_value_with_an_unusable_duration_is_invalid_and_says_which() -> None:
+    from kgc.layers.keda.phases import OK, PhaseValue
+
+    s = summarize([PhaseValue("e2e", OK, -1.0), PhaseValue("e2e", OK, None),
+                   PhaseValue("e2e", OK, 2.0)], "e2e")
+    assert (s.n, s.invalid, s.p50) == (1, 2, 2.0)
+    assert s.notes == ("invalid duration -1.0", "invalid duration None")
+
+
+def test_a_ratio_keeps_the_measure_it_compares() -> None:
+    ev = synth({"kata": [[exact()], [exact()]], "baseline": [[exact(sandbox=0.0)]]})
+    k, b = class_stats(ev.kata), class_stats(ev.baseline)  # type: ignore[arg-type]
+    rats = ratios(k, b)
+    assert {m: r.measure for m, r in rats.items()} == {m: m for m in MEASURES}
+    assert rats["sandbox"].value is None  # the baseline's 0 s sandbox: undefined, still named
+    # a plain-seconds sample has no measure: the named side names the ratio
+    r = ratio(summarize([2.0]), Summary("sandbox", n=1, p50=1.0))
+    assert (r.measure, r.value) == ("sandbox", 2.0)
+    assert k.to_dict()["repetitions"] == 2 and b.to_dict()["repetitions"] == 1
