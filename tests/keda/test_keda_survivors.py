@@ -588,3 +588,104 @@ def test_a_ratio_keeps_the_measure_it_compares() -> None:
     r = ratio(summarize([2.0]), Summary("sandbox", n=1, p50=1.0))
     assert (r.measure, r.value) == ("sandbox", 2.0)
     assert k.to_dict()["repetitions"] == 2 and b.to_dict()["repetitions"] == 1
+
+
+# -- a third sample (100, seed `final`) of keda/checks.py ------------------------------------
+
+def _unobserved_sandbox_and_start() -> KedaEvidence:
+    return synth({"kata": [[exact(sandbox=None, start=None)]],
+                  "baseline": [[exact(sandbox=None, start=None)]]})
+
+
+def test_two_unjudged_measures_are_each_named() -> None:
+    ev = _unobserved_sandbox_and_start()
+    v = judge("keda.baseline-budgets", ev, prof(baseline_p95_s={"sandbox": 5.0, "start": 5.0}))
+    assert (v.status, v.reason) == (Status.SKIP, (
+        "runc: cannot judge sandbox ready: not measured on any pod (PodReadyToStartContainers "
+        "not observed); containers started: not measured on any pod (PodReadyToStartContainers "
+        "and containers running not observed)"))
+    v = judge("keda.kata-overhead", ev, prof(ratio_max=None,
+                                             phase_ratio_max={"sandbox": 2.0, "start": 2.0}))
+    assert (v.status, v.reason) == (Status.SKIP, (
+        "cannot judge sandbox ready: ratio undefined (Kata has no sandbox ready sample); "
+        "containers started: ratio undefined (Kata has no containers started sample)"))
+    ev = synth({"kata": [[exact(sandbox=None, start=None, decision=9.0)]]})
+    v = judge("keda.e2e-p95", ev, prof(compare_baseline=False, e2e_p95_s=5.0,
+                                       phase_p95_s={"decision": 5.0, "sandbox": 5.0,
+                                                    "start": 5.0}))
+    assert v.status is Status.FAIL
+    assert v.reason.endswith(
+        "decision p95 9 s > 5 s budget; sandbox ready: not measured on any pod "
+        "(PodReadyToStartContainers not observed); containers started: not measured on any pod "
+        "(PodReadyToStartContainers and containers running not observed)")
+
+
+def test_two_phases_over_budget_get_both_remedies() -> None:
+    from kgc.layers.keda.checks import PHASE_REMEDIATION
+
+    v = judge("keda.phase-budgets", synth({"kata": [[exact(sandbox=8.0, start=8.0)]]}),
+              prof(compare_baseline=False, phase_p95_s={"sandbox": 5.0, "start": 5.0}))
+    assert v.status is Status.FAIL
+    assert v.reason == ("kata: sandbox ready p95 8 s > 5 s budget; containers started p95 8 s > "
+                        "5 s budget; everything else within budget")
+    assert v.remediation == PHASE_REMEDIATION["sandbox"] + " " + PHASE_REMEDIATION["start"]
+
+
+def test_the_preflight_message_is_quoted_after_what_is_missing() -> None:
+    v = judge("keda.preflight", KedaEvidence("preflight-failed", "", Preflight(
+        True, "2.21.0", ("RuntimeClass kata",), True, "looked at 2 classes")))
+    assert (v.status, v.reason) == (Status.FAIL,
+                                    "RuntimeClass kata missing (looked at 2 classes)")
+
+
+def test_a_pod_whose_ready_time_is_unusable_is_not_ready() -> None:
+    """A NaN Ready stamp (a live driver's defect; a replayed bundle refuses it) leaves the
+    pod short of Ready with no phase stalled: it is still named, under Ready, and the
+    scale-up is not a pass."""
+    from kgc.layers.keda.evidence import Stamp
+
+    ev = synth({"kata": [[exact()]]})
+    rep = ev.kata.repetitions[0]  # type: ignore[union-attr]
+    p = rep.pods[0]
+    bad = dataclasses.replace(p, observed={**p.observed, "ready": Stamp(math.nan, math.nan)})
+    ev = dataclasses.replace(ev, kata=dataclasses.replace(  # type: ignore[arg-type]
+        ev.kata, repetitions=(dataclasses.replace(rep, pods=(bad,)),)))
+    v = judge("keda.scale-up-completes", ev, prof(compare_baseline=False))
+    assert v.status is Status.FAIL
+    assert v.reason == ("1 of 1 pods never became Ready within the 300 s wait -- stalled in "
+                        "Ready (1): kata r1 #1 kata-1-1 on node-a")
+    assert v.remediation == "The containers run but never became Ready: check the readiness probe."
+
+
+def test_a_zero_second_end_to_end_leaves_the_decision_share_undefined() -> None:
+    """Product fix (issue 21 item 8): every milestone at the same receipt time gives an
+    end-to-end p50 of 0 s; the share is undefined (skip), and the reason says why instead
+    of "the decision phase was not measured (no replica signal recorded)"."""
+    zero = {p: 0.0 for p in ("decision", "creation", "scheduling", "sandbox", "start", "ready")}
+    v = judge("keda.scaling-config", synth({"kata": [[zero]]}), prof(compare_baseline=False))
+    assert v.status is Status.SKIP
+    assert v.reason.startswith("the decision share cannot be judged: end-to-end p50 is 0 s "
+                               "(below the watch resolution); configuration: pollingInterval 5 s")
+
+
+def test_late_and_early_receipts_are_both_reported() -> None:
+    from kgc.layers.keda.evidence import ClockOffset
+
+    ev = synth({"kata": [[exact()]]}, clock=ClockOffset(0.0, 0.25, 10, "test"))
+    rep = ev.kata.repetitions[0]  # type: ignore[union-attr]
+    p = rep.pods[0]
+    api = {m: float(int(s.wall)) for m, s in p.observed.items()}
+    api["ready"] = p.observed["ready"].wall - 2.0  # received 2 s after the API's stamp
+    api["created"] = p.observed["created"].wall + 1.0  # received 1 s before it
+    ev = dataclasses.replace(ev, kata=dataclasses.replace(  # type: ignore[arg-type]
+        ev.kata, repetitions=(dataclasses.replace(
+            rep, pods=(dataclasses.replace(p, api=api),)),)))
+    v = judge("keda.watch-precision", ev, prof(compare_baseline=False,
+                                               watch_lag_tolerance_s=0.25))
+    assert v.status is Status.WARN
+    assert v.reason == (
+        "1 of 5 milestones received more than 1.50 s after the API's timestamp (worst: kata r1 "
+        "kata-1-1 ready +2.00 s): the watch delivered late and the measured phases are "
+        "inflated; 1 received before the API's timestamp by more than 0.50 s (worst: kata r1 "
+        "kata-1-1 created -1.00 s): a node's clock is skewed against the API server (the "
+        "kubelet stamps conditions)")

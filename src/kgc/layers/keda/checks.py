@@ -655,7 +655,10 @@ def scaling_config(ev: KedaEvidence, profile: Any) -> Outcome:
         return skipped(f"the decision share cannot be judged: end-to-end p50 is censored "
                        f"({e2e.censored} of {e2e.counted} pods never became Ready, see "
                        f"keda.scale-up-completes); configuration: {words}", **ev_)
-    if dec.n == 0 or e2e.n == 0 or dec.p50 is None or e2e.p50 is None or e2e.p50 <= 0:
+    if e2e.n and e2e.p50 is not None and e2e.p50 <= 0:
+        return skipped("the decision share cannot be judged: end-to-end p50 is 0 s (below the "
+                       f"watch resolution); configuration: {words}", **ev_)
+    if dec.n == 0 or e2e.n == 0 or dec.p50 is None or e2e.p50 is None:
         why = "; ".join(dec.notes) or "no replica signal recorded"
         return skipped(f"the decision phase was not measured ({why}); configuration: {words}",
                        **ev_)
