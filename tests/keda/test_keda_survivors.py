@@ -689,3 +689,87 @@ def test_late_and_early_receipts_are_both_reported() -> None:
         "inflated; 1 received before the API's timestamp by more than 0.50 s (worst: kata r1 "
         "kata-1-1 created -1.00 s): a node's clock is skewed against the API server (the "
         "kubelet stamps conditions)")
+
+
+# -- a fourth sample (100, seed `last`) of keda/checks.py -------------------------------------
+
+def test_a_ready_before_the_trigger_on_every_pod_leaves_end_to_end_unmeasured() -> None:
+    """Product fix (issue 21 item 8): KEDA's decision was measured on every pod but every
+    Ready stamp precedes the trigger (out of order): the skip used to say "the decision
+    phase was not measured (no replica signal recorded)"; it names the end-to-end time."""
+    from kgc.layers.keda.evidence import Stamp
+
+    ev = synth({"kata": uniform(2, 1)})
+
+    def early_ready(rep):  # type: ignore[no-untyped-def]
+        p = rep.pods[0]
+        obs = {**p.observed, "ready": Stamp(rep.trigger.mono - 1.0, rep.trigger.wall - 1.0)}
+        return dataclasses.replace(rep, pods=(dataclasses.replace(p, observed=obs),))
+
+    ev = dataclasses.replace(ev, kata=dataclasses.replace(ev.kata, repetitions=tuple(  # type: ignore
+        early_ready(r) for r in ev.kata.repetitions)))  # type: ignore[union-attr]
+    v = judge("keda.scaling-config", ev, prof(compare_baseline=False))
+    assert v.status is Status.SKIP
+    assert v.reason.startswith("the end-to-end time was not measured (kata r1 #1 kata-1-1: out "
+                               "of order: pod Ready ")
+    assert v.evidence["decision"]["n"] == 2
+
+
+def test_a_repetition_that_asked_for_no_pod_is_an_error_not_a_vacuous_pass() -> None:
+    """Product fix (issue 21 item 8): an in-memory record (a bundle refuses
+    target_replicas 0) whose only repetition asked for no pod made keda.scale-up-completes
+    pass with "0 pods"; nothing was measured, so every measuring check is an error."""
+    ev = synth({"kata": [[]], "baseline": [[]]})
+    for cid in MEASURING:
+        v = judge(cid, ev)
+        assert v.status is Status.ERROR, (cid, v.reason)
+        assert v.reason == "the run is recorded as done but no Kata repetition asked for a pod"
+
+
+def test_a_long_list_names_three_and_counts_the_rest() -> None:
+    """Four stalled scale-downs: three named, "and 1 more"."""
+    from kgc.layers.keda.evidence import Stall
+
+    ev = synth({"kata": uniform(4, 1)})
+    left = (Stall("scale-down", 45, 45, "1 pod left"),)
+    ev = dataclasses.replace(ev, kata=dataclasses.replace(ev.kata, repetitions=tuple(  # type: ignore
+        dataclasses.replace(r, scaled_down=None, stalls=left)
+        for r in ev.kata.repetitions)))  # type: ignore[union-attr]
+    v = judge("keda.scale-down-completes", ev, prof(compare_baseline=False))
+    assert v.status is Status.FAIL
+    assert v.reason == ("4 scale-down(s) never completed within the 45 s wait: kata r1: 1 pod "
+                        "left (cooldownPeriod 10 s); kata r2: 1 pod left (cooldownPeriod 10 s); "
+                        "kata r3: 1 pod left (cooldownPeriod 10 s); and 1 more")
+
+
+def test_a_stalled_kata_ratio_is_written_infinite() -> None:
+    ev = synth({"kata": [[STALLED] * 2], "baseline": uniform(1, 2)})
+    v = judge("keda.kata-overhead", ev, prof(ratio_max=1.5))
+    assert " = inf (stalled) > 1.5x budget" in v.reason
+
+
+def test_stalls_in_scheduling_and_sandbox_are_listed_in_chain_order() -> None:
+    """The first pod stalled in its sandbox, the second was never scheduled: scheduling
+    comes first in the reason (chain order, not the record's or the alphabet's)."""
+    unscheduled = pod(scheduling=None, sandbox=None, start=None, ready=None, stall=True,
+                      stall_phase="scheduling")
+    v = judge("keda.scale-up-completes", synth({"kata": [[STALLED, unscheduled]]}),
+              prof(compare_baseline=False))
+    assert v.status is Status.FAIL
+    assert v.reason.split(" -- ")[1].startswith("stalled in scheduling (1): kata r1 #2 ")
+    assert " | stalled in sandbox ready (1): kata r1 #1 " in v.reason
+    assert v.found == "2 pods stalled, first in scheduling"
+
+
+def test_the_largest_watch_lag_is_kept_to_the_millisecond() -> None:
+    ev = synth({"kata": [[exact()]]})
+    rep = ev.kata.repetitions[0]  # type: ignore[union-attr]
+    p = rep.pods[0]
+    api = {m: s.wall for m, s in p.observed.items()}  # every lag 0 ...
+    api["ready"] = p.observed["ready"].wall - 0.3125  # ... but Ready's, 312.5 ms
+    ev = dataclasses.replace(ev, kata=dataclasses.replace(  # type: ignore[arg-type]
+        ev.kata, repetitions=(dataclasses.replace(
+            rep, pods=(dataclasses.replace(p, api=api),)),)))
+    v = judge("keda.watch-precision", ev, prof(compare_baseline=False))
+    assert v.status is Status.PASS
+    assert (v.evidence["min_lag_s"], v.evidence["max_lag_s"]) == (0.0, round(0.3125, 3))

@@ -160,6 +160,11 @@ def _gate(ev: Any, *, preflight: bool = False) -> Outcome | None:
     if ev.kata is None or not ev.kata.repetitions:
         return errored("the run is recorded as done but holds no Kata repetition",
                        "This is a defect in the live driver; rerun and report the bundle.")
+    if all(rep.target_replicas < 1 and not rep.pods for rep in ev.kata.repetitions):
+        # a bundle cannot say this (target_replicas >= 1 on read); an in-memory record
+        # whose repetitions asked for no pod measured nothing: never a vacuous pass
+        return errored("the run is recorded as done but no Kata repetition asked for a pod",
+                       "This is a defect in the live driver; rerun and report the bundle.")
     if not ev.kata.runtime_class:
         # a blank class is missing (kgc.evidence.present): nothing says the measured pods
         # ran in Kata, so their latency certifies nothing
@@ -658,9 +663,15 @@ def scaling_config(ev: KedaEvidence, profile: Any) -> Outcome:
     if e2e.n and e2e.p50 is not None and e2e.p50 <= 0:
         return skipped("the decision share cannot be judged: end-to-end p50 is 0 s (below the "
                        f"watch resolution); configuration: {words}", **ev_)
-    if dec.n == 0 or e2e.n == 0 or dec.p50 is None or e2e.p50 is None:
-        why = "; ".join(dec.notes) or "no replica signal recorded"
-        return skipped(f"the decision phase was not measured ({why}); configuration: {words}",
+    if dec.n == 0 or dec.p50 is None:
+        # every row (pods and the phantoms up to K, which _gate guarantees) notes why its
+        # decision is missing or censored: the notes are never empty here
+        return skipped(f"the decision phase was not measured ({'; '.join(dec.notes)}); "
+                       f"configuration: {words}",
+                       **ev_)
+    if e2e.n == 0 or e2e.p50 is None:
+        return skipped(f"the end-to-end time was not measured ({'; '.join(e2e.notes)}); "
+                       f"configuration: {words}",
                        **ev_)
     share = dec.p50 / e2e.p50
     # pods 2..K whose request never came (the HPA never scaled 1->N within the wait) count
