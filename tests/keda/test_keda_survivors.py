@@ -724,6 +724,8 @@ def test_a_repetition_that_asked_for_no_pod_is_an_error_not_a_vacuous_pass() -> 
         v = judge(cid, ev)
         assert v.status is Status.ERROR, (cid, v.reason)
         assert v.reason == "the run is recorded as done but no Kata repetition asked for a pod"
+        assert v.remediation == ("This is a defect in the live driver; rerun and report the "
+                                 "bundle.")
 
 
 def test_a_long_list_names_three_and_counts_the_rest() -> None:
@@ -773,3 +775,26 @@ def test_the_largest_watch_lag_is_kept_to_the_millisecond() -> None:
     v = judge("keda.watch-precision", ev, prof(compare_baseline=False))
     assert v.status is Status.PASS
     assert (v.evidence["min_lag_s"], v.evidence["max_lag_s"]) == (0.0, round(0.3125, 3))
+
+
+# -- a fifth sample (100, seed `end`) of keda/checks.py ---------------------------------------
+
+def test_e2e_over_with_two_phases_over_gives_both_remedies() -> None:
+    from kgc.layers.keda.checks import PHASE_REMEDIATION
+
+    v = judge("keda.e2e-p95", synth({"kata": [[exact(sandbox=8.0, start=8.0)]]}),
+              prof(compare_baseline=False, e2e_p95_s=10.0,
+                   phase_p95_s={"sandbox": 5.0, "start": 5.0}))
+    assert v.status is Status.FAIL
+    assert v.reason.endswith("sandbox ready p95 8 s > 5 s budget; containers started p95 8 s > "
+                             "5 s budget; everything else within budget")
+    assert v.remediation == PHASE_REMEDIATION["sandbox"] + " " + PHASE_REMEDIATION["start"]
+
+
+def test_two_unjudged_phase_budgets_are_each_named() -> None:
+    v = judge("keda.phase-budgets", _unobserved_sandbox_and_start(),
+              prof(phase_p95_s={"sandbox": 5.0, "start": 5.0}))
+    assert (v.status, v.reason) == (Status.SKIP, (
+        "kata: cannot judge sandbox ready: not measured on any pod (PodReadyToStartContainers "
+        "not observed); containers started: not measured on any pod (PodReadyToStartContainers "
+        "and containers running not observed)"))
