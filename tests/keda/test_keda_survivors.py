@@ -798,3 +798,11 @@ def test_two_unjudged_phase_budgets_are_each_named() -> None:
         "kata: cannot judge sandbox ready: not measured on any pod (PodReadyToStartContainers "
         "not observed); containers started: not measured on any pod (PodReadyToStartContainers "
         "and containers running not observed)"))
+
+
+def test_class_statistics_count_every_repetition_run_even_one_without_rows() -> None:
+    """Seed `last` of keda/stats.py: the repetitions of a class are the ones it ran, not
+    the ones that left a pod row (an in-memory repetition that asked for no pod has none)."""
+    ev = synth({"kata": [[exact()], []]})
+    k = class_stats(ev.kata)  # type: ignore[arg-type]
+    assert (k.repetitions, k.pods) == (2, 1)
