@@ -20,7 +20,7 @@ from kedavectors import exact, prof
 
 from kgc.core.model import Status
 from kgc.layers.keda.checks import CHECKS
-from kgc.layers.keda.evidence import ClassRun, KedaEvidence, Preflight, ScalingConfig
+from kgc.layers.keda.evidence import ClassRun, ClockOffset, KedaEvidence, Preflight, ScalingConfig
 from kgc.layers.keda.phases import MEASURES, class_phases
 from kgc.layers.keda.stats import (
     ClassStats,
@@ -806,3 +806,39 @@ def test_class_statistics_count_every_repetition_run_even_one_without_rows() -> 
     ev = synth({"kata": [[exact()], []]})
     k = class_stats(ev.kata)  # type: ignore[arg-type]
     assert (k.repetitions, k.pods) == (2, 1)
+
+
+# -- a sixth sample (100, seed `close`) of keda/checks.py -------------------------------------
+
+def test_pod_startup_is_blamed_on_a_phase_inside_it_never_on_pod_creation() -> None:
+    """Pod startup is created -> Ready: pod creation (requested -> created) ends where it
+    starts, so however slow, it is not where pod startup's time goes."""
+    ev = synth({"kata": [[exact()]], "baseline": [[exact(creation=5.0, sandbox=0.5)]]})
+    v = judge("keda.baseline-budgets", ev, prof(baseline_p95_s={"startup": 0.875}))
+    assert v.status is Status.FAIL
+    assert v.remediation.startswith("Most of pod startup is sandbox ready (p50 0.5 s): ")
+
+
+def test_a_sub_second_end_to_end_is_judged() -> None:
+    """Only a 0 s end-to-end p50 leaves the share undefined; 0.5 s is a measurement."""
+    ev = synth({"kata": [[pod(0.25, 0.05, 0.05, 0.05, 0.05, 0.05)]]})
+    v = judge("keda.scaling-config", ev, prof(compare_baseline=False))
+    assert v.status is Status.WARN, v.reason
+    assert "decision p50 0.25 s is 50% of end-to-end p50 0.5 s" in v.reason
+
+
+def test_the_worst_late_receipt_is_the_latest() -> None:
+    ev = synth({"kata": [[exact()]]}, clock=ClockOffset(0.0, 0.25, 10, "test"))
+    rep = ev.kata.repetitions[0]  # type: ignore[union-attr]
+    p = rep.pods[0]
+    api = {m: s.wall for m, s in p.observed.items()}
+    api["started"] = p.observed["started"].wall - 2.0
+    api["ready"] = p.observed["ready"].wall - 3.0
+    ev = dataclasses.replace(ev, kata=dataclasses.replace(  # type: ignore[arg-type]
+        ev.kata, repetitions=(dataclasses.replace(
+            rep, pods=(dataclasses.replace(p, api=api),)),)))
+    v = judge("keda.watch-precision", ev, prof(compare_baseline=False,
+                                               watch_lag_tolerance_s=0.25))
+    assert v.status is Status.WARN
+    assert "2 of 5 milestones received more than 1.50 s after the API's timestamp (worst: kata " \
+           "r1 kata-1-1 ready +3.00 s)" in v.reason
