@@ -842,3 +842,70 @@ def test_the_worst_late_receipt_is_the_latest() -> None:
     assert v.status is Status.WARN
     assert "2 of 5 milestones received more than 1.50 s after the API's timestamp (worst: kata " \
            "r1 kata-1-1 ready +3.00 s)" in v.reason
+
+
+# -- a seventh sample (100, seed `shut`) of keda/checks.py ------------------------------------
+
+def test_analyse_labels_each_class_with_its_role_and_repetitions() -> None:
+    """`analyse` is the layer's API for the console table, the lab scenarios and the
+    real-node test: each class's statistics carry its role and the repetitions it ran."""
+    from kgc.layers.keda.checks import analyse
+
+    a = analyse(synth({"kata": uniform(3, 1), "baseline": uniform(2, 1)}), None)
+    assert {r: (s.role, s.repetitions, s.pods) for r, s in a.stats.items()} == {
+        "kata": ("kata", 3, 3), "baseline": ("baseline", 2, 2)}
+
+
+def test_reported_ratios_write_an_undefined_one_as_n_a() -> None:
+    ev = synth({"kata": [[exact()]], "baseline": [[exact(sandbox=0.0)]]})
+    v = judge("keda.kata-overhead", ev, prof(ratio_max=None))
+    assert v.status is Status.SKIP
+    assert "scheduling 1.00x, sandbox ready n/a, containers started 1.00x" in v.reason
+
+
+def test_two_measures_over_are_each_named_in_reason_and_found() -> None:
+    ev = synth({"kata": [[exact()]], "baseline": [[exact(sandbox=0.5, start=0.5)]]})
+    v = judge("keda.baseline-budgets", ev, prof(baseline_p95_s={"sandbox": 0.25,
+                                                                "start": 0.25}))
+    assert v.reason == ("runc on node-a: sandbox ready p95 0.5 s > 0.25 s budget; containers "
+                        "started p95 0.5 s > 0.25 s budget; everything else within budget")
+    ev = synth({"kata": [[exact(sandbox=1.0, start=0.5)]], "baseline": [[exact()]]})
+    v = judge("keda.kata-overhead", ev, prof(ratio_max=None,
+                                             phase_ratio_max={"sandbox": 2.0, "start": 2.0}))
+    assert v.status is Status.FAIL
+    assert v.found == ("sandbox ready p50 kata 1 s / runc 0.25 s = 4.00x > 2x budget; "
+                       "containers started p50 kata 0.5 s / runc 0.125 s = 4.00x > 2x budget")
+
+
+def test_a_preflight_without_a_version_does_not_print_none() -> None:
+    ev = dataclasses.replace(synth({"kata": uniform(1, 1)}),
+                             preflight=Preflight(True, None, (), True))
+    v = judge("keda.preflight", ev)
+    assert (v.status, v.reason) == (Status.PASS, "KEDA is installed and its operator is Ready; "
+                                    "RuntimeClasses present for kata")
+
+
+def test_a_stalled_scale_down_with_an_unknown_cooldown_does_not_quote_one() -> None:
+    from kgc.layers.keda.evidence import Stall
+
+    ev = synth({"kata": uniform(1, 1)})
+    ev = dataclasses.replace(ev, kata=dataclasses.replace(  # type: ignore[arg-type]
+        ev.kata, config=ScalingConfig(), repetitions=tuple(
+            dataclasses.replace(r, scaled_down=None,
+                                stalls=(Stall("scale-down", 45, 45, "1 pod left"),))
+            for r in ev.kata.repetitions)))  # type: ignore[union-attr]
+    v = judge("keda.scale-down-completes", ev, prof(compare_baseline=False))
+    assert v.reason == "1 scale-down(s) never completed within the 45 s wait: kata r1: 1 pod left"
+
+
+def test_a_trigger_stall_without_detail_says_the_trigger_could_not_be_raised() -> None:
+    from kgc.layers.keda.evidence import Stall
+
+    ev = synth({"kata": uniform(1, 1)})
+    ev = dataclasses.replace(ev, kata=dataclasses.replace(  # type: ignore[arg-type]
+        ev.kata, repetitions=tuple(
+            dataclasses.replace(r, trigger=None, stalls=(Stall("trigger", 60, 60, ""),))
+            for r in ev.kata.repetitions)))  # type: ignore[union-attr]
+    v = judge("keda.scale-up-completes", ev, prof(compare_baseline=False))
+    assert (v.status, v.reason) == (Status.ERROR, "the run could not raise its metrics-api "
+                                    "trigger: kata repetition 1: the trigger could not be raised")
