@@ -909,3 +909,48 @@ def test_a_trigger_stall_without_detail_says_the_trigger_could_not_be_raised() -
     v = judge("keda.scale-up-completes", ev, prof(compare_baseline=False))
     assert (v.status, v.reason) == (Status.ERROR, "the run could not raise its metrics-api "
                                     "trigger: kata repetition 1: the trigger could not be raised")
+
+
+# -- an eighth sample (100, seed `done`) of keda/checks.py ------------------------------------
+
+def test_a_single_pod_the_deployment_never_created_is_a_stall_not_a_driver_defect() -> None:
+    """K = 1 and no pod record: the repetition asked for a pod that never came, a decision
+    stall (fail naming it), not the "asked for no pod" error."""
+    from kedasynth import repetition
+
+    ev = synth({"kata": [[exact()]]})
+    ev = dataclasses.replace(ev, kata=dataclasses.replace(  # type: ignore[arg-type]
+        ev.kata, repetitions=(repetition(1, [], k=1, prefix="kata-"),)))
+    v = judge("keda.scale-up-completes", ev, prof(compare_baseline=False))
+    assert v.status is Status.FAIL, v.reason
+    assert "stalled in decision (1): kata r1 #1 (never created)" in v.reason
+
+
+def test_three_recorded_waits_are_quoted_as_their_range() -> None:
+    ev = synth({"kata": [[pod(), STALLED, STALLED, STALLED]]})
+    rep = ev.kata.repetitions[0]  # type: ignore[union-attr]
+    st = tuple(dataclasses.replace(s, timeout_s=w) for s, w in zip(rep.stalls, (30.0, 20.0, 40.0),
+                                                                  strict=True))
+    ev = dataclasses.replace(ev, kata=dataclasses.replace(  # type: ignore[arg-type]
+        ev.kata, repetitions=(dataclasses.replace(rep, stalls=st),)))
+    v = judge("keda.scale-up-completes", ev, prof(compare_baseline=False))
+    assert "3 of 4 pods never became Ready within the 20-40 s waits" in v.reason
+
+
+def test_other_missing_objects_are_listed_together() -> None:
+    v = judge("keda.preflight", KedaEvidence("preflight-failed", "", Preflight(
+        True, "2.21.0", ("Deployment keda-operator", "Service keda-metrics"), True)))
+    assert (v.status, v.reason) == (Status.FAIL, "Deployment keda-operator, Service "
+                                    "keda-metrics missing")
+
+
+def test_an_hpa_step_that_stalled_quotes_how_long_it_was_waited_for() -> None:
+    from kedasynth import stamp
+
+    from kgc.layers.keda.evidence import Stall
+
+    never = Stall("decision", 120.0, 120.0, "desired replicas never 2", None, stamp(1120.0))
+    ev = synth({"kata": [[exact()]]}, k=2, extra_stalls=(never,))
+    v = judge("keda.scaling-config", ev, prof(compare_baseline=False))
+    assert v.status is Status.WARN, v.reason
+    assert "HPA scale-up (pods 2..K) p50 > 120 s (stalled)" in v.reason
