@@ -81,7 +81,7 @@ SIZING_TESTS = ("tests/sizing/test_checks.py", "tests/sizing/test_model.py",
 # mutmut's tree carry every mutant at once
 KEDA_TESTS = ("tests/keda/test_keda_checks.py", "tests/keda/test_keda_stats.py",
               "tests/keda/test_keda_phases.py",
-              "tests/keda/test_keda_survivors.py")
+              "tests/keda/test_keda_survivors.py", "tests/keda/test_keda_verdicts.py")
 GATE_TESTS = ("tests/gate/test_gate_policy.py", "tests/gate/test_gate_diff_cli.py",
               "tests/test_gate_survivors.py")
 FLEET_TESTS = ("tests/fleet/test_collect.py", "tests/fleet/test_merge_exact.py",

@@ -207,6 +207,10 @@ VECTORS: list[Vector] = [
     Vector("not evidence", {"status": "done"}, D, {"keda.preflight": "error",
                                                    **_all("error")}),
     Vector("no kata run", NO_KATA, D, {"keda.preflight": "pass", **_all("error")}),
+    # in memory only (a bundle refuses target_replicas 0): nothing asked for, nothing passes
+    Vector("no pod asked", synth({"kata": [[]], "baseline": [[]]}), D,
+           {"keda.preflight": "pass", **_all("error")},
+           words={"keda.scale-up-completes": ("no Kata repetition asked for a pod",)}),
     Vector("keda missing", PREFLIGHT_KEDA, D, {"keda.preflight": "fail", **_all("skip")},
            words={"keda.preflight": ("KEDA is not installed (CRD scaledobjects.keda.sh",),
                   "keda.e2e-p95": ("preflight failed",)},
@@ -376,8 +380,20 @@ VECTORS: list[Vector] = [
            fix={"keda.scaling-config": ("--horizontal-pod-autoscaler-sync-period (now 5 s)",)}),
     Vector("polling at budget", _polling(_exact_e2e(), 60.0), D,
            {"keda.scaling-config": "warn"},
-           words={"keda.scaling-config": ("pollingInterval alone (60 s) can use up",)},
+           words={"keda.scaling-config": ("the configuration, not the runtime, dominates "
+                                          "scale-up latency",
+                                          "pollingInterval alone (60 s) can use up",)},
            fix={"keda.scaling-config": ("now 60 s",)}),
+    # the polling cap alone: decision 11 % of end to end, pollingInterval 5 s >= 5 s budget
+    Vector("polling cap only", synth({"kata": uniform(2, 2, sandbox=7.9),
+                                      "baseline": uniform(2, 2)}), prof(e2e_p95_s=5.0),
+           {"keda.scaling-config": "warn"},
+           words={"keda.scaling-config": ("the configuration alone can use up the end-to-end "
+                                          "budget: decision p50 1 s is 11% of end-to-end",)}),
+    Vector("zero end to end", synth({"kata": [[pod(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)]]}),
+           prof(compare_baseline=False), {"keda.scaling-config": "skip"},
+           words={"keda.scaling-config": ("end-to-end p50 is 0 s (below the watch "
+                                          "resolution)",)}),
     Vector("polling under budget", _polling(_exact_e2e(), 59.0), prof(decision_dominance=0.75),
            {"keda.scaling-config": "pass"}),
     Vector("polling unknown", _polling(_exact_e2e(), None), D,
