@@ -31,6 +31,7 @@ from kgc.layers.gpu.evidence import ClaimEvidence, ClaimResult, GpuPodEvidence
 
 MAX_RESULTS = 64  # a claim allocating more devices than this is malformed evidence
 MAX_TEXT = 253
+UNNAMED = "(unnamed claim)"  # a claim without metadata.name, in reasons and evidence
 
 
 def _s(v: Any) -> str | None:
@@ -159,7 +160,7 @@ def dra_allocation(subj: Any, profile: Any) -> Outcome:
     probs: list[str] = []
     rows: list[dict[str, Any]] = []
     for c in pod.claims:
-        cname = c.name or "(unnamed claim)"
+        cname = c.name or UNNAMED
         if c.error:
             return errored(f"{pod.ref}: ResourceClaim {cname}: {c.error}", **ev)
         rows.append({"claim": cname, "node": c.node, "reserved_for": list(c.reserved_for),
@@ -224,7 +225,7 @@ def dra_device_match(subj: Any, profile: Any) -> Outcome:
         return got
     pod, g = got
     ev = {**_pod_ev(pod), "mode": gp.request.mode}
-    allocated = [(c.name or "?", r, c.device_attributes.get(r.device or "", {}))
+    allocated = [(c.name or UNNAMED, r, c.device_attributes.get(r.device or "", {}))
                  for c in pod.claims for r in c.results]
     if not allocated:
         return errored(f"{pod.ref}: no allocated DRA device was recorded (see "

@@ -1,0 +1,97 @@
+"""What mutation testing of the confidential-GPU checks found untested (issue 21;
+benchmarks/mutation.py module ``gpu.cc``).
+
+Each test states what a user reads: why a check skipped (the command, the flag, the profile
+key), the evidence an error keeps, which spellings of nvidia-smi's ready state fail. The
+guest is tests/gpu/cc_synth.py's ``cc-good`` (the real H200 capture with CC records
+transcribed from Kata's tests and NVIDIA's docs: simulated), read once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from gpu.cc_synth import guest
+from gpu.synth import h200_profile, pod, run
+from kgc.core.model import Status, Verdict
+from kgc.evidence.guest import GuestEvidence
+from kgc.layers.gpu.checks import CHECKS, PodSubject
+from kgc.layers.gpu.profile import GpuProfile
+
+CC_IDS = ("gpu.cc-tee", "gpu.cc-mode", "gpu.cc-ready", "gpu.cc-attestation")
+GOOD = guest("cc-good")
+
+
+def prof(**cc: Any) -> GpuProfile:
+    return h200_profile(cc={"tee": "snp", **cc})
+
+
+def judge(check: str, g: GuestEvidence | None, profile: GpuProfile | None = None) -> Verdict:
+    r = run(pod(g))
+    return CHECKS.get(check).judge(PodSubject(r.pods[0], r), profile or prof(), "cluster")
+
+
+def with_cc(**kw: Any) -> GuestEvidence:
+    assert GOOD.cc is not None
+    return dataclasses.replace(GOOD, cc=dataclasses.replace(GOOD.cc, **kw))
+
+
+@pytest.mark.parametrize("check", CC_IDS)
+def test_cc_asked_but_no_pod_ran_says_no_pod_ran_not_that_cc_is_unset(check: str) -> None:
+    r = run(notes=("no GPU node matched cluster.gpu.node_selector",))
+    v = CHECKS.get(check).judge(PodSubject(None, r), prof(), "cluster")
+    assert v.status is Status.SKIP
+    assert "no GPU pod ran" in v.reason and "cluster.gpu.cc is not set" not in v.reason
+
+
+@pytest.mark.parametrize("check", CC_IDS)
+def test_cc_not_asked_and_no_pod_names_the_key_and_the_plan_notes(check: str) -> None:
+    v = CHECKS.get(check).judge(PodSubject(None, run()), h200_profile(), "cluster")
+    assert v.status is Status.SKIP
+    assert v.reason.startswith("cluster.gpu.cc is not set: the profile does not ask for "
+                               "confidential GPUs")
+    assert v.reason.endswith("(and no GPU pod ran: none)")
+    r = run(notes=("node gpu-b: cordoned",))
+    v = CHECKS.get(check).judge(PodSubject(None, r), h200_profile(), "cluster")
+    assert v.reason.endswith("(and no GPU pod ran: node gpu-b: cordoned)")
+
+
+def test_unrecorded_nvidia_smi_outputs_name_their_conf_compute_flag() -> None:
+    v = judge("gpu.cc-mode", with_cc(mode_output=None, mode_rc=None))
+    assert v.status is Status.SKIP and "nvidia-smi conf-compute -f was not recorded" in v.reason
+    v = judge("gpu.cc-ready", with_cc(ready_output=None, ready_rc=None))
+    assert v.status is Status.SKIP and "nvidia-smi conf-compute -grs was not recorded" in v.reason
+
+
+def test_no_nvidia_smi_says_what_cannot_be_read() -> None:
+    v = judge("gpu.cc-mode", with_cc(mode_rc=127, mode_output="sh: nvidia-smi: not found"))
+    assert v.status is Status.SKIP and "so its CC mode cannot be read" in v.reason
+    v = judge("gpu.cc-ready", with_cc(ready_rc=127, ready_output="sh: nvidia-smi: not found"))
+    assert v.status is Status.SKIP and "so the GPUs' ready state cannot be read" in v.reason
+
+
+def test_an_unknown_state_is_an_error_that_keeps_the_output_and_exit_status() -> None:
+    v = judge("gpu.cc-mode", with_cc(mode_rc=0, mode_output="CC status: MAYBE"))
+    assert v.status is Status.ERROR
+    assert v.evidence["conf_compute_f"] == "CC status: MAYBE" and v.evidence["rc"] == 0
+    out = "Confidential Compute GPUs Ready state: pending"
+    v = judge("gpu.cc-ready", with_cc(ready_rc=0, ready_output=out))
+    assert v.status is Status.ERROR and "'pending'" in v.reason
+    assert v.evidence["conf_compute_grs"] == out and v.evidence["rc"] == 0
+
+
+@pytest.mark.parametrize("state", ["not-ready", "not_ready", "notready", "NOT_READY"])
+def test_every_not_ready_spelling_fails_with_the_srs_remedy(state: str) -> None:
+    out = f"Confidential Compute GPUs Ready state: {state}"
+    v = judge("gpu.cc-ready", with_cc(ready_rc=0, ready_output=out))
+    assert v.status is Status.FAIL, v.reason
+    assert "nvrc.smi.srs=1" in (v.remediation or "")
+
+
+def test_a_guest_showing_both_tees_is_an_error_that_keeps_what_it_showed() -> None:
+    v = judge("gpu.cc-tee", with_cc(devices=("/dev/sev-guest", "/dev/tdx_guest")))
+    assert v.status is Status.ERROR and "both SEV-SNP and TDX" in v.reason
+    assert v.evidence["tee_devices"] == ["/dev/sev-guest", "/dev/tdx_guest"]

@@ -1,0 +1,556 @@
+"""What mutation testing of the DRA evaluators found untested (issue 21; benchmarks/mutation.py
+modules ``gpu.dra``, ``gpu.dra_pod``, ``gpu.dra_causes``).
+
+Each test states a behaviour a user relies on -- a verdict's status, the object its reason
+names, the remedy it gives, the evidence it keeps -- on clusters built in memory (no I/O).
+The API shapes are resource.k8s.io/v1's (k8s.io/api ``resource/v1/types.go``: a
+DeviceAttribute holds exactly one of int, bool, string, version; ``spec.pool`` has a name and
+a generation) and NVIDIA's DRA driver's (kubernetes-sigs/dra-driver-nvidia-gpu
+``cmd/gpu-kubelet-plugin/deviceinfo.go``: ``gpu-<minor>`` devices, ``productName``,
+``uuid``, the standard ``resource.kubernetes.io/pciBusID``, capacity ``memory``). Verdicts on
+these clusters are simulated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from gpu.synth import H200_UUID, h200_guest
+from kgc.core.model import Status
+from kgc.core.profile import GpuRequestPlatform
+from kgc.layers.gpu import CHECKS
+from kgc.layers.gpu.checks import PodSubject
+from kgc.layers.gpu.classify import classify
+from kgc.layers.gpu.dra import evidence_from_api, slice_from_api
+from kgc.layers.gpu.dra_pod import claim_from_api
+from kgc.layers.gpu.evidence import (
+    ClaimEvidence,
+    ClusterGpuEvidence,
+    GpuPodEvidence,
+    PodCondition,
+    PodEvent,
+    node_from_api,
+)
+from kgc.layers.gpu.profile import GpuProfile
+
+DRIVER = "gpu.nvidia.com"
+DISCOVERY_V1 = {"groups": [{"name": "resource.k8s.io",
+                            "versions": [{"version": "v1"}, {"version": "v1beta1"}]}]}
+DISCOVERY_BETA = {"groups": [{"name": "resource.k8s.io", "versions": [{"version": "v1beta1"}]}]}
+
+
+def klass(name: str = DRIVER, ext: str | None = "nvidia.com/gpu",
+          selectors: Any = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if ext is not None:
+        spec["extendedResourceName"] = ext
+    if selectors is not None:
+        spec["selectors"] = selectors
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def gpu(i: int, bus: str | None = None, **attrs: Any) -> dict[str, Any]:
+    a: dict[str, Any] = {"type": {"string": "gpu"}, "uuid": {"string": f"GPU-{i:08d}"},
+                         "productName": {"string": "NVIDIA H200"},
+                         "resource.kubernetes.io/pciBusID": {"string": bus or f"0000:{i:02x}:00.0"}}
+    a.update(attrs)
+    return {"name": f"gpu-{i}", "attributes": a, "capacity": {"memory": {"value": "143771Mi"}}}
+
+
+def rslice(node: str, *devices: dict[str, Any], pool: str | None = None, generation: int = 1,
+           name: str | None = None) -> dict[str, Any]:
+    return {"metadata": {"name": name or f"{node}-{pool or node}-{generation}"},
+            "spec": {"driver": DRIVER, "nodeName": node,
+                     "pool": {"name": pool or node, "generation": generation},
+                     "devices": list(devices)}}
+
+
+def node(name: str, labels: dict[str, str] | None = None,
+         allocatable: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {"nvidia.com/gpu.present": "true",
+                                                  **(labels or {})}},
+            "status": {"capacity": dict(allocatable or {}), "allocatable": dict(allocatable or {}),
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def cluster(slices: list[dict[str, Any]] | None, nodes: list[dict[str, Any]] | None = None, *,
+            classes: list[dict[str, Any]] | None = None, discovery: Any = DISCOVERY_V1,
+            errors: dict[str, str] | None = None, selector_keys: tuple[str, ...] = (),
+            node_errors: dict[str, str] | None = None) -> ClusterGpuEvidence:
+    d = evidence_from_api(discovery,
+                          None if classes is None and slices is None else
+                          {"items": classes if classes is not None else [klass()]},
+                          None if slices is None else {"items": slices},
+                          driver=DRIVER, errors=errors)
+    return ClusterGpuEvidence(
+        runtime_classes=(),
+        nodes=None if nodes is None else tuple(node_from_api(n, selector_keys) for n in nodes),
+        dra=d, errors=node_errors or {})
+
+
+def prof(mode: str = "dra-extended", **kw: Any) -> GpuProfile:
+    req = {k: kw.pop(k) for k in ("device_class", "driver", "devices_per_node") if k in kw}
+    return GpuProfile(request=GpuRequestPlatform(mode=mode, **req), **kw)  # type: ignore[arg-type]
+
+
+def judge(check_id: str, ev: ClusterGpuEvidence, p: GpuProfile | None = None) -> Any:
+    return CHECKS.get(check_id).evaluate(ev, p or prof())
+
+
+TWO_NODES = [node("gpu-a"), node("gpu-b")]
+H200 = h200_guest()  # the real H200 capture (fixtures/guest), read once
+
+
+# =========================================================================== gpu.dra
+# ------------------------------------------------------------------ reading the slices
+def test_an_int_attribute_is_a_well_formed_device_and_reads_as_its_number() -> None:
+    """v1 attributes may be ints (NVIDIA's driver publishes e.g. ``minor``): such a slice is
+    not malformed, and the value is kept as its decimal text."""
+    s = slice_from_api(rslice("gpu-a", gpu(0, minor={"int": 3})))
+    assert s.problems == ()
+    assert s.devices[0].attributes["minor"] == "3"
+    o = judge("gpu.dra-slices", cluster([rslice("gpu-a", gpu(0, minor={"int": 3}))],
+                                        [node("gpu-a")]))
+    assert o.status is Status.PASS, o.reason
+
+
+def test_a_bool_attribute_reads_true_and_a_non_int_int_is_malformed() -> None:
+    s = slice_from_api(rslice("gpu-a", gpu(0, vfio={"bool": True}, bad={"int": "3"})))
+    assert s.devices[0].attributes["vfio"] == "true"
+    assert "bad" not in s.devices[0].attributes
+    assert any("'bad' has no single int/bool/string/version value" in p for p in s.problems)
+
+
+def test_two_pools_on_one_node_both_count_and_only_older_generations_are_dropped() -> None:
+    """The scheduler keeps the newest generation *per pool*: a second pool on the same node
+    (another ResourceSlice pool of the driver) is current too, its GPUs count."""
+    slices = [rslice("gpu-a", gpu(0), pool="pool-x", generation=3),
+              rslice("gpu-a", gpu(1), pool="pool-y", generation=1),
+              rslice("gpu-a", gpu(2), pool="pool-y", generation=0)]  # replaced
+    ev = cluster(slices, [node("gpu-a")])
+    assert ev.dra is not None and {s.pool for s in ev.dra.slices or ()} == {"pool-x", "pool-y"}
+    o = judge("gpu.dra-slices", ev)
+    assert o.status is Status.PASS and o.evidence["gpus"] == {"gpu-a": 2}
+    assert judge("gpu.dra-slices", ev, prof(devices_per_node=2)).status is Status.PASS
+
+
+def test_a_device_class_whose_selectors_are_a_map_reads_without_crashing() -> None:
+    """Reading is total: a DeviceClass with ``spec.selectors`` of the wrong type keeps no
+    selector, it does not raise."""
+    ev = cluster([rslice("gpu-a", gpu(0))], [node("gpu-a")],
+                 classes=[klass(selectors={"cel": {"expression": "true"}})])
+    o = judge("gpu.dra-device-class", ev, prof("claim"))
+    assert o.status is Status.PASS and "(0 CEL selector(s))" in o.reason
+
+
+def test_a_device_class_keeps_its_cel_selectors() -> None:
+    expr = "device.attributes['gpu.nvidia.com'].type == 'gpu'"
+    ev = cluster([rslice("gpu-a", gpu(0))], [node("gpu-a")],
+                 classes=[klass(selectors=[{"cel": {"expression": expr}}])])
+    o = judge("gpu.dra-device-class", ev, prof("claim"))
+    assert o.status is Status.PASS and "(1 CEL selector(s))" in o.reason
+    assert o.evidence["device_class"]["selectors"] == [expr]
+
+
+# ------------------------------------------------------------------ gpu.dra-api and skips
+def test_dra_api_failure_says_how_to_get_v1() -> None:
+    o = judge("gpu.dra-api", cluster(None, TWO_NODES, discovery=DISCOVERY_BETA))
+    assert o.status is Status.FAIL
+    assert o.remediation.startswith("DRA is GA in resource.k8s.io/v1 since Kubernetes 1.34")
+    assert "--runtime-config=resource.k8s.io/v1=true" in o.remediation
+
+
+def test_when_v1_is_not_served_the_list_checks_skip_naming_it_with_the_versions_seen() -> None:
+    ev = cluster(None, TWO_NODES, discovery=DISCOVERY_BETA)
+    for c in ("gpu.dra-device-class", "gpu.dra-slices", "gpu.dra-both-ways"):
+        o = judge(c, ev)
+        assert o.status is Status.SKIP
+        assert o.reason == "resource.k8s.io/v1 is not served (see gpu.dra-api)", c
+        assert o.evidence["api_versions"] == ["v1beta1"], c
+    o = judge("gpu.nodes-advertise", ev)
+    assert o.status is Status.FAIL and o.expected == "resource.k8s.io/v1"
+    assert o.found == "v1beta1"
+
+
+def test_a_failed_discovery_tells_which_permission_reads_apis() -> None:
+    o = judge("gpu.dra-api", cluster(None, TWO_NODES, discovery=None,
+                                     errors={"discovery": "401 Unauthorized"}))
+    assert o.status is Status.ERROR and "401 Unauthorized" in o.reason
+    assert o.remediation.startswith("Check that the run's credentials may read /apis")
+    assert "system:discovery" in o.remediation
+
+
+# ------------------------------------------------------------------ unreadable lists
+def test_unlisted_device_classes_name_the_permission_to_grant() -> None:
+    ev = cluster(None, TWO_NODES, errors={"device_classes": "403 Forbidden"})
+    o = judge("gpu.dra-device-class", ev)
+    assert o.status is Status.ERROR and "403 Forbidden" in o.reason
+    assert o.remediation.startswith("Grant the run's ServiceAccount get/list on "
+                                    "deviceclasses.resource.k8s.io")
+
+
+def test_unlisted_nodes_or_slices_are_errors_that_name_the_reason_or_say_none_was_kept() -> None:
+    """An unreadable list is an error whose reason carries what the API said, and, when no
+    reason was recorded (a hand-made bundle), says so in words, never Python's None."""
+    ok = [rslice("gpu-a", gpu(0))]
+    for c in ("gpu.dra-slices", "gpu.dra-both-ways", "gpu.nodes-advertise"):
+        o = judge(c, cluster(ok, None, node_errors={"nodes": "403 nodes is forbidden"}))
+        assert o.status is Status.ERROR and "403 nodes is forbidden" in o.reason, c
+        o = judge(c, cluster(ok, None))
+        assert o.status is Status.ERROR and o.reason.endswith(": no reason"), (c, o.reason)
+    for c in ("gpu.dra-slices", "gpu.dra-both-ways", "gpu.nodes-advertise"):
+        ev = cluster(ok, TWO_NODES)
+        assert ev.dra is not None
+        ev = dataclasses.replace(ev, dra=dataclasses.replace(ev.dra, slices=None))
+        o = judge(c, ev)
+        assert o.status is Status.ERROR
+        assert o.reason == "ResourceSlices could not be listed: no reason", (c, o.reason)
+
+
+# ------------------------------------------------------------------ gpu.dra-device-class
+def test_a_missing_device_class_expects_it_by_name() -> None:
+    o = judge("gpu.dra-device-class", cluster([], TWO_NODES),
+              prof(device_class="gpu.example.com"))
+    assert o.status is Status.FAIL
+    assert o.expected == "DeviceClass gpu.example.com" and o.found == DRIVER
+
+
+def test_a_class_mapping_another_resource_is_found_by_that_name() -> None:
+    ev = cluster([], TWO_NODES, classes=[klass(ext="example.com/other")])
+    o = judge("gpu.dra-device-class", ev)
+    assert o.status is Status.FAIL and "'example.com/other'" in o.reason
+    assert o.expected == f"extendedResourceName {GpuProfile().resources[0]}"
+    assert o.found == "example.com/other"
+
+
+# ------------------------------------------------------------------ gpu.dra-slices
+def test_exactly_the_expected_gpus_per_node_pass_and_the_reason_lists_each_node() -> None:
+    ev = cluster([rslice("gpu-a", gpu(0)), rslice("gpu-b", gpu(1))], TWO_NODES)
+    o = judge("gpu.dra-slices", ev, prof(devices_per_node=1))
+    assert o.status is Status.PASS, o.reason
+    assert o.reason.endswith("memory: gpu-a=1, gpu-b=1")
+
+
+def test_more_gpus_than_expected_warn_naming_the_profile_key() -> None:
+    ev = cluster([rslice("gpu-a", gpu(0), gpu(1))], [node("gpu-a")])
+    o = judge("gpu.dra-slices", ev, prof(devices_per_node=1))
+    assert o.status is Status.WARN
+    assert o.remediation == "Set platform.gpu.request.devices_per_node to what the nodes hold."
+
+
+def test_missing_and_short_nodes_are_both_named_in_found() -> None:
+    ev = cluster([rslice("gpu-b", gpu(1))], TWO_NODES)
+    o = judge("gpu.dra-slices", ev, prof(devices_per_node=2))
+    assert o.status is Status.FAIL
+    assert o.found == (f"no ResourceSlice device of {DRIVER} on gpu-a; "
+                       "too few GPUs on gpu-b (1 of 2)")
+    assert o.expected == "2 GPU(s) per GPU node"
+
+
+def test_a_device_without_memory_names_both_capacity_names() -> None:
+    dev = gpu(0)
+    dev["capacity"] = {}
+    o = judge("gpu.dra-slices", cluster([rslice("gpu-a", dev)], [node("gpu-a")]))
+    assert o.status is Status.ERROR
+    assert "lacks the memory (capacity memory or addressableMemory)" in o.reason
+
+
+def test_the_node_selector_selects_nodes_listed_after_an_unselected_one() -> None:
+    """``cluster.gpu.node_selector`` narrows the GPU nodes; a node outside it, listed first,
+    must not hide the selected ones behind it."""
+    nodes = [node("gpu-a", {"pool": "other"}), node("gpu-b", {"pool": "kgc"})]
+    ev = cluster([rslice("gpu-a", gpu(0)), rslice("gpu-b", gpu(1))], nodes,
+                 selector_keys=("pool",))
+    p = prof(node_selector={"pool": "kgc"})
+    o = judge("gpu.dra-slices", ev, p)
+    assert o.status is Status.PASS and o.evidence["gpus"] == {"gpu-b": 1}
+    ev = cluster([rslice("gpu-a", gpu(0))], nodes, selector_keys=("pool",))
+    o = judge("gpu.dra-slices", ev, p)
+    assert o.status is Status.FAIL and "gpu-b" in o.reason and "gpu-a" not in o.reason
+
+
+# =========================================================================== gpu.dra_pod
+def claim_obj(name: str | None = "kgc-gpu-0-gpu-x1", *, device: str = "gpu-0",
+              node_name: str = "gpu-a", reserved: tuple[str, ...] = ("kgc-gpu-0",),
+              results: Any = None) -> dict[str, Any]:
+    """A ResourceClaim as the API serves it (resource/v1 ``status.allocation``)."""
+    meta = {"name": name} if name else {}
+    res = [{"request": "gpu", "driver": DRIVER, "pool": node_name, "device": device}] \
+        if results is None else results
+    return {"metadata": meta, "status": {
+        "allocation": {"devices": {"results": res},
+                       "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                           {"key": "metadata.name", "operator": "In",
+                            "values": [node_name]}]}]}},
+        "reservedFor": [{"resource": "pods", "name": r} for r in reserved]}}
+
+
+def dra_pod(*claims: Any, guest: Any = None, mode: str = "claim", slices: Any = None,
+            **kw: Any) -> Any:
+    from gpu.synth import pod
+
+    sl = [rslice("gpu-a", gpu(0, uuid={"string": H200_UUID}), gpu(1))] if slices is None \
+        else slices
+    cs = tuple(c if isinstance(c, ClaimEvidence) else claim_from_api(c, sl)
+               for c in (claims or (claim_obj(),)))
+    return pod(H200 if guest is None else guest, request_mode=mode, claims=cs, **kw)
+
+
+def judge_pod(check: str, p: Any, mode: str = "claim") -> Any:
+    from gpu.synth import h200_profile, run
+
+    gp = h200_profile()
+    gp = gp.model_copy(update={"request": gp.request.model_copy(update={"mode": mode})})
+    return CHECKS.get(check).judge(PodSubject(p, run(p)), gp, "cluster")
+
+
+# ------------------------------------------------------------------ reading the claim
+def test_a_claim_that_is_not_an_object_or_has_a_bad_status_is_an_error_naming_it() -> None:
+    v = judge_pod("gpu.dra-allocation", dra_pod(["not", "a", "claim"]))
+    assert v.status is Status.ERROR
+    assert v.reason.endswith("ResourceClaim (unnamed claim): the ResourceClaim is not an object")
+    v = judge_pod("gpu.dra-allocation", dra_pod({"metadata": {"name": "c1"}, "status": "x"}))
+    assert v.status is Status.ERROR and v.reason.endswith("ResourceClaim c1: status is not an "
+                                                          "object")
+
+
+def test_an_allocation_without_results_is_an_allocated_claim_in_error() -> None:
+    obj = claim_obj("c1")
+    del obj["status"]["allocation"]["devices"]["results"]
+    c = claim_from_api(obj)
+    assert c.allocated is True and c.name == "c1"
+    v = judge_pod("gpu.dra-allocation", dra_pod(obj))
+    assert v.status is Status.ERROR
+    assert v.reason.endswith("ResourceClaim c1: status.allocation.devices.results is missing")
+
+
+def test_an_unallocated_claim_is_recorded_as_not_allocated_and_replays() -> None:
+    obj = claim_obj("c1")
+    del obj["status"]["allocation"]
+    c = claim_from_api(obj)
+    assert c.allocated is False and c.error is None
+    p = dra_pod(c)
+    assert GpuPodEvidence.from_dict(p.to_dict()) == p
+    v = judge_pod("gpu.dra-allocation", p)
+    assert v.status is Status.FAIL and "ResourceClaim c1 is not allocated" in v.reason
+
+
+def test_a_result_that_is_not_an_object_is_an_error_not_a_crash() -> None:
+    v = judge_pod("gpu.dra-allocation", dra_pod(claim_obj("c1", results=["gpu-0"])))
+    assert v.status is Status.ERROR
+    assert "ResourceClaim c1: an allocation result lacks request, driver, pool, device" \
+        in v.reason
+
+
+def test_version_attributes_of_the_allocated_device_are_recorded() -> None:
+    sl = [rslice("gpu-a", gpu(0, driverVersion={"version": "580.95.5"}))]
+    c = claim_from_api(claim_obj(), sl)
+    assert c.device_attributes["gpu-0"]["driverVersion"] == "580.95.5"
+
+
+# ------------------------------------------------------------------ gpu.dra-allocation
+def test_an_allocation_lists_no_devices_is_an_error_saying_so() -> None:
+    v = judge_pod("gpu.dra-allocation", dra_pod(claim_obj("c1", results=[])))
+    assert v.status is Status.ERROR
+    assert "ResourceClaim c1 is allocated but lists no devices (status.allocation.devices." \
+           "results is empty)" in v.reason
+
+
+def test_a_claim_reserved_for_nobody_fails_saying_so_with_the_claims_evidence() -> None:
+    v = judge_pod("gpu.dra-allocation", dra_pod(claim_obj("c1", reserved=())))
+    assert v.status is Status.FAIL
+    assert "c1: reservedFor names nobody, not kgc-gpu-0" in v.reason
+    (row,) = v.evidence["claims"]
+    assert row["claim"] == "c1" and row["node"] == "gpu-a" and row["reserved_for"] == []
+    assert "gpu.dra-slices" in v.remediation and "gpu.dra-both-ways" in v.remediation
+    assert "the node's ResourceSlices (gpu.dra-slices)" in v.remediation
+
+
+def test_dra_extended_naming_an_unrecorded_claim_fails_naming_it() -> None:
+    p = dra_pod(claim_obj("c1"), mode="dra-extended", extended_claim="c-extended",
+                extended_mappings=())
+    v = judge_pod("gpu.dra-allocation", p, mode="dra-extended")
+    assert v.status is Status.FAIL
+    assert "extendedResourceClaimStatus names claim c-extended, which was not recorded" \
+        in v.reason
+
+
+def test_a_passing_allocation_keeps_the_claims_in_its_evidence() -> None:
+    v = judge_pod("gpu.dra-allocation", dra_pod(claim_obj("c1")))
+    assert v.status is Status.PASS
+    assert [r["claim"] for r in v.evidence["claims"]] == ["c1"]
+
+
+# ------------------------------------------------------------------ gpu.dra-device-match
+def test_a_uuid_mismatch_lists_every_guest_uuid_and_keeps_the_evidence() -> None:
+    from gpu.synth import with_smi_gpus
+
+    g = with_smi_gpus(H200, 2)
+    assert g.smi is not None
+    uuids = sorted(x.uuid for x in g.smi.gpus)
+    v = judge_pod("gpu.dra-device-match", dra_pod(claim_obj(device="gpu-1"), guest=g))
+    assert v.status is Status.FAIL
+    assert f"(guest UUIDs: {uuids[0]}, {uuids[1]})" in v.reason
+    assert v.evidence["guest"]["uuids"] == uuids
+    assert v.evidence["guest"]["bus_ids"] == sorted(x.bus_id for x in g.smi.gpus)
+    assert v.evidence["allocated"][0]["device"] == "gpu-1"
+    assert "the DRA driver's CDI spec" in v.remediation
+
+
+def test_a_match_keeps_what_was_allocated_and_what_the_guest_shows() -> None:
+    v = judge_pod("gpu.dra-device-match", dra_pod())
+    assert v.status is Status.PASS, v.reason
+    (row,) = v.evidence["allocated"]
+    assert row["device"] == "gpu-0" and row["uuid"] == H200_UUID
+    assert row["pciBusID"] == "0000:00:00.0"
+    assert v.evidence["guest"]["uuids"] == [H200_UUID]
+
+
+def test_an_unnamed_claim_is_labelled_alike_in_both_checks() -> None:
+    """Both DRA pod checks name a claim without metadata.name the same way in their
+    evidence (the API always names one; a hand-made bundle may not)."""
+    p = dra_pod(claim_obj(None))
+    a = judge_pod("gpu.dra-allocation", p)
+    m = judge_pod("gpu.dra-device-match", p)
+    assert a.evidence["claims"][0]["claim"] == m.evidence["allocated"][0]["claim"] \
+        == "(unnamed claim)"
+
+
+def test_without_uuid_or_product_the_skip_names_both_attributes() -> None:
+    dev = {"name": "gpu-0", "attributes": {"type": {"string": "gpu"}}}
+    v = judge_pod("gpu.dra-device-match", dra_pod(slices=[rslice("gpu-a", dev)]))
+    assert v.status is Status.SKIP
+    assert "the ResourceSlice attributes of gpu-0 (uuid, productName) were not recorded" \
+        in v.reason
+
+
+def test_product_only_matches_warn_naming_every_device_and_why_bus_ids_cannot_decide() -> None:
+    from gpu.synth import with_smi_gpus
+
+    g = with_smi_gpus(H200, 2)
+    sl = [rslice("gpu-a", *({"name": f"gpu-{i}", "attributes": {
+        "productName": {"string": "NVIDIA H200"}}} for i in range(2)))]
+    p = dra_pod(claim_obj("c1", device="gpu-0"), claim_obj("c2", device="gpu-1"), guest=g,
+                slices=sl)
+    v = judge_pod("gpu.dra-device-match", p)
+    assert v.status is Status.WARN
+    assert ": gpu-0, gpu-1: the slice publishes no uuid" in v.reason
+    assert v.reason.endswith("(the guest's PCI bus id is the VM's root port, not the host's "
+                             "pciBusID, so it cannot decide)")
+
+
+def test_a_runc_sandbox_remedy_names_the_kata_runtime_class_key() -> None:
+    import dataclasses as dc
+
+    from gpu.synth import cpu_guest
+
+    runc = dc.replace(cpu_guest(), hypervisor_flag=False)
+    v = judge_pod("gpu.dra-device-match", dra_pod(guest=runc))
+    assert v.status is Status.FAIL
+    assert v.remediation.startswith("Run the GPU pod under the Kata RuntimeClass (platform.kata."
+                                    "runtime_class) on nodes whose DRA driver prepares VFIO "
+                                    "devices")
+
+
+# =========================================================================== gpu.dra_causes
+# the scheduler's own words (kubernetes pkg/scheduler/framework/plugins/noderesources/fit.go:
+# "Insufficient <resource>"; dynamicresources: "cannot allocate all claims")
+INSUFFICIENT = ("0/2 nodes are available: 2 Insufficient nvidia.com/pgpu. preemption: 0/2 "
+                "nodes are available: 2 No preemption victims found for incoming pod.")
+UNALLOCATABLE = ("0/3 nodes are available: 1 cannot allocate all claims, 2 node(s) didn't "
+                 "match Pod's node affinity/selector.")
+TAINTED = "0/1 nodes are available: 1 node(s) had untolerated taint {gpu: true}."
+
+
+def pending(*events: tuple[str, str], mode: str = "device-plugin", conditions: Any = (),
+            **kw: Any) -> Any:
+    from gpu.synth import pod
+
+    return pod(None, node=None, phase="Pending", request_mode=mode, containers=(),
+               conditions=conditions,
+               events=tuple(PodEvent("Warning", r, m, 1, "default-scheduler") for r, m in events),
+               **kw)
+
+
+def gpu_cluster(*nodes: Any, slices: tuple[str, ...] | None = None,
+                driver: str | None = DRIVER) -> ClusterGpuEvidence:
+    from gpu.synth import cluster
+    from kgc.layers.gpu.dra import DraEvidence, DraSlice
+
+    base = cluster(*nodes)
+    if slices is None:
+        return base
+    return dataclasses.replace(base, dra=DraEvidence(
+        api_versions=("v1",), driver=driver,
+        slices=tuple(DraSlice(name=f"{n}-s", driver=DRIVER, pool=n, generation=1, node=n,
+                              device_count=1) for n in slices)))
+
+
+def test_no_device_plugin_quotes_the_schedulers_words_and_says_how_to_list_allocatable() -> None:
+    from gpu.synth import node as synth_node
+
+    c = classify(pending(("FailedScheduling", INSUFFICIENT)), gpu_cluster(synth_node(gpus=0)))
+    assert c.id == "no-device-plugin"
+    assert '("Insufficient nvidia.com/pgpu.")' in c.summary
+    assert "kubectl get nodes -o jsonpath='{.items[*].status.allocatable}'" in c.remediation
+    assert c.matched == INSUFFICIENT
+
+
+def test_insufficient_gpus_quote_the_event_and_point_at_unhealthy_devices() -> None:
+    from gpu.synth import node as synth_node
+
+    c = classify(pending(("FailedScheduling", INSUFFICIENT)), gpu_cluster(synth_node()))
+    assert c.id == "insufficient-resource" and "(advertised by gpu-a)" in c.summary
+    assert c.matched == INSUFFICIENT
+    assert c.remediation.endswith("(allocatable below capacity means unhealthy devices).")
+
+
+def test_an_unschedulable_pod_names_the_pod_and_the_scheduler_message() -> None:
+    """A FailedScheduling event without a PodScheduled condition (an old kubelet's record, or
+    a pod read between the two writes) is enough; the event's words are the reason."""
+    c = classify(pending(("FailedScheduling", TAINTED)))
+    assert c.id == "unschedulable"
+    assert c.summary == f"kgc-run1/kgc-gpu-0 could not be scheduled: {TAINTED}"
+    assert "tolerations" in c.remediation
+    # with both, the event's message is the one quoted
+    cond = (PodCondition("PodScheduled", "False", "Unschedulable", "0/1 nodes: other"),)
+    c = classify(pending(("FailedScheduling", TAINTED), conditions=cond))
+    assert c.summary.endswith(TAINTED)
+
+
+def test_never_scheduled_names_the_budget_when_the_wait_was_not_timed() -> None:
+    c = classify(pending(waited_s=None, budget_s=300.0))
+    assert c.id == "never-scheduled" and "within 300 s" in c.summary
+
+
+def test_an_unallocatable_claim_says_how_to_check_the_slices_and_quotes_the_scheduler() -> None:
+    c = classify(pending(("FailedScheduling", UNALLOCATABLE), mode="claim"),
+                 gpu_cluster(slices=()))
+    assert c.id == "dra-unallocatable" and c.matched == UNALLOCATABLE
+    assert c.remediation.startswith("Make the node's DRA driver publish its GPUs (kubectl get "
+                                    "resourceslices --field-selector spec.nodeName=<node>")
+    assert "the DeviceClass' selectors (and platform.gpu.request.selector)" in c.remediation
+
+
+def test_an_unallocatable_claim_without_slice_evidence_says_it_was_not_recorded() -> None:
+    c = classify(pending(("FailedScheduling", UNALLOCATABLE), mode="claim"), gpu_cluster())
+    assert c.id == "dra-unallocatable"
+    assert "(what the nodes publish was not recorded)" in c.summary
+
+
+def test_slices_read_without_a_driver_name_speak_of_the_profiles_driver() -> None:
+    c = classify(pending(("FailedScheduling", UNALLOCATABLE), mode="claim"),
+                 gpu_cluster(slices=("gpu-a",), driver=None))
+    assert "(nodes publishing the profile's driver devices: gpu-a)" in c.summary
+
+
+def test_the_waiter_keeps_waiting_while_a_node_has_the_gpu_in_capacity() -> None:
+    """Allocatable 0 with capacity 1 is a GPU the device plugin marked unhealthy: it may come
+    back, so "Insufficient" is not yet the pod's fate (only "nobody has it at all" is)."""
+    from gpu.synth import node as synth_node
+    from kgc.layers.gpu.plan import settled
+
+    p = pending(("FailedScheduling", INSUFFICIENT))
+    assert settled(p, gpu_cluster(synth_node(allocatable=0))) is None
+    assert settled(p, gpu_cluster(synth_node(gpus=0))) == "no node advertises nvidia.com/pgpu"
