@@ -451,6 +451,7 @@ def test_a_runc_sandbox_remedy_names_the_kata_runtime_class_key() -> None:
     assert v.remediation.startswith("Run the GPU pod under the Kata RuntimeClass (platform.kata."
                                     "runtime_class) on nodes whose DRA driver prepares VFIO "
                                     "devices")
+    assert "vfio.gpu.nvidia.com class, PassthroughSupport" in v.remediation
 
 
 # =========================================================================== gpu.dra_causes
@@ -493,7 +494,8 @@ def test_no_device_plugin_quotes_the_schedulers_words_and_says_how_to_list_alloc
     c = classify(pending(("FailedScheduling", INSUFFICIENT)), gpu_cluster(synth_node(gpus=0)))
     assert c.id == "no-device-plugin"
     assert '("Insufficient nvidia.com/pgpu.")' in c.summary
-    assert "kubectl get nodes -o jsonpath='{.items[*].status.allocatable}'" in c.remediation
+    assert c.remediation.endswith(
+        "kubectl get nodes -o jsonpath='{.items[*].status.allocatable}').")
     assert c.matched == INSUFFICIENT
 
 
@@ -554,3 +556,47 @@ def test_the_waiter_keeps_waiting_while_a_node_has_the_gpu_in_capacity() -> None
     p = pending(("FailedScheduling", INSUFFICIENT))
     assert settled(p, gpu_cluster(synth_node(allocatable=0))) is None
     assert settled(p, gpu_cluster(synth_node(gpus=0))) == "no node advertises nvidia.com/pgpu"
+
+
+def test_a_claim_listing_more_results_than_kept_is_an_allocated_claim_in_error() -> None:
+    c = claim_from_api(claim_obj("c1", results=[{"request": "gpu"}] * 65))
+    assert c.allocated is True
+    assert c.error == "status.allocation.devices.results has 65 entries (more than 64)"
+
+
+def test_the_allocated_device_s_own_attributes_are_read_not_its_neighbour_s() -> None:
+    """The slice lists gpu-0 first; the claim allocated gpu-1, whose UUID the guest shows."""
+    sl = [rslice("gpu-a", gpu(0), gpu(1, uuid={"string": H200_UUID}))]
+    c = claim_from_api(claim_obj(device="gpu-1"), sl)
+    assert c.device_attributes["gpu-1"]["uuid"] == H200_UUID
+    v = judge_pod("gpu.dra-device-match", dra_pod(c))
+    assert v.status is Status.PASS, v.reason
+
+
+def test_every_mismatched_device_is_named_and_a_guest_without_uuids_says_none() -> None:
+    from gpu.synth import with_uuid
+
+    p = dra_pod(claim_obj("c1", device="gpu-0"), claim_obj("c2", device="gpu-1"),
+                guest=with_uuid(H200, ""),
+                slices=[rslice("gpu-a", gpu(0), gpu(1))])
+    v = judge_pod("gpu.dra-device-match", p)
+    assert v.status is Status.FAIL
+    assert v.reason == ("kgc-run1/kgc-gpu-0: gpu-0 (GPU-00000000) is not in the guest (guest "
+                        "UUIDs: none); gpu-1 (GPU-00000001) is not in the guest (guest UUIDs: "
+                        "none)")
+
+
+def test_a_product_only_match_tells_to_publish_the_uuid() -> None:
+    sl = [rslice("gpu-a", {"name": "gpu-0", "attributes": {
+        "productName": {"string": "NVIDIA H200"}}})]
+    v = judge_pod("gpu.dra-device-match", dra_pod(slices=sl))
+    assert v.status is Status.WARN
+    assert v.remediation.startswith("Publish the GPU's uuid attribute in the ResourceSlice")
+
+
+def test_a_guest_without_nvidia_smi_skips_keeping_the_pod_s_evidence() -> None:
+    import dataclasses as dc
+
+    v = judge_pod("gpu.dra-device-match", dra_pod(guest=dc.replace(H200, smi=None)))
+    assert v.status is Status.SKIP and "no nvidia-smi report to compare" in v.reason
+    assert v.evidence["mode"] == "claim" and v.evidence["pod"] == "kgc-run1/kgc-gpu-0"
