@@ -600,3 +600,48 @@ def test_a_guest_without_nvidia_smi_skips_keeping_the_pod_s_evidence() -> None:
     v = judge_pod("gpu.dra-device-match", dra_pod(guest=dc.replace(H200, smi=None)))
     assert v.status is Status.SKIP and "no nvidia-smi report to compare" in v.reason
     assert v.evidence["mode"] == "claim" and v.evidence["pod"] == "kgc-run1/kgc-gpu-0"
+
+
+def test_dra_extended_without_the_pods_claim_status_says_the_resource_was_not_served() -> None:
+    v = judge_pod("gpu.dra-allocation", dra_pod(claim_obj("c1"), mode="dra-extended"),
+                  mode="dra-extended")
+    assert v.status is Status.FAIL
+    assert v.reason == ("kgc-run1/kgc-gpu-0: status.extendedResourceClaimStatus is not set: "
+                        "the extended resource nvidia.com/pgpu was not served by DRA")
+
+
+def test_a_product_mismatch_without_uuid_fails_naming_both_products() -> None:
+    sl = [rslice("gpu-a", {"name": "gpu-0", "attributes": {
+        "productName": {"string": "NVIDIA H100 80GB HBM3"}}})]
+    v = judge_pod("gpu.dra-device-match", dra_pod(slices=sl))
+    assert v.status is Status.FAIL
+    assert H200.smi is not None
+    (guest_product,) = {x.product_name for x in H200.smi.gpus}
+    assert v.reason == (f"kgc-run1/kgc-gpu-0: gpu-0 is a NVIDIA H100 80GB HBM3; the guest has "
+                        f"{guest_product}")
+
+
+def test_the_product_only_warning_says_which_driver_publishes_the_uuid() -> None:
+    sl = [rslice("gpu-a", {"name": "gpu-0", "attributes": {
+        "productName": {"string": "NVIDIA H200"}}})]
+    v = judge_pod("gpu.dra-device-match", dra_pod(slices=sl))
+    assert v.status is Status.WARN
+    assert v.remediation.endswith("(NVIDIA's DRA driver does for gpu devices).")
+
+
+def test_device_match_without_an_allocated_device_says_where_to_look() -> None:
+    from gpu.synth import pod
+
+    v = judge_pod("gpu.dra-device-match", pod(H200, request_mode="claim"))
+    assert v.status is Status.ERROR
+    assert v.reason == ("kgc-run1/kgc-gpu-0: no allocated DRA device was recorded (see "
+                        "gpu.dra-allocation)")
+
+
+def test_kata_s_cold_plug_gap_is_named_with_the_pod_s_evidence() -> None:
+    from gpu.synth import cpu_guest
+
+    v = judge_pod("gpu.dra-device-match", dra_pod(guest=cpu_guest()))
+    assert v.status is Status.FAIL
+    assert v.reason.endswith("Kata's DRA cold-plug gap (kata-containers#13322)")
+    assert v.evidence["mode"] == "claim" and v.evidence["pod"] == "kgc-run1/kgc-gpu-0"
