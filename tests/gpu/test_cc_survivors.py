@@ -95,3 +95,79 @@ def test_a_guest_showing_both_tees_is_an_error_that_keeps_what_it_showed() -> No
     v = judge("gpu.cc-tee", with_cc(devices=("/dev/sev-guest", "/dev/tdx_guest")))
     assert v.status is Status.ERROR and "both SEV-SNP and TDX" in v.reason
     assert v.evidence["tee_devices"] == ["/dev/sev-guest", "/dev/tdx_guest"]
+
+
+# --------------------------------------------------------------------------- seed fresh
+URL = "http://127.0.0.1:8006/cdh/resource/default/gpu-key/key1"
+ATTEST = prof(attestation_resource="default/gpu-key/key1")
+
+
+def test_every_plan_note_is_named_when_no_pod_ran() -> None:
+    r = run(notes=("node gpu-a: cordoned", "node gpu-b: no GPU"))
+    v = CHECKS.get("gpu.cc-tee").judge(PodSubject(None, r), h200_profile(), "cluster")
+    assert v.reason.endswith("(and no GPU pod ran: node gpu-a: cordoned; node gpu-b: no GPU)")
+
+
+def test_an_old_collector_is_named_with_the_records_it_lacks() -> None:
+    old = dataclasses.replace(GOOD, cc=None, collector="kgc-guest/3")
+    v = judge("gpu.cc-mode", old)
+    assert v.status is Status.SKIP
+    assert v.reason == ("kgc-run1/kgc-gpu-0: its collector (kgc-guest/3) recorded no "
+                        "confidential-computing evidence (cc_tee, cc_mode, cc_ready: "
+                        "kgc-guest/4 and later)")
+
+
+def test_an_unsupported_conf_compute_with_no_output_quotes_nothing() -> None:
+    v = judge("gpu.cc-mode", with_cc(mode_rc=2, mode_output=None))
+    assert v.status is Status.SKIP
+    assert "not supported here (exit 2: ''; a driver without CC support?)" in v.reason
+
+
+def test_output_without_the_status_line_names_the_line_it_lacks() -> None:
+    v = judge("gpu.cc-mode", with_cc(mode_rc=0, mode_output="Usage: nvidia-smi conf-compute"))
+    assert v.status is Status.ERROR
+    assert "nvidia-smi conf-compute -f printed no 'CC status:' line" in v.reason
+
+
+@pytest.mark.parametrize("http", [300, 302, 404])
+def test_a_non_2xx_answer_fails_naming_the_status_and_the_body(http: int) -> None:
+    out = f"url {URL}\nvia curl rc 0 http {http} bytes 5\nbody moved or denied"
+    v = judge("gpu.cc-attestation", with_cc(attest_rc=0, attest_output=out), ATTEST)
+    assert v.status is Status.FAIL
+    assert f"HTTP {http}: moved or denied (the KBS refused the resource" in v.reason
+
+
+def test_a_wget_release_is_found_as_ok_with_its_length() -> None:
+    out = f"url {URL}\nvia wget rc 0 bytes 12"
+    v = judge("gpu.cc-attestation", with_cc(attest_rc=0, attest_output=out), ATTEST)
+    assert v.status is Status.PASS and v.found == "HTTP OK, 12 bytes"
+
+
+def test_a_collector_that_fetched_nothing_says_why_and_keeps_the_url() -> None:
+    v = judge("gpu.cc-attestation", with_cc(attest_output=None, attest_rc=None), ATTEST)
+    assert v.status is Status.SKIP
+    assert v.reason.endswith("fetched no CDH resource (the script was built without "
+                             "cluster.gpu.cc's URL)")
+    assert v.evidence["url"] == URL
+
+
+@pytest.mark.parametrize(("tee", "names"), [
+    ("snp", "(no /dev/sev-guest, no 'Memory Encryption Features active' kernel line"),
+    ("tdx", "(no /dev/tdx_guest, no tdx_guest cpu flag, no 'Memory Encryption Features active' "
+            "kernel line")])
+def test_a_plain_guest_fails_naming_the_evidence_it_lacks(tee: str, names: str) -> None:
+    plain = with_cc(devices=(), kernel_lines=(), tdx_flag=False)
+    v = judge("gpu.cc-tee", plain, prof(tee=tee))
+    assert v.status is Status.FAIL and names in v.reason
+    assert v.found == "nothing"
+    assert (v.remediation or "").endswith("check the Kata configuration's confidential_guest = "
+                                          "true.")
+
+
+def test_tee_errors_keep_the_guest_s_tee_evidence() -> None:
+    v = judge("gpu.cc-tee", with_cc(log=None, tee_output="garbage"))
+    assert GOOD.cc is not None
+    assert v.status is Status.ERROR and v.evidence["tee_devices"] == list(GOOD.cc.devices)
+    v = judge("gpu.cc-tee", with_cc(devices=(), kernel_lines=(), log="none"))
+    assert v.status is Status.ERROR and v.reason.endswith("cannot tell its TEE")
+    assert v.evidence["kernel_log"] == "none"

@@ -270,6 +270,163 @@ def test_the_node_selector_selects_nodes_listed_after_an_unselected_one() -> Non
     assert o.status is Status.FAIL and "gpu-b" in o.reason and "gpu-a" not in o.reason
 
 
+
+# ------------------------------------------------------------------ second sample (seed fresh)
+def test_a_list_cut_by_a_continue_token_without_a_count_is_never_judged_whole() -> None:
+    """The API's list is paged (``metadata.continue``); without ``remainingItemCount`` the
+    total is unknown: an error on a partial view, never a pass."""
+    ev = cluster([rslice("gpu-a", gpu(0))], [node("gpu-a")])
+    assert judge("gpu.dra-slices", ev).status is Status.PASS
+    d = evidence_from_api(DISCOVERY_V1, {"items": [klass()]},
+                          {"metadata": {"continue": "tok"}, "items": [rslice("gpu-a", gpu(0))]},
+                          driver=DRIVER)
+    o = judge("gpu.dra-slices", dataclasses.replace(ev, dra=d))
+    assert o.status is Status.ERROR
+    assert o.reason.startswith(f"the API lists more ResourceSlices of {DRIVER}")
+
+
+def test_device_classes_beyond_what_kgc_keeps_are_an_error_not_a_missing_class() -> None:
+    classes = {"metadata": {"remainingItemCount": 300}, "items": [klass("other.example.com")]}
+    d = evidence_from_api(DISCOVERY_V1, classes, {"items": []}, driver=DRIVER)
+    ev = dataclasses.replace(cluster([], TWO_NODES), dra=d)
+    o = judge("gpu.dra-device-class", ev)
+    assert o.status is Status.ERROR
+    assert o.reason == (f"the API lists 301 DeviceClasses, kgc keeps 1, and {DRIVER} is not "
+                        "among them")
+
+
+def test_the_driver_the_slices_were_listed_for_is_kept_and_named_by_the_classifier() -> None:
+    ev = cluster([], TWO_NODES)
+    assert ev.dra is not None and ev.dra.driver == DRIVER
+    c = classify(pending(("FailedScheduling", UNALLOCATABLE), mode="claim"), ev)
+    assert f"(no node publishes a {DRIVER} device (see gpu.dra-slices))" in c.summary
+
+
+def test_both_ways_judges_the_resource_the_device_class_maps() -> None:
+    """The DeviceClass maps example.com/gpu (not one of platform.gpu.resources): a node
+    advertising that resource while publishing DRA GPUs serves it both ways."""
+    n = node("gpu-a", allocatable={"example.com/gpu": "1"})
+    ev = cluster([rslice("gpu-a", gpu(0))], [n], classes=[klass(ext="example.com/gpu")])
+    o = judge("gpu.dra-both-ways", ev, prof("claim"))
+    assert o.status is Status.FAIL
+    assert "gpu-a (allocatable example.com/gpu=1 and 1 DRA GPU(s) of gpu.nvidia.com)" in o.reason
+    assert o.evidence["nodes"] == [
+        "gpu-a (allocatable example.com/gpu=1 and 1 DRA GPU(s) of gpu.nvidia.com)"]
+    assert "both allocators may hand out the same GPU" in o.reason
+    o = judge("gpu.dra-both-ways", cluster([rslice("gpu-a", gpu(0))], [node("gpu-a")]))
+    assert o.status is Status.PASS
+    assert o.reason == ("no node advertises nvidia.com/gpu in allocatable while publishing "
+                        f"{DRIVER} devices")
+    o = judge("gpu.dra-both-ways", cluster([rslice("gpu-a", gpu(0))], [node("gpu-a")],
+                                           classes=[klass(ext=None)]))
+    assert o.reason.startswith("no node advertises nvidia.com/pgpu or nvidia.com/gpu in")
+
+
+def test_two_classes_mapping_the_requested_resource_warn_naming_both() -> None:
+    ev = cluster([], TWO_NODES, classes=[klass(), klass("vfio.gpu.nvidia.com")])
+    o = judge("gpu.dra-device-class", ev)
+    assert o.status is Status.WARN
+    assert o.reason == ("DeviceClasses gpu.nvidia.com, vfio.gpu.nvidia.com all map "
+                        "nvidia.com/gpu: which one serves a request is the scheduler's choice, "
+                        "not the profile's")
+
+
+def test_a_missing_class_in_an_empty_cluster_finds_none() -> None:
+    o = judge("gpu.dra-device-class", cluster([], TWO_NODES, classes=[]))
+    assert o.status is Status.FAIL and o.found == "none"
+    assert "the cluster has: none" in o.reason
+
+
+def test_a_node_that_only_publishes_slices_is_a_gpu_node() -> None:
+    """No GPU label, no nvidia.com capacity: publishing the driver's devices makes it one."""
+    bare = {"metadata": {"name": "gpu-z", "labels": {}}, "status": {}}
+    ev = cluster([rslice("gpu-z", gpu(0))], [bare])
+    o = judge("gpu.dra-slices", ev)
+    assert o.status is Status.PASS and o.evidence["gpus"] == {"gpu-z": 1}
+    assert judge("gpu.nodes-advertise", ev).status is Status.PASS
+
+
+def test_a_node_without_gpus_is_told_to_run_the_kubelet_plugin_of_the_driver() -> None:
+    o = judge("gpu.dra-slices", cluster([rslice("gpu-a", gpu(0))], TWO_NODES))
+    assert o.status is Status.FAIL
+    assert o.remediation == ("Check the DRA driver's kubelet plugin on the named node(s): it must "
+                             "run there and publish one device per GPU in the node's "
+                             f"ResourceSlice pool (driver {DRIVER}).")
+
+
+def test_nodes_advertise_under_dra_reads_and_remedies() -> None:
+    ev = cluster([rslice("gpu-a", gpu(0)), rslice("gpu-b", gpu(1))], TWO_NODES)
+    o = judge("gpu.nodes-advertise", ev)
+    assert o.status is Status.PASS
+    assert o.reason == ("2 GPU node(s) offer GPUs by DRA (dra-extended; allocatable 0 is "
+                        f"expected): gpu-a 1 DRA GPU(s) of {DRIVER}, gpu-b 1 DRA GPU(s) of "
+                        f"{DRIVER}")
+    assert o.evidence["nodes"] == {"gpu-a": f"1 DRA GPU(s) of {DRIVER}",
+                                   "gpu-b": f"1 DRA GPU(s) of {DRIVER}"}
+    o = judge("gpu.nodes-advertise", cluster([rslice("gpu-a", gpu(0))], TWO_NODES))
+    assert o.status is Status.FAIL
+    assert o.remediation == (f"Deploy the DRA driver {DRIVER} so that its kubelet plugin "
+                             "publishes the GPUs of every GPU node in ResourceSlices (see "
+                             "gpu.dra-slices).")
+    d = ev.dra
+    assert d is not None
+    o = judge("gpu.nodes-advertise", dataclasses.replace(ev, dra=dataclasses.replace(
+        d, slices=None)))
+    assert o.remediation == ("Grant the run's ServiceAccount list on "
+                             "resourceslices.resource.k8s.io.")
+
+
+def test_dra_api_names_what_is_served_in_found_and_evidence() -> None:
+    o = judge("gpu.dra-api", cluster(None, TWO_NODES, discovery=DISCOVERY_BETA))
+    assert o.status is Status.FAIL
+    assert o.expected == "resource.k8s.io/v1" and o.found == "v1beta1"
+    assert o.evidence["api_versions"] == ["v1beta1"]
+    assert "(or enable the v1 API with --runtime-config=resource.k8s.io/v1=true), or set " \
+           "platform.gpu.request.mode: device-plugin if GPUs are not allocated by DRA." \
+           in o.remediation
+    o = judge("gpu.dra-api", cluster(None, TWO_NODES))
+    assert o.status is Status.PASS and o.evidence["api_versions"] == ["v1", "v1beta1"]
+
+
+def test_a_bundle_without_dra_evidence_says_to_record_it_again() -> None:
+    ev = dataclasses.replace(cluster([], TWO_NODES), dra=None)
+    o = judge("gpu.dra-api", ev)
+    assert o.status is Status.ERROR
+    assert o.reason == ("no DRA evidence was recorded (a bundle from before kgc read "
+                        "resource.k8s.io): nothing to judge")
+    assert o.remediation == "Record the bundle again with this kgc (`kgc snapshot --kubeconfig`)."
+
+
+def test_device_names_listed_twice_are_each_named() -> None:
+    s = slice_from_api(rslice("gpu-a", gpu(0), gpu(0), gpu(1), gpu(1)))
+    assert "device name(s) listed twice: gpu-0, gpu-1" in s.problems
+
+
+def test_attributes_qualified_by_the_driver_s_domain_read_like_bare_ones() -> None:
+    """resource/v1: an attribute name without a domain is the driver's own; the qualified
+    form ``gpu.nvidia.com/productName`` is the same attribute."""
+    dev = {"name": "gpu-0", "attributes": {
+        f"{DRIVER}/productName": {"string": "NVIDIA H200"},
+        "pciBusID": {"string": "0000:9d:00.0"}},
+        "capacity": {f"{DRIVER}/memory": {"value": "143771Mi"}}}
+    ev = cluster([rslice("gpu-a", dev)], [node("gpu-a")])
+    o = judge("gpu.dra-slices", ev)
+    assert o.status is Status.PASS, o.reason
+    assert ev.dra is not None
+    from kgc.layers.gpu.dra import node_gpus
+    assert list(node_gpus(ev.dra, "gpu-a", DRIVER)) == ["0000:9d:00.0"]
+
+
+def test_a_slice_read_without_a_generation_still_counts_until_a_generation_replaces_it() -> None:
+    no_gen = rslice("gpu-a", gpu(0))
+    del no_gen["spec"]["pool"]["generation"]
+    ev = cluster([no_gen], [node("gpu-a")])
+    assert judge("gpu.dra-slices", ev).evidence["gpus"] == {"gpu-a": 1}
+    newer = rslice("gpu-a", gpu(1), gpu(2), generation=0, name="gpu-a-new")
+    assert judge("gpu.dra-slices", cluster([no_gen, newer], [node("gpu-a")])).evidence[
+        "gpus"] == {"gpu-a": 2}
+
+
 # =========================================================================== gpu.dra_pod
 def claim_obj(name: str | None = "kgc-gpu-0-gpu-x1", *, device: str = "gpu-0",
               node_name: str = "gpu-a", reserved: tuple[str, ...] = ("kgc-gpu-0",),
@@ -645,3 +802,163 @@ def test_kata_s_cold_plug_gap_is_named_with_the_pod_s_evidence() -> None:
     assert v.status is Status.FAIL
     assert v.reason.endswith("Kata's DRA cold-plug gap (kata-containers#13322)")
     assert v.evidence["mode"] == "claim" and v.evidence["pod"] == "kgc-run1/kgc-gpu-0"
+
+
+# ------------------------------------------------------------------ gpu.dra_pod, seed fresh
+def test_a_claim_without_a_node_selector_names_no_node() -> None:
+    obj = claim_obj("c1")
+    del obj["status"]["allocation"]["nodeSelector"]
+    assert claim_from_api(obj).node is None
+    other = claim_obj("c1")
+    other["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"] = [
+        {"key": "metadata.uid", "operator": "In", "values": ["0f1e"]}]
+    assert claim_from_api(other).node is None
+
+
+def test_every_allocation_problem_is_named_in_one_reason() -> None:
+    obj = claim_obj("c1", node_name="gpu-b", reserved=())
+    v = judge_pod("gpu.dra-allocation", dra_pod(obj))
+    assert v.status is Status.FAIL
+    assert v.reason == ("kgc-run1/kgc-gpu-0: c1: allocated on node gpu-b, the pod runs on gpu-a; "
+                        "c1: reservedFor names nobody, not kgc-gpu-0")
+
+
+def test_a_product_mismatch_names_every_product_the_guest_has() -> None:
+    from gpu.synth import with_smi_gpus
+
+    g = with_smi_gpus(H200, 2)
+    assert g.smi is not None
+    g = dataclasses.replace(g, smi=dataclasses.replace(g.smi, gpus=(
+        g.smi.gpus[0], dataclasses.replace(g.smi.gpus[1], product_name="NVIDIA H100"))))
+    sl = [rslice("gpu-a", {"name": "gpu-0", "attributes": {
+        "productName": {"string": "NVIDIA B200"}}})]
+    v = judge_pod("gpu.dra-device-match", dra_pod(guest=g, slices=sl))
+    assert v.status is Status.FAIL
+    assert v.reason.endswith("gpu-0 is a NVIDIA B200; the guest has NVIDIA H100, NVIDIA H200")
+
+
+def test_the_unrecorded_attributes_skip_keeps_what_was_allocated() -> None:
+    dev = {"name": "gpu-0", "attributes": {"type": {"string": "gpu"}}}
+    v = judge_pod("gpu.dra-device-match", dra_pod(slices=[rslice("gpu-a", dev)]))
+    assert v.status is Status.SKIP
+    assert v.evidence["allocated"] == [{"claim": "kgc-gpu-0-gpu-x1", "device": "gpu-0",
+                                        "uuid": None, "product": None, "pciBusID": None}]
+
+
+def test_two_matching_devices_pass_naming_both() -> None:
+    from gpu.synth import with_smi_gpus
+
+    g = with_smi_gpus(H200, 2)
+    assert g.smi is not None
+    u0, u1 = (x.uuid for x in g.smi.gpus)
+    sl = [rslice("gpu-a", gpu(0, uuid={"string": u0}), gpu(1, uuid={"string": u1}))]
+    p = dra_pod(claim_obj("c1", device="gpu-0"), claim_obj("c2", device="gpu-1"), guest=g,
+                slices=sl)
+    v = judge_pod("gpu.dra-device-match", p)
+    assert v.status is Status.PASS
+    assert v.reason == ("kgc-run1/kgc-gpu-0: the guest's GPU UUID(s) are the allocated "
+                        "device(s) gpu-0, gpu-1")
+
+
+def test_a_runc_sandbox_names_every_allocated_device() -> None:
+    from gpu.synth import cpu_guest
+
+    runc = dataclasses.replace(cpu_guest(), hypervisor_flag=False)
+    p = dra_pod(claim_obj("c1", device="gpu-0"), claim_obj("c2", device="gpu-1"), guest=runc)
+    v = judge_pod("gpu.dra-device-match", p)
+    assert v.status is Status.FAIL
+    assert v.reason.startswith("kgc-run1/kgc-gpu-0: DRA allocated gpu-a/gpu-0, gpu-a/gpu-1 but "
+                               "the pod's sandbox is not a VM")
+    assert v.remediation.endswith("(e.g. dra-driver-nvidia-gpu's vfio.gpu.nvidia.com class, "
+                                  "PassthroughSupport).")
+
+
+def test_the_cold_plug_remedy_of_a_pod_without_a_node_speaks_of_the_node() -> None:
+    from gpu.synth import cpu_guest
+
+    v = judge_pod("gpu.dra-device-match", dra_pod(guest=cpu_guest(), node=None))
+    assert v.status is Status.FAIL
+    assert v.remediation.startswith("Kata on the node does not yet cold-plug devices")
+
+
+# ------------------------------------------------------------------ gpu.dra_causes, seed fresh
+def test_a_kata_cause_quotes_the_event_it_was_recognised_from() -> None:
+    from gpu.synth import pod
+
+    msg = ("failed to create containerd task: device /dev/vfio/devices/vfio0 is a known CDI "
+           "device type but failed to match any sibling by path or BDF")
+    p = pod(None, phase="Pending", request_mode="claim", containers=(),
+            events=(PodEvent("Warning", "Failed", msg, 1, "kubelet"),))
+    c = classify(p)
+    assert c.id == "kata-dra-coldplug" and c.matched == msg
+
+
+def test_the_unallocatable_remedy_ends_with_the_claims_to_check() -> None:
+    c = classify(pending(("FailedScheduling", UNALLOCATABLE), mode="claim"),
+                 gpu_cluster(slices=()))
+    assert c.remediation.endswith("slices publish, and that no other claim holds the devices "
+                                  "(kubectl get resourceclaims -A).")
+
+
+def test_the_unschedulable_remedy_names_every_constraint() -> None:
+    c = classify(pending(("FailedScheduling", TAINTED)))
+    assert c.remediation == (
+        "Fix the constraint the scheduler names: GPU-node taints need tolerations in the GPU pod "
+        "(kgc adds none unless the profile asks), the RuntimeClass' scheduling.nodeSelector must "
+        "match the GPU nodes, and cluster.gpu.node_selector must select nodes that exist.")
+
+
+def test_never_scheduled_remedy_and_a_wait_of_unknown_length() -> None:
+    c = classify(pending(waited_s=None, budget_s=None))
+    assert c.summary == ("kgc-run1/kgc-gpu-0 was not scheduled and no FailedScheduling event "
+                         "explains it")
+    assert c.remediation == (
+        "Check that kube-scheduler runs and is healthy (kubectl -n kube-system get pods; its "
+        "log), that no scheduling gate holds the pod, or raise cluster.gpu.schedule_timeout_s.")
+
+
+def test_another_nvidia_resource_in_short_supply_is_still_a_gpu_cause() -> None:
+    """The scheduler names nvidia.com/gpu while the pod asked nvidia.com/pgpu (e.g. an init
+    container or a LimitRange): still the GPU supply, not a generic constraint."""
+    from gpu.synth import node as synth_node
+
+    msg = "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+    c = classify(pending(("FailedScheduling", msg)), gpu_cluster(synth_node()))
+    assert c.id == "no-device-plugin"
+    assert c.summary.endswith('no node advertises nvidia.com/gpu ("Insufficient nvidia.com/gpu."'
+                              "): no device plugin exposes the GPUs")
+
+
+def test_a_resource_name_ending_in_x_is_read_whole() -> None:
+    from gpu.synth import node as synth_node
+
+    n = synth_node(resource="example.com/GPUX")
+    msg = "0/1 nodes are available: 1 Insufficient example.com/GPUX."
+    c = classify(pending(("FailedScheduling", msg), resource="example.com/GPUX"), gpu_cluster(n))
+    assert c.id == "insufficient-resource" and "no node has 1 free example.com/GPUX" in c.summary
+    assert "lower cluster.gpu.count or cluster.gpu.pods_per_node, or check" in c.remediation
+
+
+def test_the_last_failed_scheduling_event_is_quoted_not_a_later_unrelated_one() -> None:
+    from gpu.synth import pod
+
+    p = pod(None, node=None, phase="Pending", containers=(), conditions=(), events=(
+        PodEvent("Warning", "FailedScheduling", TAINTED, 1, "default-scheduler"),
+        PodEvent("Normal", "NotTriggerScaleUp", "pod didn't trigger scale-up", 1,
+                 "cluster-autoscaler")))
+    c = classify(p)
+    assert c.id == "unschedulable" and c.summary.endswith(TAINTED)
+
+
+def test_only_slices_with_devices_of_the_driver_publish() -> None:
+    from kgc.layers.gpu.dra import DraEvidence, DraSlice
+
+    base = gpu_cluster()
+    slices = (DraSlice(name="a", driver="other.example.com", pool="gpu-a", generation=1,
+                       node="gpu-a", device_count=1),
+              DraSlice(name="b", driver=DRIVER, pool="gpu-b", generation=1, node="gpu-b",
+                       device_count=0))
+    ev = dataclasses.replace(base, dra=DraEvidence(api_versions=("v1",), driver=DRIVER,
+                                                   slices=slices))
+    c = classify(pending(("FailedScheduling", UNALLOCATABLE), mode="claim"), ev)
+    assert f"(no node publishes a {DRIVER} device (see gpu.dra-slices))" in c.summary
