@@ -171,3 +171,56 @@ def test_tee_errors_keep_the_guest_s_tee_evidence() -> None:
     v = judge("gpu.cc-tee", with_cc(devices=(), kernel_lines=(), log="none"))
     assert v.status is Status.ERROR and v.reason.endswith("cannot tell its TEE")
     assert v.evidence["kernel_log"] == "none"
+
+
+# --------------------------------------------------------------------------- seed check
+def test_an_unsupported_conf_compute_quotes_what_nvidia_smi_said() -> None:
+    v = judge("gpu.cc-mode", with_cc(mode_rc=2, mode_output="Invalid combination of input "
+                                                            "arguments.\nsee --help"))
+    assert v.status is Status.SKIP
+    assert "(exit 2: 'Invalid combination of input arguments.'; a driver without CC " \
+           "support?)" in v.reason
+
+
+def test_ready_output_without_its_line_names_the_line_and_an_unknown_state_the_flag() -> None:
+    v = judge("gpu.cc-ready", with_cc(ready_rc=0, ready_output="Usage: nvidia-smi"))
+    assert v.status is Status.ERROR
+    assert "printed no 'Confidential Compute GPUs Ready state:' line" in v.reason
+    v = judge("gpu.cc-ready", with_cc(ready_rc=0, ready_output="Confidential Compute GPUs "
+                                                              "Ready state: pending"))
+    assert v.reason.endswith("unknown GPUs ready state 'pending' from nvidia-smi conf-compute "
+                             "-grs")
+
+
+def test_an_attestation_record_without_output_does_not_parse_and_quotes_nothing() -> None:
+    v = judge("gpu.cc-attestation", with_cc(attest_rc=1, attest_output=None), ATTEST)
+    assert v.status is Status.ERROR and v.reason.endswith("the cc_attest record does not "
+                                                          "parse: ''")
+
+
+def test_a_fetch_of_another_url_keeps_the_url_asked() -> None:
+    out = "url http://127.0.0.1:8006/cdh/resource/x/y/z\nvia curl rc 0 http 200 bytes 3"
+    v = judge("gpu.cc-attestation", with_cc(attest_rc=0, attest_output=out), ATTEST)
+    assert v.status is Status.ERROR and v.evidence["url"] == URL
+
+
+def test_an_empty_wget_release_is_empty_not_an_unanswered_cdh() -> None:
+    out = f"url {URL}\nvia wget rc 0 bytes 0"
+    v = judge("gpu.cc-attestation", with_cc(attest_rc=0, attest_output=out), ATTEST)
+    assert v.status is Status.FAIL
+    assert v.reason.endswith("was not released: the resource came back empty")
+
+
+def test_an_unanswered_cdh_says_what_may_be_missing() -> None:
+    out = f"url {URL}\ncurl: (7) Failed to connect\nvia curl rc 7 http 000"
+    v = judge("gpu.cc-attestation", with_cc(attest_rc=0, attest_output=out), ATTEST)
+    assert v.status is Status.FAIL
+    assert v.reason.endswith(": the CDH did not answer (no CDH in the guest, or it is not a "
+                             "confidential guest?)")
+
+
+def test_tee_errors_quote_the_record_and_say_the_tee_is_unknown() -> None:
+    v = judge("gpu.cc-tee", with_cc(log=None, tee_output=None))
+    assert v.status is Status.ERROR and v.reason.endswith("the cc_tee record does not parse: ''")
+    v = judge("gpu.cc-tee", with_cc(devices=("/dev/sev-guest", "/dev/tdx_guest")))
+    assert v.reason.endswith("cannot tell its TEE")

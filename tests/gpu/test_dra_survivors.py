@@ -16,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import pytest
+
 from gpu.synth import H200_UUID, h200_guest
 from kgc.core.model import Status
 from kgc.core.profile import GpuRequestPlatform
@@ -27,6 +29,7 @@ from kgc.layers.gpu.dra_pod import claim_from_api
 from kgc.layers.gpu.evidence import (
     ClaimEvidence,
     ClusterGpuEvidence,
+    ContainerState,
     GpuPodEvidence,
     PodCondition,
     PodEvent,
@@ -35,6 +38,7 @@ from kgc.layers.gpu.evidence import (
 from kgc.layers.gpu.profile import GpuProfile
 
 DRIVER = "gpu.nvidia.com"
+PCI = "resource.kubernetes.io/pciBusID"
 DISCOVERY_V1 = {"groups": [{"name": "resource.k8s.io",
                             "versions": [{"version": "v1"}, {"version": "v1beta1"}]}]}
 DISCOVERY_BETA = {"groups": [{"name": "resource.k8s.io", "versions": [{"version": "v1beta1"}]}]}
@@ -425,6 +429,63 @@ def test_a_slice_read_without_a_generation_still_counts_until_a_generation_repla
     newer = rslice("gpu-a", gpu(1), gpu(2), generation=0, name="gpu-a-new")
     assert judge("gpu.dra-slices", cluster([no_gen, newer], [node("gpu-a")])).evidence[
         "gpus"] == {"gpu-a": 2}
+
+
+
+# ------------------------------------------------------------------ third sample (seed check)
+def test_a_device_lacking_several_fields_names_each() -> None:
+    dev = {"name": "gpu-0", "attributes": {PCI: {"string": "0000:9d:00.0"}}}
+    o = judge("gpu.dra-slices", cluster([rslice("gpu-a", dev, name="s-a")], [node("gpu-a")]))
+    assert o.status is Status.ERROR
+    assert ("ResourceSlice s-a device gpu-0 lacks the product (productName), the memory "
+            "(capacity memory or addressableMemory)") in o.reason
+    assert o.remediation.endswith("must publish every GPU with a name, its PCI bus id, product "
+                                  "and memory.")
+
+
+def test_a_failed_discovery_without_a_recorded_reason_says_so() -> None:
+    o = judge("gpu.dra-api", cluster(None, TWO_NODES, discovery=None))
+    assert o.status is Status.ERROR and o.reason == "API discovery failed: no reason"
+
+
+def test_unlisted_slices_name_the_api_s_answer_in_every_check() -> None:
+    ev = cluster([], TWO_NODES)
+    assert ev.dra is not None
+    ev = dataclasses.replace(ev, dra=dataclasses.replace(
+        ev.dra, slices=None, errors={"slices": "403 Forbidden: resourceslices"}))
+    for c in ("gpu.dra-slices", "gpu.dra-both-ways", "gpu.nodes-advertise"):
+        o = judge(c, ev)
+        assert o.status is Status.ERROR and o.reason == (
+            "ResourceSlices could not be listed: 403 Forbidden: resourceslices"), c
+
+
+def test_a_class_mapping_the_requested_resource_passes_saying_so() -> None:
+    o = judge("gpu.dra-device-class", cluster([], TWO_NODES))
+    assert o.status is Status.PASS
+    assert o.reason == f"DeviceClass {DRIVER} exists and maps the extended resource nvidia.com/gpu"
+
+
+def test_a_missing_class_lists_the_classes_there_are_in_evidence_and_remedy() -> None:
+    ev = cluster([], TWO_NODES, classes=[klass(), klass("vfio.gpu.nvidia.com", ext=None)])
+    o = judge("gpu.dra-device-class", ev, prof(device_class="gpu.example.com"))
+    assert o.status is Status.FAIL
+    assert o.evidence["device_classes"] == [DRIVER, "vfio.gpu.nvidia.com"]
+    assert o.remediation.endswith("platform.gpu.request.device_class to one of: "
+                                  f"{DRIVER}, vfio.gpu.nvidia.com")
+    o = judge("gpu.dra-device-class", cluster([], TWO_NODES, classes=[]))
+    assert o.remediation.endswith("platform.gpu.request.device_class to one of: (none)")
+
+
+def test_the_profile_s_class_unmapped_names_the_class_that_maps_the_resource() -> None:
+    """The profile's class maps nothing, another maps nvidia.com/gpu: the failure says which
+    (the fix may be to point the profile at it)."""
+    ev = cluster([], TWO_NODES, classes=[klass(ext=None), klass("vfio.gpu.nvidia.com")])
+    o = judge("gpu.dra-device-class", ev)
+    assert o.status is Status.FAIL
+    assert o.reason == (f"DeviceClass {DRIVER} has no spec.extendedResourceName, none of the "
+                        "resources a dra-extended pod may request (platform.gpu.resources: "
+                        "nvidia.com/pgpu, nvidia.com/gpu); vfio.gpu.nvidia.com maps "
+                        "nvidia.com/gpu instead")
 
 
 # =========================================================================== gpu.dra_pod
@@ -962,3 +1023,98 @@ def test_only_slices_with_devices_of_the_driver_publish() -> None:
                                                    slices=slices))
     c = classify(pending(("FailedScheduling", UNALLOCATABLE), mode="claim"), ev)
     assert f"(no node publishes a {DRIVER} device (see gpu.dra-slices))" in c.summary
+
+
+def test_a_class_without_extended_resource_name_is_found_as_none() -> None:
+    o = judge("gpu.dra-device-class", cluster([], TWO_NODES, classes=[klass(ext=None)]))
+    assert o.status is Status.FAIL and o.found == "none"
+
+
+# ------------------------------------------------------------------ gpu.dra_pod, seed check
+def test_int_attributes_of_the_allocated_device_are_recorded() -> None:
+    sl = [rslice("gpu-a", gpu(0, minor={"int": 0}, index={"int": 3}))]
+    attrs = claim_from_api(claim_obj(), sl).device_attributes["gpu-0"]
+    assert attrs["minor"] == "0" and attrs["index"] == "3"
+
+
+def test_the_device_is_looked_up_in_its_own_pool() -> None:
+    """Device names are unique per pool only: every node's slice has a gpu-0. The claim's
+    pool decides whose attributes are the allocated device's."""
+    sl = [rslice("gpu-b", gpu(0, uuid={"string": "GPU-of-node-b"})),
+          rslice("gpu-a", gpu(0, uuid={"string": H200_UUID}))]
+    c = claim_from_api(claim_obj(node_name="gpu-a"), sl)
+    assert c.device_attributes["gpu-0"]["uuid"] == H200_UUID
+    assert judge_pod("gpu.dra-device-match", dra_pod(c)).status is Status.PASS
+
+
+def test_a_result_lacking_fields_keeps_the_claims_in_evidence() -> None:
+    v = judge_pod("gpu.dra-allocation", dra_pod(claim_obj("c1", results=[{"request": "gpu"}])))
+    assert v.status is Status.ERROR and "lacks driver, pool, device" in v.reason
+    assert [r["claim"] for r in v.evidence["claims"]] == ["c1"]
+
+
+def test_no_pod_and_no_nvidia_smi_skips_say_where_to_look() -> None:
+    from gpu.synth import run
+
+    gp_run = run()
+    from gpu.synth import h200_profile
+    gp = h200_profile()
+    gp = gp.model_copy(update={"request": gp.request.model_copy(update={"mode": "claim"})})
+    v = CHECKS.get("gpu.dra-allocation").judge(PodSubject(None, gp_run), gp, "cluster")
+    assert v.status is Status.SKIP and v.reason == "no GPU pod was created (see gpu.pod-runs)"
+    v = judge_pod("gpu.dra-device-match", dra_pod(guest=dataclasses.replace(H200, smi=None)))
+    assert v.reason.endswith("the guest has no nvidia-smi report to compare (see "
+                             "gpu.smi-count)")
+
+
+# ------------------------------------------------------------------ gpu.dra_causes, seed check
+def test_a_kata_cause_names_the_node_it_failed_on() -> None:
+    from gpu.synth import pod
+
+    msg = ("failed to create containerd task: device /dev/vfio/devices/vfio0 is a known CDI "
+           "device type but failed to match any sibling by path or BDF")
+    p = pod(None, phase="Pending", request_mode="claim", containers=(),
+            events=(PodEvent("Warning", "Failed", msg, 1, "kubelet"),))
+    c = classify(p)
+    assert c.summary.startswith("the Kata shim on gpu-a did not cold-plug")
+
+
+def test_the_unallocatable_and_no_device_plugin_remedies_in_full() -> None:
+    from gpu.synth import node as synth_node
+
+    c = classify(pending(("FailedScheduling", UNALLOCATABLE), mode="claim"),
+                 gpu_cluster(slices=()))
+    assert c.remediation == (
+        "Make the node's DRA driver publish its GPUs (kubectl get resourceslices "
+        "--field-selector spec.nodeName=<node>; its kubelet-plugin pod's log), check that the "
+        "DeviceClass' selectors (and platform.gpu.request.selector) match what the slices "
+        "publish, and that no other claim holds the devices (kubectl get resourceclaims -A).")
+    c = classify(pending(("FailedScheduling", INSUFFICIENT)), gpu_cluster(synth_node(gpus=0)))
+    assert c.remediation == (
+        "Deploy the device plugin for passthrough GPUs so that GPU nodes advertise "
+        "nvidia.com/pgpu (NVIDIA GPU Operator with sandboxWorkloads.enabled=true runs the "
+        "sandbox device plugin; or set platform.gpu.resources to the name the nodes do "
+        "advertise: kubectl get nodes -o jsonpath='{.items[*].status.allocatable}').")
+
+
+def test_an_unschedulable_cause_quotes_the_scheduler() -> None:
+    assert classify(pending(("FailedScheduling", TAINTED))).matched == TAINTED
+
+
+def test_the_waiter_reads_a_resource_name_ending_in_x_whole() -> None:
+    from gpu.synth import node as synth_node
+    from kgc.layers.gpu.plan import settled
+
+    msg = "0/1 nodes are available: 1 Insufficient example.com/GPUX."
+    p = pending(("FailedScheduling", msg), resource="example.com/GPUX")
+    assert settled(p, gpu_cluster(synth_node(resource="example.com/GPUX"))) is None
+    assert settled(p, gpu_cluster(synth_node(gpus=0))) == "no node advertises example.com/GPUX"
+
+
+@pytest.mark.parametrize("reason", ["ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"])
+def test_an_image_that_cannot_be_pulled_settles_the_wait(reason: str) -> None:
+    from gpu.synth import pod
+    from kgc.layers.gpu.plan import settled
+
+    p = pod(None, phase="Pending", containers=(ContainerState("collector", "waiting", reason),))
+    assert settled(p) == f"image pull: {reason}"
