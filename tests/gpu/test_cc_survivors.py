@@ -224,3 +224,32 @@ def test_tee_errors_quote_the_record_and_say_the_tee_is_unknown() -> None:
     assert v.status is Status.ERROR and v.reason.endswith("the cc_tee record does not parse: ''")
     v = judge("gpu.cc-tee", with_cc(devices=("/dev/sev-guest", "/dev/tdx_guest")))
     assert v.reason.endswith("cannot tell its TEE")
+
+
+# --------------------------------------------------------------------------- seed final
+def test_a_collector_of_unknown_version_is_called_old_and_the_pod_is_kept() -> None:
+    v = judge("gpu.cc-tee", dataclasses.replace(GOOD, cc=None, collector=None))
+    assert v.status is Status.SKIP
+    assert "its collector (kgc-guest/3 or older) recorded no" in v.reason
+    assert v.evidence["pod"] == "kgc-run1/kgc-gpu-0"
+
+
+def test_skips_for_a_missing_command_keep_the_pod_s_evidence() -> None:
+    v = judge("gpu.cc-mode", with_cc(mode_rc=127, mode_output="nvidia-smi: not found"))
+    assert v.status is Status.SKIP and v.evidence["rc"] == 127
+    v = judge("gpu.cc-attestation", with_cc(attest_rc=127, attest_output=f"url {URL}\n"),
+              ATTEST)
+    assert v.status is Status.SKIP and v.evidence["url"] == URL
+
+
+def test_a_client_error_after_a_2xx_answer_names_the_client_and_its_error() -> None:
+    out = f"url {URL}\ncurl: (23) Failure writing output\nvia curl rc 23 http 200 bytes 12"
+    v = judge("gpu.cc-attestation", with_cc(attest_rc=0, attest_output=out), ATTEST)
+    assert v.status is Status.FAIL
+    assert v.reason.endswith("was not released: curl exit 23: curl: (23) Failure writing output")
+
+
+def test_a_plain_guest_expects_the_profile_s_tee_and_keeps_what_it_saw() -> None:
+    v = judge("gpu.cc-tee", with_cc(devices=(), kernel_lines=(), tdx_flag=False))
+    assert v.status is Status.FAIL and v.expected == "AMD SEV-SNP"
+    assert v.evidence["tee_devices"] == [] and v.evidence["tdx_cpu_flag"] is False

@@ -1118,3 +1118,157 @@ def test_an_image_that_cannot_be_pulled_settles_the_wait(reason: str) -> None:
 
     p = pod(None, phase="Pending", containers=(ContainerState("collector", "waiting", reason),))
     assert settled(p) == f"image pull: {reason}"
+
+
+# ------------------------------------------------------------------ fourth sample (seed final)
+def test_a_replayed_slice_counting_more_devices_than_it_holds_is_an_error() -> None:
+    """A bundle whose slice says it listed 3 devices but holds 2 (cut, or edited) is a
+    partial view: an error naming the slice, never a pass."""
+    ev = cluster([rslice("gpu-a", gpu(0), gpu(1), name="s-a")], [node("gpu-a")])
+    assert ev.dra is not None and ev.dra.slices is not None
+    cut = dataclasses.replace(ev.dra.slices[0], device_count=3)
+    ev = dataclasses.replace(ev, dra=dataclasses.replace(ev.dra, slices=(cut,)))
+    o = judge("gpu.dra-slices", ev)
+    assert o.status is Status.ERROR and "ResourceSlice s-a lists 3 devices" in o.reason
+
+
+def test_discovery_with_versions_of_the_wrong_type_reads_none() -> None:
+    from kgc.layers.gpu.dra import api_versions_from_discovery
+
+    for vs in (5, "v1", {"version": "v1"}, None):
+        assert api_versions_from_discovery(
+            {"groups": [{"name": "resource.k8s.io", "versions": vs}]}) == ()
+
+
+def test_both_ways_names_every_node_and_tells_to_run_one_allocator() -> None:
+    nodes = [node("gpu-a", allocatable={"nvidia.com/gpu": "1"}),
+             node("gpu-b", allocatable={"nvidia.com/gpu": "2"})]
+    o = judge("gpu.dra-both-ways", cluster([rslice("gpu-a", gpu(0)), rslice("gpu-b", gpu(1))],
+                                           nodes))
+    assert o.status is Status.FAIL
+    assert o.reason.startswith(
+        "2 node(s) advertise GPUs both ways: gpu-a (allocatable nvidia.com/gpu=1 and 1 DRA "
+        f"GPU(s) of {DRIVER}); gpu-b (allocatable nvidia.com/gpu=2 and 1 DRA GPU(s) of {DRIVER}).")
+    assert o.remediation == (
+        "Run one allocator per node: remove the device plugin (or its resource) from nodes where "
+        f"{DRIVER} publishes the GPUs, or stop the DRA driver there and set "
+        "platform.gpu.request.mode: device-plugin.")
+
+
+def test_device_class_remedies_in_full() -> None:
+    o = judge("gpu.dra-device-class", cluster([], TWO_NODES, classes=[klass(ext="x.io/y")]))
+    assert o.status is Status.FAIL
+    assert o.remediation == (
+        f"Set spec.extendedResourceName: nvidia.com/pgpu on DeviceClass {DRIVER} (NVIDIA's chart "
+        "sets nvidia.com/gpu on gpu.nvidia.com), or point platform.gpu.request.device_class / "
+        "platform.gpu.resources at the pair the cluster uses. Without it the request is never "
+        "served by DRA.")
+    o = judge("gpu.dra-device-class", cluster([], TWO_NODES), prof(device_class="a.example.com"))
+    assert o.remediation == (
+        f"Install the DRA driver of {DRIVER} (NVIDIA's chart creates DeviceClass gpu.nvidia.com, "
+        "and vfio.gpu.nvidia.com with PassthroughSupport), or set "
+        f"platform.gpu.request.device_class to one of: {DRIVER}")
+
+
+def test_unlisted_classes_or_slices_without_a_reason_say_so_and_how_to_grant() -> None:
+    ev = cluster([], TWO_NODES)
+    assert ev.dra is not None
+    o = judge("gpu.dra-device-class", dataclasses.replace(
+        ev, dra=dataclasses.replace(ev.dra, device_classes=None)))
+    assert o.reason == "DeviceClasses could not be listed: no reason"
+    o = judge("gpu.dra-slices", dataclasses.replace(
+        ev, dra=dataclasses.replace(ev.dra, slices=None)))
+    assert o.remediation == ("Grant the run's ServiceAccount get/list on "
+                             "resourceslices.resource.k8s.io (kgc rbac certify).")
+
+
+def test_more_gpus_on_several_nodes_are_each_named() -> None:
+    ev = cluster([rslice("gpu-a", gpu(0), gpu(1)), rslice("gpu-b", gpu(2), gpu(3))], TWO_NODES)
+    o = judge("gpu.dra-slices", ev, prof(devices_per_node=1))
+    assert o.status is Status.WARN
+    assert o.reason == ("more GPUs than the profile expects: gpu-a (2, the profile expects 1), "
+                        "gpu-b (2, the profile expects 1)")
+
+
+def test_no_selected_gpu_node_names_the_selector() -> None:
+    ev = cluster([], [node("gpu-a", {"pool": "other"})], selector_keys=("pool",))
+    o = judge("gpu.dra-slices", ev, prof(node_selector={"pool": "kgc"}))
+    assert o.status is Status.FAIL
+    assert o.reason.startswith("no GPU node matching {'pool': 'kgc'}: none is labelled")
+
+
+def test_nodes_advertise_when_v1_is_not_served_and_when_a_node_publishes_nothing() -> None:
+    o = judge("gpu.nodes-advertise", cluster(None, TWO_NODES, discovery=DISCOVERY_BETA))
+    assert o.reason == ("resource.k8s.io/v1 is not served, so no node offers GPUs by DRA (see "
+                        "gpu.dra-api)")
+    o = judge("gpu.nodes-advertise", cluster([rslice("gpu-a", gpu(0))], TWO_NODES))
+    assert o.status is Status.FAIL and o.found == "gpu-b"
+
+
+def test_a_driverless_slice_records_the_problem() -> None:
+    s = rslice("gpu-a", gpu(0))
+    del s["spec"]["driver"]
+    assert "no spec.driver" in slice_from_api(s).problems
+
+
+# ------------------------------------------------------------------ gpu.dra_pod, seed final
+def test_a_claim_with_a_number_for_a_name_reads_without_crashing() -> None:
+    c = claim_from_api({"metadata": {"name": 5}, "status": {}})
+    assert c.name is None and c.allocated is False
+
+
+def test_exactly_max_results_is_read_and_one_more_is_an_error() -> None:
+    from kgc.layers.gpu.dra_pod import MAX_RESULTS
+
+    res = [{"request": "gpu", "driver": DRIVER, "pool": "gpu-a", "device": f"gpu-{i}"}
+           for i in range(MAX_RESULTS + 1)]
+    assert claim_from_api(claim_obj(results=res[:MAX_RESULTS])).error is None
+    assert claim_from_api(claim_obj(results=res)).error is not None
+
+
+def test_allocation_reasons_join_every_device_and_consumer() -> None:
+    res = [{"request": "gpu", "driver": DRIVER, "pool": "gpu-a", "device": f"gpu-{i}"}
+           for i in range(2)]
+    v = judge_pod("gpu.dra-allocation", dra_pod(claim_obj("c1", results=res)))
+    assert v.status is Status.PASS and v.evidence["mode"] == "claim"
+    assert v.reason == (f"kgc-run1/kgc-gpu-0: allocated {DRIVER}/gpu-a/gpu-0, "
+                        f"{DRIVER}/gpu-a/gpu-1 on gpu-a, reserved for the pod")
+    v = judge_pod("gpu.dra-allocation", dra_pod(claim_obj("c1", reserved=("p1", "p2"))))
+    assert "c1: reservedFor names p1, p2, not kgc-gpu-0" in v.reason
+
+
+def test_a_guest_without_product_names_says_no_named_gpu() -> None:
+    assert H200.smi is not None
+    g = dataclasses.replace(H200, smi=dataclasses.replace(H200.smi, gpus=tuple(
+        dataclasses.replace(x, product_name=None) for x in H200.smi.gpus)))
+    sl = [rslice("gpu-a", {"name": "gpu-0", "attributes": {
+        "productName": {"string": "NVIDIA H200"}}})]
+    v = judge_pod("gpu.dra-device-match", dra_pod(guest=g, slices=sl))
+    assert v.status is Status.FAIL and v.reason.endswith("the guest has no named GPU")
+
+
+def test_device_match_errors_keep_the_pod_s_evidence_and_name_every_device() -> None:
+    from gpu.synth import cpu_guest, pod
+
+    v = judge_pod("gpu.dra-device-match", pod(H200, request_mode="claim"))
+    assert v.status is Status.ERROR and v.evidence["mode"] == "claim"
+    p = dra_pod(claim_obj("c1", device="gpu-0"), claim_obj("c2", device="gpu-1"),
+                guest=cpu_guest())
+    v = judge_pod("gpu.dra-device-match", p)
+    assert v.reason.startswith("kgc-run1/kgc-gpu-0: DRA allocated gpu-a/gpu-0, gpu-a/gpu-1 but "
+                               "the Kata guest has no NVIDIA GPU PCI function")
+
+
+def test_slices_of_another_driver_listed_first_do_not_hide_the_device() -> None:
+    other = rslice("gpu-a", gpu(0, uuid={"string": "GPU-other"}))
+    other["spec"]["driver"] = "other.example.com"
+    c = claim_from_api(claim_obj(), [other, rslice("gpu-a", gpu(0, uuid={"string": H200_UUID}))])
+    assert c.device_attributes["gpu-0"]["uuid"] == H200_UUID
+
+
+def test_a_finished_or_running_pod_settles_the_wait() -> None:
+    from gpu.synth import pod
+    from kgc.layers.gpu.plan import settled
+
+    assert settled(pod(None, phase="Failed", containers=())) == "the pod failed"
+    assert settled(pod(H200, phase="Running")) == "the pod ran"
