@@ -1266,9 +1266,10 @@ def test_slices_of_another_driver_listed_first_do_not_hide_the_device() -> None:
     assert c.device_attributes["gpu-0"]["uuid"] == H200_UUID
 
 
-def test_a_finished_or_running_pod_settles_the_wait() -> None:
+def test_a_finished_pod_settles_the_wait() -> None:
     from gpu.synth import pod
     from kgc.layers.gpu.plan import settled
 
     assert settled(pod(None, phase="Failed", containers=())) == "the pod failed"
-    assert settled(pod(H200, phase="Running")) == "the pod ran"
+    assert settled(pod(H200)) == "the pod succeeded"
+    assert settled(pod(H200, phase="Running")) is None
