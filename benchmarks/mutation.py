@@ -8,8 +8,10 @@ Each MODULE below is one figure: the files mutated, the functions whose mutants 
 the FAST self-tests (``-m "not lab and not slow"``) allowed to kill them. ``node`` is the
 figure of issue 9 (``src/kgc/layers/<layer>/checks.py`` of the node and runtime layers,
 ``Check.judge`` and ``overall``); the others (issue 21) are the cluster layers' evaluators
-and models, the gate's policy and evaluation, ``kgc diff`` and the fleet merge. Hypothesis is
-pinned to a small derandomised profile so every mutant sees the same examples.
+and models, the gpu layer's DRA and confidential-GPU evaluators (``gpu.dra``,
+``gpu.dra_pod``, ``gpu.cc``, ``gpu.dra_causes``), the gate's policy and evaluation,
+``kgc diff`` and the fleet merge. Hypothesis is pinned to a small derandomised profile so
+every mutant sees the same examples.
 
 mutmut (pinned in tox.ini) runs in a scratch copy of the repository per module, so neither
 its ``mutants/`` tree nor its configuration touches the work tree. Survivors that are
