@@ -253,3 +253,17 @@ def test_a_plain_guest_expects_the_profile_s_tee_and_keeps_what_it_saw() -> None
     v = judge("gpu.cc-tee", with_cc(devices=(), kernel_lines=(), tdx_flag=False))
     assert v.status is Status.FAIL and v.expected == "AMD SEV-SNP"
     assert v.evidence["tee_devices"] == [] and v.evidence["tdx_cpu_flag"] is False
+
+
+
+# --------------------------------------------------------------------------- seed post
+def test_a_client_error_without_detail_names_the_exit_status_alone() -> None:
+    out = f"url {URL}\nvia curl rc 23 http 200 bytes 12"
+    v = judge("gpu.cc-attestation", with_cc(attest_rc=0, attest_output=out), ATTEST)
+    assert v.status is Status.FAIL and v.reason.endswith("was not released: curl exit 23")
+
+
+def test_an_unparsable_attestation_record_keeps_its_evidence() -> None:
+    v = judge("gpu.cc-attestation", with_cc(attest_rc=0, attest_output=f"url {URL}\n???"),
+              ATTEST)
+    assert v.status is Status.ERROR and v.evidence["cc_attest"] == f"url {URL}\n???"

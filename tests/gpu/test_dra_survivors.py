@@ -1211,6 +1211,72 @@ def test_a_driverless_slice_records_the_problem() -> None:
     assert "no spec.driver" in slice_from_api(s).problems
 
 
+
+# ------------------------------------------------------------------ fifth sample (seed post)
+def test_a_list_with_zero_remaining_items_is_whole() -> None:
+    d = evidence_from_api(DISCOVERY_V1, {"items": [klass()]},
+                          {"metadata": {"remainingItemCount": 0},
+                           "items": [rslice("gpu-a", gpu(0))]}, driver=DRIVER)
+    ev = dataclasses.replace(cluster([], [node("gpu-a")]), dra=d)
+    assert judge("gpu.dra-slices", ev).status is Status.PASS
+    good = {"items": [rslice("gpu-a", gpu(0))], "metadata": {"remainingItemCount": 3}}
+    d = evidence_from_api(DISCOVERY_V1, {"items": [klass()]}, good, driver=DRIVER)
+    o = judge("gpu.dra-slices", dataclasses.replace(ev, dra=d))
+    assert o.status is Status.ERROR and o.reason.endswith("judges none on a partial view")
+
+
+def test_dra_api_lists_every_version_served() -> None:
+    disc = {"groups": [{"name": "resource.k8s.io", "versions": [{"version": "v1alpha3"},
+                                                                {"version": "v1beta1"}]}]}
+    o = judge("gpu.dra-api", cluster(None, TWO_NODES, discovery=disc))
+    assert o.reason == ("resource.k8s.io/v1 is not served (the API server serves "
+                        "resource.k8s.io/v1alpha3, resource.k8s.io/v1beta1)")
+
+
+def test_both_ways_names_every_advertised_resource_of_a_node() -> None:
+    n = node("gpu-a", allocatable={"nvidia.com/pgpu": "1", "nvidia.com/gpu": "1"})
+    ev = cluster([rslice("gpu-a", gpu(0))], [n], classes=[klass(ext=None)])
+    o = judge("gpu.dra-both-ways", ev, prof("claim"))
+    assert "gpu-a (allocatable nvidia.com/pgpu=1, nvidia.com/gpu=1 and 1 DRA GPU(s)" in o.reason
+
+
+def test_device_class_warn_remedy_truncated_list_evidence_and_a_plain_unmapped_reason() -> None:
+    o = judge("gpu.dra-device-class",
+              cluster([], TWO_NODES, classes=[klass(), klass("vfio.gpu.nvidia.com")]))
+    assert o.remediation == f"Leave spec.extendedResourceName: nvidia.com/gpu on {DRIVER} only."
+    classes = {"metadata": {"remainingItemCount": 300}, "items": [klass("other.example.com")]}
+    d = evidence_from_api(DISCOVERY_V1, classes, {"items": []}, driver=DRIVER)
+    o = judge("gpu.dra-device-class", dataclasses.replace(cluster([], TWO_NODES), dra=d))
+    assert o.evidence["class_count"] == 301
+    o = judge("gpu.dra-device-class", cluster([], TWO_NODES, classes=[klass(ext=None)]))
+    assert o.reason.endswith("(platform.gpu.resources: nvidia.com/pgpu, nvidia.com/gpu)")
+
+
+def test_too_few_gpus_alone_names_only_them_and_keeps_the_counts() -> None:
+    ev = cluster([rslice("gpu-a", gpu(0)), rslice("gpu-b", gpu(1), gpu(2))], TWO_NODES)
+    o = judge("gpu.dra-slices", ev, prof(devices_per_node=2))
+    assert o.status is Status.FAIL and o.reason == "too few GPUs on gpu-a (1 of 2)"
+    assert o.evidence["gpus"] == {"gpu-a": 1, "gpu-b": 2}
+
+
+def test_nodes_advertise_without_any_gpu_node_and_with_a_silent_one() -> None:
+    bare = {"metadata": {"name": "cpu-1", "labels": {}}, "status": {}}
+    o = judge("gpu.nodes-advertise", cluster([], [bare]))
+    assert o.status is Status.FAIL and o.found == "none"
+    assert o.reason == (f"no GPU node publishes {DRIVER} devices or carries a GPU label "
+                        "(nvidia.com/gpu.present=true, feature.node.kubernetes.io/"
+                        "pci-10de.present=true); 1 node(s) in the cluster")
+    o = judge("gpu.nodes-advertise", cluster([rslice("gpu-a", gpu(0))], TWO_NODES))
+    assert o.evidence["nodes"] == {"gpu-a": f"1 DRA GPU(s) of {DRIVER}",
+                                   "gpu-b": f"0 DRA GPU(s) of {DRIVER}"}
+
+
+def test_a_nameless_slice_records_the_problem() -> None:
+    s = rslice("gpu-a", gpu(0))
+    s["metadata"] = {}
+    assert "a ResourceSlice without metadata.name" in slice_from_api(s).problems
+
+
 # ------------------------------------------------------------------ gpu.dra_pod, seed final
 def test_a_claim_with_a_number_for_a_name_reads_without_crashing() -> None:
     c = claim_from_api({"metadata": {"name": 5}, "status": {}})
@@ -1273,3 +1339,35 @@ def test_a_finished_pod_settles_the_wait() -> None:
     assert settled(pod(None, phase="Failed", containers=())) == "the pod failed"
     assert settled(pod(H200)) == "the pod succeeded"
     assert settled(pod(H200, phase="Running")) is None
+
+
+# ------------------------------------------------------------------ gpu.dra_pod, seed post
+def test_every_claim_is_judged_after_an_unallocated_one() -> None:
+    first = claim_obj("c1")
+    del first["status"]["allocation"]
+    v = judge_pod("gpu.dra-allocation", dra_pod(first, claim_obj("c2", reserved=("other",))))
+    assert v.status is Status.FAIL
+    assert v.reason == ("kgc-run1/kgc-gpu-0: ResourceClaim c1 is not allocated; c2: reservedFor "
+                        "names other, not kgc-gpu-0")
+    assert v.remediation.startswith(f"The GPU must come from the profile's DeviceClass {DRIVER} "
+                                    f"(driver {DRIVER})")
+
+
+def test_allocation_errors_keep_the_pod_s_evidence_and_the_claim_s_consumers() -> None:
+    obj = claim_obj("c1")
+    del obj["status"]["allocation"]["devices"]["results"]
+    assert claim_from_api(obj).reserved_for == ("kgc-gpu-0",)
+    for bad in (claim_obj("c1", results=[]), claim_obj("c1", results=[{"request": "gpu"}])):
+        v = judge_pod("gpu.dra-allocation", dra_pod(bad))
+        assert v.status is Status.ERROR and v.evidence["mode"] == "claim"
+        assert v.evidence["pod"] == "kgc-run1/kgc-gpu-0"
+
+
+def test_a_runc_sandbox_failure_says_nothing_was_passed_and_keeps_the_evidence() -> None:
+    from gpu.synth import cpu_guest
+
+    runc = dataclasses.replace(cpu_guest(), hypervisor_flag=False)
+    v = judge_pod("gpu.dra-device-match", dra_pod(guest=runc))
+    assert v.reason.endswith("shows no NVIDIA GPU PCI function (see gpu.in-vm): nothing was "
+                             "passed through")
+    assert v.evidence["mode"] == "claim"
