@@ -1371,3 +1371,52 @@ def test_a_runc_sandbox_failure_says_nothing_was_passed_and_keeps_the_evidence()
     assert v.reason.endswith("shows no NVIDIA GPU PCI function (see gpu.in-vm): nothing was "
                              "passed through")
     assert v.evidence["mode"] == "claim"
+
+
+# ------------------------------------------------------------------ sixth sample (seed last)
+def test_twins_with_a_driver_qualified_bus_id_are_one_gpu() -> None:
+    """The bus id may be published as ``<driver>/pciBusID``: a GPU and its VFIO twin still
+    count once."""
+    twin = [{"name": n, "attributes": {f"{DRIVER}/pciBusID": {"string": "0000:9d:00.0"},
+                                       "productName": {"string": "NVIDIA H200"}},
+             "capacity": {"memory": {"value": "1Gi"}}} for n in ("gpu-0", "gpu-vfio-0")]
+    o = judge("gpu.dra-slices", cluster([rslice("gpu-a", *twin)], [node("gpu-a")]))
+    assert o.status is Status.PASS and o.evidence["gpus"] == {"gpu-a": 1}
+
+
+def test_slice_reading_keeps_capacities_and_names_devices_and_counts_problems() -> None:
+    s = slice_from_api(rslice("gpu-a", gpu(0)))
+    assert s.devices[0].capacity == {"memory": "143771Mi"}
+    bad = rslice("gpu-a", {"name": "gpu-0", "attributes": "x"})
+    assert "device gpu-0: attributes is not a map" in slice_from_api(bad).problems
+    many = rslice("gpu-a", *({"attributes": "x"} for _ in range(25)))
+    probs = slice_from_api(many).problems
+    assert probs[-1] == "... 30 more problem(s)"
+
+
+def test_unmapped_class_hint_names_only_classes_that_map_a_profile_resource() -> None:
+    ev = cluster([], TWO_NODES, classes=[klass(ext=None), klass("other.example.com", ext=None)])
+    o = judge("gpu.dra-device-class", ev)
+    assert o.status is Status.FAIL and "instead" not in o.reason
+
+
+def test_found_and_expected_texts_join_every_name() -> None:
+    o = judge("gpu.dra-device-class", cluster([], TWO_NODES, classes=[
+        klass(), klass("vfio.gpu.nvidia.com")]), prof(device_class="a.example.com"))
+    assert o.found == f"{DRIVER}, vfio.gpu.nvidia.com"
+    n = node("gpu-a", allocatable={"nvidia.com/pgpu": "1"})
+    o = judge("gpu.dra-both-ways", cluster([rslice("gpu-a", gpu(0))], [n],
+                                           classes=[klass(ext=None)]), prof("claim"))
+    assert o.expected == "allocatable nvidia.com/pgpu / nvidia.com/gpu 0 where DRA publishes GPUs"
+    o = judge("gpu.nodes-advertise", cluster([], TWO_NODES))
+    assert o.found == "gpu-a, gpu-b"
+
+
+def test_dra_slices_no_gpu_node_and_more_gpus_evidence() -> None:
+    bare = {"metadata": {"name": "cpu-1", "labels": {}}, "status": {}}
+    o = judge("gpu.dra-slices", cluster([], [bare]))
+    assert o.status is Status.FAIL and o.found == "none"
+    assert o.remediation == f"Deploy the DRA driver {DRIVER} (its kubelet plugin) on the GPU nodes."
+    o = judge("gpu.dra-slices", cluster([rslice("gpu-a", gpu(0), gpu(1))], [node("gpu-a")]),
+              prof(devices_per_node=1))
+    assert o.status is Status.WARN and o.evidence["gpus"] == {"gpu-a": 2}
