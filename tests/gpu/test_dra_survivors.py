@@ -1420,3 +1420,29 @@ def test_dra_slices_no_gpu_node_and_more_gpus_evidence() -> None:
     o = judge("gpu.dra-slices", cluster([rslice("gpu-a", gpu(0), gpu(1))], [node("gpu-a")]),
               prof(devices_per_node=1))
     assert o.status is Status.WARN and o.evidence["gpus"] == {"gpu-a": 2}
+
+
+# ------------------------------------------------------------------ seventh sample (seed end)
+def test_a_bad_capacity_entry_is_named_and_does_not_hide_the_next_one() -> None:
+    dev = gpu(0)
+    dev["capacity"] = {"bad": {}, "memory": {"value": "1Gi"}}
+    s = slice_from_api(rslice("gpu-a", dev))
+    assert s.devices[0].capacity == {"memory": "1Gi"}
+    assert "device gpu-0: capacity 'bad' has no value" in s.problems
+    dev["capacity"] = ["memory"]
+    assert "device gpu-0: capacity is not a map" in slice_from_api(rslice("gpu-a", dev)).problems
+
+
+def test_no_version_served_is_found_as_none() -> None:
+    o = judge("gpu.dra-api", cluster(None, TWO_NODES, discovery={"groups": []}))
+    assert o.status is Status.FAIL and o.found == "none"
+
+
+def test_the_unmapped_class_failure_keeps_the_class_and_no_gpu_node_tells_to_deploy() -> None:
+    o = judge("gpu.dra-device-class", cluster([], TWO_NODES, classes=[klass(ext=None)]))
+    assert o.evidence["device_class"]["name"] == DRIVER
+    bare = {"metadata": {"name": "cpu-1", "labels": {}}, "status": {}}
+    o = judge("gpu.nodes-advertise", cluster([], [bare]))
+    assert o.remediation == (f"Deploy the DRA driver {DRIVER} so that its kubelet plugin "
+                             "publishes the GPUs of every GPU node in ResourceSlices (see "
+                             "gpu.dra-slices).")
