@@ -8,8 +8,10 @@ Each MODULE below is one figure: the files mutated, the functions whose mutants 
 the FAST self-tests (``-m "not lab and not slow"``) allowed to kill them. ``node`` is the
 figure of issue 9 (``src/kgc/layers/<layer>/checks.py`` of the node and runtime layers,
 ``Check.judge`` and ``overall``); the others (issue 21) are the cluster layers' evaluators
-and models, the gate's policy and evaluation, ``kgc diff`` and the fleet merge. Hypothesis is
-pinned to a small derandomised profile so every mutant sees the same examples.
+and models, the gpu layer's DRA and confidential-GPU evaluators (``gpu.dra``,
+``gpu.dra_pod``, ``gpu.cc``, ``gpu.dra_causes``), the gate's policy and evaluation,
+``kgc diff`` and the fleet merge. Hypothesis is pinned to a small derandomised profile so
+every mutant sees the same examples.
 
 mutmut (pinned in tox.ini) runs in a scratch copy of the repository per module, so neither
 its ``mutants/`` tree nor its configuration touches the work tree. Survivors that are
@@ -86,6 +88,18 @@ GATE_TESTS = ("tests/gate/test_gate_policy.py", "tests/gate/test_gate_diff_cli.p
               "tests/test_gate_survivors.py")
 FLEET_TESTS = ("tests/fleet/test_collect.py", "tests/fleet/test_merge_exact.py",
                "tests/test_fleet.py")
+# issue 20's DRA and confidential-GPU evaluators: their own tests, the layer's (every check on
+# the recorded bundles) and the fixture verdicts (every check on every fixture, in-process)
+GPU_LAYER_TESTS = ("tests/gpu/test_gpu_layer.py", "tests/test_fixture_verdicts.py")
+DRA_TESTS = ("tests/gpu/test_dra_preflight.py", "tests/gpu/test_dra_pod.py",
+             "tests/gpu/test_plan.py", "tests/gpu/test_gpu_checks.py", *GPU_LAYER_TESTS,
+             "tests/gpu/test_dra_survivors.py")
+DRA_POD_TESTS = ("tests/gpu/test_dra_pod.py", "tests/gpu/test_kata_events.py", *GPU_LAYER_TESTS,
+                 "tests/gpu/test_dra_survivors.py")
+CC_TESTS = ("tests/gpu/test_cc.py", *GPU_LAYER_TESTS, "tests/gpu/test_cc_survivors.py")
+DRA_CAUSE_TESTS = ("tests/gpu/test_classify.py", "tests/gpu/test_kata_events.py",
+                   "tests/gpu/test_dra_pod.py", "tests/gpu/test_plan.py", *GPU_LAYER_TESTS,
+                   "tests/gpu/test_dra_survivors.py")
 
 
 def _whole(path: str) -> str:
@@ -103,6 +117,17 @@ def _funcs(path: str, *names: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _funcs_except(path: str, *skip: str) -> tuple[str, ...]:
+    """Mutant-name globs of every function and method of a file but ``skip`` (e.g. a
+    ``register`` function that only applies the registry's decorator, like module-level
+    code)."""
+    tree = ast.parse((REPO / path).read_text())
+    names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+    names += [f"{c.name}.{f.name}" for c in tree.body if isinstance(c, ast.ClassDef)
+              for f in c.body if isinstance(f, ast.FunctionDef)]
+    return _funcs(path, *(n for n in names if n not in skip))
+
+
 def _file_module(name: str, path: str, tests: tuple[str, ...], what: str) -> Module:
     return Module(name, (path,), (_whole(path),), tests, what)
 
@@ -111,6 +136,9 @@ _NODE_FILES = tuple(f"src/kgc/layers/{x}/checks.py" for x in NODE_LAYERS)
 _GATE = "src/kgc/gate/gate.py"
 _DIFF = "src/kgc/gate/diff.py"
 _FLEET = "src/kgc/fleet/collect.py"
+_DRA = "src/kgc/layers/gpu/dra.py"
+_CLASSIFY = "src/kgc/layers/gpu/classify.py"
+_PLAN = "src/kgc/layers/gpu/plan.py"
 MODULES: dict[str, Module] = {m.name: m for m in (
     Module("node", (*_NODE_FILES, "src/kgc/core/model.py", "src/kgc/core/report.py"),
            tuple(_whole(f) for f in _NODE_FILES) + CORE_SELECT, NODE_TESTS,
@@ -127,6 +155,16 @@ MODULES: dict[str, Module] = {m.name: m for m in (
                  "keda percentiles and ratios"),
     _file_module("keda.phases", "src/kgc/layers/keda/phases.py", KEDA_TESTS,
                  "keda phase computation"),
+    Module("gpu.dra", (_DRA,), _funcs_except(_DRA, "register"), DRA_TESTS,
+           "gpu DRA preflight: evaluators and evidence readers (register excluded)"),
+    _file_module("gpu.dra_pod", "src/kgc/layers/gpu/dra_pod.py", DRA_POD_TESTS,
+                 "gpu DRA pod: gpu.dra-allocation, gpu.dra-device-match, claim readers"),
+    _file_module("gpu.cc", "src/kgc/layers/gpu/cc.py", CC_TESTS,
+                 "gpu confidential GPUs: gpu.cc-tee/-mode/-ready/-attestation"),
+    Module("gpu.dra_causes", (_CLASSIFY, _PLAN),
+           _funcs(_CLASSIFY, "_scheduling", "_kata", "dra_publishers")
+           + _funcs(_PLAN, "settled"), DRA_CAUSE_TESTS,
+           "the classifier's scheduling/Kata stages (DRA causes incl.) + the waiter's settled"),
     Module("gate.evaluate", (_GATE,),
            _funcs(_GATE, "evaluate", "_accept", "_check_finding", "_target_scopes",
                   "_skip_summary"), GATE_TESTS, "kgc gate: evaluate and its helpers"),

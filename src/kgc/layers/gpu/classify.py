@@ -597,10 +597,12 @@ def _scheduling(pod: GpuPodEvidence, cluster: ClusterGpuEvidence | None) -> Caus
             "must select nodes that exist.",
             msg,
         )
-    budget = f"{pod.waited_s or pod.budget_s or 0:.0f} s"
+    # a wait of unknown length (neither recorded: a hand-made bundle) is not called "0 s"
+    waited = pod.waited_s or pod.budget_s
+    budget = f" within {waited:.0f} s" if waited else ""
     return _fail(
         "never-scheduled",
-        f"{pod.ref} was not scheduled within {budget} and no FailedScheduling event explains it",
+        f"{pod.ref} was not scheduled{budget} and no FailedScheduling event explains it",
         "Check that kube-scheduler runs and is healthy (kubectl -n kube-system get pods; its "
         "log), that no scheduling gate holds the pod, or raise cluster.gpu.schedule_timeout_s.",
         None,

@@ -426,17 +426,22 @@ def dra_device_class(ev: ClusterGpuEvidence, profile: Any) -> Outcome:
         name = requested_name(gp, got)
         mapped = [c.name for c in got.device_classes if c.extended_resource_name == name]
         if dc.extended_resource_name != name:
-            other = f"; {', '.join(mapped)} map(s) {name} instead" if mapped else ""
+            # the classes that do map one of the profile's resources (the fix may be to point
+            # platform.gpu.request.device_class at one of them), whichever resource it is
+            maps = [f"{c.name} maps {c.extended_resource_name}" for c in got.device_classes
+                    if c.name != dc.name and c.extended_resource_name in gp.resources]
+            other = f"; {', '.join(maps)} instead" if maps else ""
+            has = (f"has spec.extendedResourceName {dc.extended_resource_name!r}"
+                   if dc.extended_resource_name else "has no spec.extendedResourceName")
             return failed(
-                f"DeviceClass {dc.name} has spec.extendedResourceName "
-                f"{dc.extended_resource_name!r}, none of the resources a dra-extended pod "
+                f"DeviceClass {dc.name} {has}, none of the resources a dra-extended pod "
                 f"may request (platform.gpu.resources: {', '.join(gp.resources)}){other}",
                 f"Set spec.extendedResourceName: {name} on DeviceClass {dc.name} (NVIDIA's "
                 "chart sets nvidia.com/gpu on gpu.nvidia.com), or point "
                 "platform.gpu.request.device_class / platform.gpu.resources at the pair the "
                 "cluster uses. Without it the request is never served by DRA.",
                 expected=f"extendedResourceName {name}",
-                found=str(dc.extended_resource_name), device_class=dc_ev)
+                found=dc.extended_resource_name or "none", device_class=dc_ev)
         if len(mapped) > 1:
             return warned(
                 f"DeviceClasses {', '.join(mapped)} all map {name}: which one serves a request "

@@ -27,10 +27,11 @@ from typing import Any
 from kgc.core.model import Outcome, Severity, errored, failed, passed, skipped, warned
 from kgc.layers.gpu.checks import _pod_ev, _ran, _scoped, not_a_vm, settings
 from kgc.layers.gpu.classify import _DRA_FIX
-from kgc.layers.gpu.evidence import ClaimEvidence, ClaimResult, GpuPodEvidence
+from kgc.layers.gpu.evidence import ClaimEvidence, ClaimResult
 
 MAX_RESULTS = 64  # a claim allocating more devices than this is malformed evidence
 MAX_TEXT = 253
+UNNAMED = "(unnamed claim)"  # a claim without metadata.name, in reasons and evidence
 
 
 def _s(v: Any) -> str | None:
@@ -120,7 +121,7 @@ def claim_from_api(obj: Any, slices: Any = None) -> ClaimEvidence:
                          device_attributes={k: v for k, v in attrs.items() if v})
 
 
-def _skip_mode(pod: GpuPodEvidence | None, mode: str) -> Outcome | None:
+def _skip_mode(mode: str) -> Outcome | None:
     if mode == "device-plugin":
         return skipped("platform.gpu.request.mode is device-plugin: the GPU is not "
                        "allocated by DRA")
@@ -147,7 +148,7 @@ def _attr(attrs: Mapping[str, str], name: str) -> str | None:
 def dra_allocation(subj: Any, profile: Any) -> Outcome:
     gp = settings(profile)
     pod = subj.pod
-    skip = _skip_mode(pod, gp.request.mode)
+    skip = _skip_mode(gp.request.mode)
     if skip is not None:
         return skip
     if pod is None:
@@ -159,7 +160,7 @@ def dra_allocation(subj: Any, profile: Any) -> Outcome:
     probs: list[str] = []
     rows: list[dict[str, Any]] = []
     for c in pod.claims:
-        cname = c.name or "(unnamed claim)"
+        cname = c.name or UNNAMED
         if c.error:
             return errored(f"{pod.ref}: ResourceClaim {cname}: {c.error}", **ev)
         rows.append({"claim": cname, "node": c.node, "reserved_for": list(c.reserved_for),
@@ -216,7 +217,7 @@ def dra_allocation(subj: Any, profile: Any) -> Outcome:
 )
 def dra_device_match(subj: Any, profile: Any) -> Outcome:
     gp = settings(profile)
-    skip = _skip_mode(subj.pod, gp.request.mode)
+    skip = _skip_mode(gp.request.mode)
     if skip is not None:
         return skip
     got = _ran(subj)
@@ -224,7 +225,7 @@ def dra_device_match(subj: Any, profile: Any) -> Outcome:
         return got
     pod, g = got
     ev = {**_pod_ev(pod), "mode": gp.request.mode}
-    allocated = [(c.name or "?", r, c.device_attributes.get(r.device or "", {}))
+    allocated = [(c.name or UNNAMED, r, c.device_attributes.get(r.device or "", {}))
                  for c in pod.claims for r in c.results]
     if not allocated:
         return errored(f"{pod.ref}: no allocated DRA device was recorded (see "

@@ -27,7 +27,6 @@ from kgc.layers.gpu.classify import (
     DRA_UNALLOCATABLE,
     PULL_REASONS,
     dra_publishers,
-    pod_ran,
 )
 from kgc.layers.gpu.dra import dra_gpu_nodes, node_gpus, requested_name
 from kgc.layers.gpu.evidence import ClusterGpuEvidence, GpuPodEvidence
@@ -238,10 +237,9 @@ def settled(pod: GpuPodEvidence, cluster: ClusterGpuEvidence | None = None) -> s
     """
     if pod.create_error is not None:
         return "the API refused the pod"
+    # (a pod that ran, classify.pod_ran, has Succeeded: settled by the line above)
     if pod.phase in ("Succeeded", "Failed"):
         return f"the pod {pod.phase.lower()}"
-    if pod_ran(pod):
-        return "the pod ran"
     for e in pod.events:
         m = _INSUFFICIENT.search(e.message or "")
         if e.reason == "FailedScheduling" and m and cluster is not None and cluster.nodes:
