@@ -531,3 +531,165 @@ def test_annotation_default_max_vcpus_may_equal_the_host_cpus() -> None:
     assert expected_vm(m, k, HostCaps(cpus=8)).refusal == ""
     m["metadata"]["annotations"] = {"io.katacontainers.config.hypervisor.default_max_vcpus": "9"}
     assert "exceeds the node's CPUs" in expected_vm(m, k, HostCaps(cpus=8)).refusal
+
+
+# -- sizing.checks: the seeded sample of 2026-12-03 (seed `after`, 20 of 60 alive) -------------
+def test_a_node_with_unreadable_allocatable_memory_is_named() -> None:
+    """The node's allocatable memory is the right-hand side of the overcommit sum: when it
+    cannot be parsed the check cannot decide and must say which node and which field."""
+    bad = {"metadata": {"name": "gpu-a"}, "status": {"allocatable": {"memory": "lots"}}}
+    ev = SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        (kpod("a", RC_NV, "gpu-a", ctr("cuda", {"cpu": "2", "memory": "2Gi"})),), (bad,), RCS))
+    v = judge("sizing.node-overcommit", ev)
+    assert v.status is Status.ERROR, v.reason
+    assert v.reason == ("cannot read: node gpu-a: allocatable.memory: 'lots' is not a "
+                        "Kubernetes quantity")
+    assert "these pods' resources or nodes' allocatable memory" in v.remediation
+
+
+def test_an_unreadable_non_kata_pod_on_the_node_is_named() -> None:
+    """The other pods' requests count against the node (overcommit_counts_other_pods): a
+    runc pod whose resources cannot be read leaves the sum unknown, so the check errors
+    naming that pod and its field instead of passing on a partial sum."""
+    web = kpod("web", "runc", "gpu-a", ctr("app", requests={"memory": "lots"}))
+    ev = SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        (kpod("a", RC_NV, "gpu-a", ctr("cuda", {"cpu": "2", "memory": "2Gi"})), web),
+        (node("gpu-a", "64Gi"),), RCS))
+    v = judge("sizing.node-overcommit", ev)
+    assert v.status is Status.ERROR, v.reason
+    assert v.reason == ("cannot read: pod ml/web: app.resources.requests.memory: 'lots' is not "
+                        "a Kubernetes quantity")
+
+
+def test_a_kata_pod_on_a_node_the_cluster_did_not_list_is_undecided() -> None:
+    """A Kata pod bound to a node absent from the node list (deleted, or not readable):
+    its allocatable memory is unknown, so neither fit nor overcommit can be claimed."""
+    ev = SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        (kpod("a", RC_NV, "gpu-z", ctr("cuda", {"cpu": "2", "memory": "2Gi"})),),
+        (node("gpu-a", "64Gi"),), RCS))
+    v = judge("sizing.node-overcommit", ev)
+    assert v.status is Status.SKIP, v.reason
+    assert v.reason == "cannot decide: gpu-z: its allocatable memory is unknown"
+    (row,) = v.evidence["nodes"]
+    assert row["node"] == "gpu-z" and row["allocatable_mib"] is None
+    assert row["kata_total_mib"] == 10240 + 10240  # the VM and the RuntimeClass overhead
+
+
+def test_an_unsized_kata_pod_is_a_row_naming_why() -> None:
+    """The node table of a pod whose VM cannot be predicted says which pod, that its VM
+    size is unknown (null, never a number the sum could have used) and why."""
+    pods = (kpod("known", RC_NV, "gpu-a", ctr("cuda", {"cpu": "2", "memory": "2Gi"})),
+            kpod("unknown", "kata-clh", "gpu-a", ctr("app", {"cpu": "1", "memory": "1Gi"})))
+    rcs = (*RCS, {"metadata": {"name": "kata-clh"}, "handler": "kata-clh"})
+    ev = SizingEvidence(configs={RC_NV: src(RC_NV, "qemu-nvidia-gpu")},
+                        cluster=ClusterObjects(pods, (node("gpu-a", "64Gi"),), rcs))
+    (row,) = judge("sizing.node-overcommit", ev).evidence["nodes"]
+    assert row["kata_pods"][1] == {"pod": "ml/unknown", "runtime_class": "kata-clh",
+                                   "vm_mib": None, "overhead_mib": 0,
+                                   "why": "no Kata configuration for kata-clh"}
+    assert row["kata_total_mib"] == 10240 + 10240 and row["sum_mib"] == 20480
+
+
+def test_all_host_cpus_is_sized_with_the_node_capacity() -> None:
+    """default_vcpus < 0 means "every host CPU" (Go: katautils/config.go; runtime-rs:
+    CpuInfo::adjust_config): the VM's memory does not depend on it, but the model can size
+    it only with the node's CPU count, which node-overcommit takes from status.capacity.cpu.
+    With the node's 32 CPUs known the pod is sized and fits; it is never left undecided."""
+    allcpu = KataConfigSource(RC_NV, SOURCE_PROFILE, "all cpus",
+                              KataSizing("go", True, default_vcpus=-1, default_memory=8192))
+    ev = SizingEvidence(configs={RC_NV: allcpu}, cluster=ClusterObjects(
+        (kpod("a", RC_NV, "gpu-a", ctr("cuda", {"cpu": "2", "memory": "2Gi"})),),
+        (node("gpu-a", "64Gi", cpu="32"),), RCS))
+    v = judge("sizing.node-overcommit", ev)
+    assert v.status is Status.PASS, v.reason
+    assert v.reason == "every node's Kata VMs fit its allocatable memory: gpu-a 20480/65536 MiB"
+    assert v.evidence["nodes"][0]["kata_pods"][0]["vm"].startswith("34 vCPU / 10240 MiB")
+
+
+def test_a_vm_kata_should_have_refused_but_ran_fails_naming_the_refusal() -> None:
+    """default_maxmemory below the Go static VM (QEMU's maxmem < -m): Kata cannot start
+    it, so a guest that reports anything means the configuration in force is not the one
+    kgc was told about; the reason names the refusal."""
+    vm = expected_vm(one_container(), KataSizing("go", True, default_memory=8192,
+                                                 default_maxmemory=9000))
+    assert vm.refusal
+    g = GuestSize(nproc_all=3, present_kib=10240 * 1024, memtotal_kib=9900 * 1024)
+    j = judge_guest(vm, g, TOL)
+    assert j.status is Status.FAIL
+    assert j.reason == (f"expected 3 vCPU / 10240 MiB (Go static, {vm.settings}), found "
+                        f"3 / 9900 MiB: Kata should have refused this sandbox ({vm.refusal}) "
+                        "yet it ran")
+
+
+def test_every_guest_problem_is_named() -> None:
+    """The collector's problems are all in the reason, each on its own."""
+    j = judge_guest(go_static_vm(), GuestSize(problems=("nproc exited 1", "no /proc/cpuinfo")),
+                    TOL)
+    assert j.status is Status.ERROR
+    assert j.reason.endswith("/proc/cpuinfo): nproc exited 1; no /proc/cpuinfo")
+    assert j.details == {"expected": go_static_vm().to_dict(),
+                         "guest": GuestSize(problems=("nproc exited 1",
+                                                      "no /proc/cpuinfo")).to_dict()}
+
+
+def test_two_failing_shapes_are_both_named_with_the_remedy() -> None:
+    """Each failing shape is its own sentence in the reason; the remedy names the
+    configuration source the prediction came from and what to look at on the node."""
+    small = GuestSize(nproc_all=2, present_kib=10240 * 1024, memtotal_kib=9900 * 1024)
+    ev = SizingEvidence(configs=CONFIGS, shapes=(
+        ShapeObservation("a", one_container(), RC_NV, node="n1", guest=small),
+        ShapeObservation("b", one_container(), RC_NV, node="n1", guest=small)))
+    v = judge("sizing.vm-matches-limits", ev)
+    assert v.status is Status.FAIL
+    one = ("expected 3 vCPU / 10240 MiB (Go static, default_vcpus=1, default_memory=8192), "
+           "found 2 / 9900 MiB: 2 vCPUs instead of 3")
+    assert v.reason.startswith(f"a: {one} (")
+    assert f"); b: {one} (" in v.reason
+    assert v.remediation == (
+        "The VM Kata booted differs from what its configuration implies (profile: test "
+        "qemu-nvidia-gpu). Check that the handler really uses that file (`kata-runtime env "
+        "--json` on the node), that no annotation overrides default_vcpus/default_memory, and "
+        "whether static_sandbox_resource_mgmt is what the profile says.")
+    rows = v.evidence["shapes"]
+    assert [r["expected"] for r in rows] == ["3 vCPU / 10240 MiB (Go static, default_vcpus=1, "
+                                             "default_memory=8192)"] * 2
+    assert [r["found"] for r in rows] == ["2 / 9900 MiB"] * 2
+
+
+def test_a_shape_of_a_class_without_configuration_is_skipped_next_to_a_pass() -> None:
+    """One shape judged and passing, another whose class has no known configuration: the
+    check passes on what it measured and names the shape it could not judge (and why)."""
+    other = ShapeObservation("clh-shape", one_container(), "kata-clh", node="n1",
+                             guest=GuestSize(nproc_all=3, memtotal_kib=4000 * 1024))
+    v = judge("sizing.vm-matches-limits",
+              SizingEvidence(configs=CONFIGS, shapes=(observed_pass(), other)))
+    assert v.status is Status.PASS, v.reason
+    assert ("; not judged: clh-shape: cannot predict: no Kata configuration for kata-clh"
+            in v.reason)
+    assert v.evidence["shapes"][1]["status"] == "skip"
+
+
+def test_only_not_applicable_shapes_measured_nothing() -> None:
+    """Every shape not applicable (no node has the GPU resource): nothing was measured, an
+    error naming each shape and telling how to get a shape that fits."""
+    na = ShapeObservation("gpu", one_container(), RC_NV,
+                          error="not applicable: no node has nvidia.com/pgpu capacity")
+    v = judge("sizing.vm-matches-limits", SizingEvidence(configs=CONFIGS, shapes=(na,)))
+    assert v.status is Status.ERROR
+    assert v.reason == ("no shape was measured: gpu: not run: not applicable: no node has "
+                        "nvidia.com/pgpu capacity")
+    assert v.remediation.startswith("Run the sizing layer with at least one pod shape that "
+                                    "fits the cluster")
+    ok = observed_pass()
+    v = judge("sizing.vm-matches-limits", SizingEvidence(configs=CONFIGS, shapes=(ok, na)))
+    assert v.evidence["shapes"][1] == {
+        "shape": "gpu", "runtime_class": RC_NV, "status": "skip",
+        "reason": "gpu: not run: not applicable: no node has nvidia.com/pgpu capacity"}
+
+
+def test_no_shapes_says_whether_none_were_recorded_or_the_matrix_is_empty() -> None:
+    v = judge("sizing.vm-matches-limits", SizingEvidence())
+    assert v.reason == "no shape was measured: the record holds no pod shapes (not collected)"
+    v = judge("sizing.vm-matches-limits", SizingEvidence(shapes=()))
+    assert v.reason == ("no shape was measured: the profile's cluster.sizing.shapes matrix is "
+                        "empty")
