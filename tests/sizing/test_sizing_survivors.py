@@ -40,6 +40,7 @@ from kgc.layers.sizing.model import (
     HostCaps,
     KataSizing,
     PodShape,
+    SizingInputError,
     VmSize,
     expected_vm,
     pod_limits,
@@ -693,3 +694,80 @@ def test_no_shapes_says_whether_none_were_recorded_or_the_matrix_is_empty() -> N
     v = judge("sizing.vm-matches-limits", SizingEvidence(shapes=()))
     assert v.reason == ("no shape was measured: the profile's cluster.sizing.shapes matrix is "
                         "empty")
+
+
+# -- sizing.model: the seeded sample of 2026-12-03 (seed `after`, 9 of 60 alive) ---------------
+@pytest.mark.parametrize(("ann", "config_maxv"), [
+    ({"default_max_vcpus": "2"}, 0),  # the cap comes from the annotation
+    ({"default_vcpus": "1"}, 2),  # another annotation: the configured cap still holds
+])
+def test_go_dynamic_hotplug_stops_at_maxvcpus_with_annotations(ann: dict[str, str],
+                                                               config_maxv: int) -> None:
+    """Go dynamic hot-plugs vCPUs up to default_maxvcpus and no further (qemu.go
+    hotplugAddCPUs: "Cannot hotplug %d CPUs ... the maximum amount of CPUs is %d", then adds
+    only up to the maximum); a pod annotation overriding some other hypervisor setting does
+    not lift that cap. cpu=4 on default_vcpus=1 wants ceil(1 + 4) = 5, gets 2."""
+    k = KataSizing("go", False, default_vcpus=1, default_maxvcpus=config_maxv,
+                   enable_annotations=tuple(ann))
+    m = one_container(cpu="4")
+    m["metadata"]["annotations"] = {f"io.katacontainers.config.hypervisor.{a}": v
+                                    for a, v in ann.items()}
+    vm = expected_vm(m, k, HostCaps(cpus=8))
+    assert (vm.vcpus, vm.refusal) == (2, "")
+    assert "vCPUs capped at default_maxvcpus=2 (wanted 5)" in vm.notes
+
+
+def test_runtime_rs_default_memory_zero_is_qemus_128_mib() -> None:
+    """runtime-rs on QEMU replaces default_memory = 0 by DEFAULT_QEMU_MEMORY_SIZE_MB (128,
+    kata-types default.rs; qemu.rs adjust_config): a limit-less pod gets 1 vCPU / 128 MiB,
+    and the model says why the VM is not 0 MiB. A memory request of 256Mi on such a pod is
+    starved: sizing.starved-pods names both figures."""
+    k = KataSizing("runtime-rs", True, default_memory=0, overhead_memory=32)
+    m = one_container()
+    del m["spec"]["containers"][0]["resources"]["limits"]
+    vm = expected_vm(m, k)
+    assert (vm.vcpus, vm.memory_mib, vm.refusal) == (1, 128, "")
+    assert "default_memory=0 -> 128 (runtime-rs QEMU default)" in vm.notes
+    rs0 = KataConfigSource("kata-rs0", SOURCE_PROFILE, "rs0", k)
+    pod = kpod("req", "kata-rs0", "n1", ctr("app", requests={"memory": "256Mi"}))
+    ev = SizingEvidence(configs={"kata-rs0": rs0}, cluster=ClusterObjects(
+        (pod,), (node("n1", "64Gi"),), ({"metadata": {"name": "kata-rs0"},
+                                         "handler": "kata-rs0"},)))
+    v = judge("sizing.starved-pods", ev)
+    assert v.status is Status.WARN, v.reason
+    assert "ml/req: app: memory request 256Mi without a limit; its VM gets 128 MiB for 256 MiB " \
+           "requested" in v.reason
+
+
+def test_go_default_vcpus_zero_boots_one_and_says_so() -> None:
+    """Go: default_vcpus = 0 in the TOML is replaced by defaultVCPUCount (1,
+    katautils/config.go); static cpu=2 gives ceil(1 + 2) = 3 vCPUs, and the VM's notes say
+    why it is not ceil(0 + 2) = 2."""
+    vm = expected_vm(one_container(), KataSizing("go", True, default_vcpus=0,
+                                                 default_memory=8192))
+    assert (vm.vcpus, vm.memory_mib) == (3, 10240)
+    assert vm.notes == ("default_vcpus=0 -> 1 (Go runtime default)",)
+    assert vm.settings.startswith("default_vcpus=1, ")
+
+
+def test_go_dynamic_explanation_lists_every_cpu_limited_container() -> None:
+    """The dynamic VM's explanation names each running container's CPU limit, one by one:
+    init containers have exited and are not listed, containers without a CPU limit add
+    nothing (ceil(1 + 2 + 0.5) = 4 vCPUs)."""
+    m = one_container()
+    m["spec"]["containers"].append({"name": "side", "resources": {"limits": {"cpu": "500m"}}})
+    m["spec"]["containers"].append({"name": "idle", "resources": {}})
+    m["spec"]["initContainers"] = [{"name": "warm", "resources": {"limits": {"cpu": "3"}}}]
+    vm = expected_vm(m, KATA_PRESETS["qemu"])
+    assert vm.vcpus == 4
+    assert "Σ running containers' limits [main=2, side=500m]) = 4" in vm.explanation
+
+
+@pytest.mark.parametrize(("manifest", "msg"), [
+    ({"metadata": ["p"]}, "metadata: expected a mapping, got list"),
+    ({"metadata": {"name": "p"}, "spec": "x"}, "spec: expected a mapping, got str"),
+])
+def test_a_pod_whose_metadata_or_spec_is_not_an_object_names_it(manifest: Any, msg: str) -> None:
+    with pytest.raises(SizingInputError) as e:
+        PodShape.from_manifest(manifest)
+    assert str(e.value) == msg
