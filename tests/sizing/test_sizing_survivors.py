@@ -24,7 +24,7 @@ import pytest
 from test_checks import CONFIGS, RC_GO, RC_NV, RCS, ctr, judge, kpod, node, src
 
 from kgc.core.model import Status
-from kgc.layers.sizing.checks import config_findings, judge_guest, memtotal_window
+from kgc.layers.sizing.checks import config_findings, judge_guest, judge_shape, memtotal_window
 from kgc.layers.sizing.evidence import (
     SOURCE_PROFILE,
     ClusterObjects,
@@ -43,6 +43,7 @@ from kgc.layers.sizing.model import (
     SizingInputError,
     VmSize,
     expected_vm,
+    go_calculate_sandbox_sizing,
     pod_limits,
     pod_requests,
 )
@@ -355,8 +356,8 @@ def test_a_malformed_runtimeclass_overhead_names_the_field() -> None:
                                                                 rcs))
     v = judge("sizing.node-overcommit", ev)
     assert v.status is Status.ERROR
-    assert ("pods[0]: RuntimeClass overhead.podFixed.memory: 'lots' is not a Kubernetes "
-            "quantity") in v.reason
+    assert ("pods[0]: RuntimeClass kata-qemu-nvidia-gpu: overhead.podFixed.memory: 'lots' is "
+            "not a Kubernetes quantity") in v.reason
 
 
 def test_guest_ram_one_page_of_slack_above_n_passes() -> None:
@@ -771,3 +772,176 @@ def test_a_pod_whose_metadata_or_spec_is_not_an_object_names_it(manifest: Any, m
     with pytest.raises(SizingInputError) as e:
         PodShape.from_manifest(manifest)
     assert str(e.value) == msg
+
+
+# -- the fresh sample of 2026-12-03 (seed `fresh-1203`, after the two files above) -------------
+@pytest.mark.parametrize(("overhead", "msg"), [
+    ("10Gi", "RuntimeClass kata-qemu-nvidia-gpu: overhead: expected a mapping, got str"),
+    ({"podFixed": ["10Gi"]},
+     "RuntimeClass kata-qemu-nvidia-gpu: overhead.podFixed: expected a mapping, got list"),
+])
+def test_a_runtimeclass_overhead_that_is_not_an_object_is_an_error(overhead: Any,
+                                                                   msg: str) -> None:
+    """**Product fix (2026-12-03)**: a RuntimeClass whose ``overhead`` (or its
+    ``podFixed``) is not an object was read as "no overhead", so a node the overhead
+    overcommits could pass. The API server never stores such a class (node.k8s.io/v1
+    Overhead is a struct of a ResourceList), so it comes from a damaged record: an error
+    naming the class, as for an unparsable podFixed.memory. 2 × (10240 VM + 10240
+    overhead) = 40960 MiB would not fit the node's 30Gi; without the overhead it would."""
+    rcs = ({"metadata": {"name": RC_NV}, "handler": "kata-qemu-nvidia-gpu",
+            "overhead": overhead},)
+    pods = tuple(kpod(n, RC_NV, "gpu-a", ctr("cuda", {"cpu": "2", "memory": "2Gi"}))
+                 for n in ("a", "b"))
+    ev = SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        pods, (node("gpu-a", "30Gi"),), rcs))
+    v = judge("sizing.node-overcommit", ev)
+    assert v.status is Status.ERROR, v.reason
+    assert v.reason == f"no readable Kata pod placed on a node; unreadable: pods[0]: {msg}; " \
+                       f"pods[1]: {msg}"
+    # a class without any overhead, or with an empty one, is a class without overhead
+    for none in ({}, {"podFixed": {"cpu": "1"}}, None):
+        rcs = ({"metadata": {"name": RC_NV}, "handler": "kata-qemu-nvidia-gpu",
+                "overhead": none},)
+        ev = SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+            pods, (node("gpu-a", "30Gi"),), rcs))
+        v = judge("sizing.node-overcommit", ev)
+        assert v.status is Status.PASS, (none, v.reason)
+
+
+def test_a_broken_kata_config_remedy_repeats_what_to_fix() -> None:
+    k = KataSizing("go", True, default_memory=4096, default_maxmemory=4095)
+    ev = SizingEvidence(configs={"kata": KataConfigSource("kata", SOURCE_PROFILE, "p", k)})
+    v = judge("sizing.kata-config", ev)
+    assert v.status is Status.FAIL
+    msg = ("kata (profile: p): default_maxmemory=4095 is below default_memory=4096: QEMU "
+           "refuses the VM")
+    assert (v.reason, v.remediation) == (msg, f"Fix the Kata configuration: {msg}")
+
+
+def test_the_fit_names_every_node() -> None:
+    pods = (kpod("a", RC_NV, "gpu-a", ctr("cuda", {"cpu": "2", "memory": "2Gi"})),
+            kpod("b", RC_NV, "gpu-b", ctr("cuda", {"cpu": "2", "memory": "2Gi"})))
+    ev = SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        pods, (node("gpu-a", "64Gi"), node("gpu-b", "32Gi")), RCS))
+    v = judge("sizing.node-overcommit", ev)
+    assert v.status is Status.PASS
+    assert v.reason == ("every node's Kata VMs fit its allocatable memory: gpu-a 20480/65536 "
+                        "MiB, gpu-b 20480/32768 MiB")
+
+
+def test_judge_shape_alone_names_its_shape_and_status() -> None:
+    """judge_shape is the layer's exported one-shape judge (kgc.layers.sizing): its result
+    names the shape and carries the status in its row, for a pass and for a class it cannot
+    predict alike."""
+    ok = judge_shape(observed_pass(), CONFIGS[RC_NV], TOL)
+    assert (ok.shape, ok.status, ok.row["status"]) == ("gpu-shape", Status.PASS, "pass")
+    obs = ShapeObservation("clh-shape", one_container(), "kata-clh", node="n1",
+                           guest=GuestSize(nproc_all=3, memtotal_kib=4000 * 1024))
+    skip = judge_shape(obs, None, TOL)
+    assert (skip.shape, skip.status) == ("clh-shape", Status.SKIP)
+    assert skip.reason == "clh-shape: cannot predict: no Kata configuration for kata-clh"
+
+
+def test_virtio_mem_resizes_exactly_even_with_the_host_memory_unknown() -> None:
+    """Go dynamic with virtio-mem (qemu.go ResizeMemory: QOM ``requested-size`` = request −
+    default_memory, no memory-block rounding): 500Mi on 2048 is exactly 2548 MiB; with ACPI
+    DIMM hot-plug it is one 512 MiB multiple of the 128 MiB block, 2560. With
+    default_maxmemory 0 and the node's memory unknown there is no cap to apply."""
+    m = one_container(cpu="1", mem="500Mi")
+    vm = expected_vm(m, KataSizing("go", False, virtio_mem=True))
+    assert (vm.vcpus, vm.memory_mib, vm.refusal) == (2, 2548, "")
+    assert expected_vm(m, KataSizing("go", False)).memory_mib == 2560
+
+
+def test_refusal_texts_say_the_vm_does_not_start() -> None:
+    """The two static Go refusals are quoted in verdicts ("Kata refuses its sandbox: ..."):
+    241 vCPUs pass QEMU's amd64 maximum of 240 (govmm MaxVCPUs); 10240 MiB pass
+    default_maxmemory 9000."""
+    vm = expected_vm(one_container(cpu="240"), KATA_PRESETS["qemu-nvidia-gpu"])
+    assert vm.vcpus == 241
+    assert vm.refusal == ("241 vCPUs exceed QEMU's maximum of 240 (maxcpus is clamped below "
+                          "cpus): the VM does not start")
+    vm = expected_vm(one_container(), KataSizing("go", True, default_memory=8192,
+                                                 default_maxmemory=9000))
+    assert vm.refusal == ("10240 MiB exceeds default_maxmemory (9000 MiB, QEMU's maxmem): the "
+                          "VM does not start")
+
+
+def test_hugepages_limits_add_to_the_dynamic_vm_and_are_named_when_malformed() -> None:
+    """Go dynamic's calculateSandboxMemory adds every container's HugepageLimits to its
+    memory limit (sandbox.go): 1Gi + hugepages-2Mi 512Mi on 2048 = 3584 MiB (a whole number
+    of 128 MiB blocks). A malformed hugepages limit names its field."""
+    m = one_container(cpu="1", mem="1Gi")
+    m["spec"]["containers"][0]["resources"]["limits"]["hugepages-2Mi"] = "512Mi"
+    assert expected_vm(m, KATA_PRESETS["qemu"]).memory_mib == 2048 + 1024 + 512
+    m["spec"]["containers"][0]["resources"]["limits"]["hugepages-2Mi"] = "lots"
+    with pytest.raises(SizingInputError) as e:
+        PodShape.from_manifest(m)
+    assert str(e.value) == ("pod ns/p: main.resources.limits.hugepages-2Mi: 'lots' is not a "
+                            "Kubernetes quantity")
+
+
+@pytest.mark.parametrize(("manifest", "msg"), [
+    (["p"], "pod: expected a mapping, got list"),
+    ({"metadata": {"name": "p"}, "spec": {"containers": [
+        {"name": "c", "resources": {"requests": ["1"]}}]}},
+     "pod p: c.resources.requests: expected a mapping, got list"),
+])
+def test_a_pod_or_its_requests_not_an_object_is_named(manifest: Any, msg: str) -> None:
+    with pytest.raises(SizingInputError) as e:
+        PodShape.from_manifest(manifest)
+    assert str(e.value) == msg
+
+
+def test_runtime_rs_zero_mib_sandbox_is_a_refusal_the_checks_report() -> None:
+    """runtime-rs with overhead_memory = 0 and a pod with a CPU limit but no memory limit:
+    InitialSizeManager::setup_config computes 0 MiB and the sandbox is refused. The model
+    says so (a refusal, never a 0 MiB VM that simply exists), sizing.starved-pods quotes
+    it, and a guest that nevertheless ran fails sizing.vm-matches-limits."""
+    k = KataSizing("runtime-rs", True, overhead_memory=0)
+    m = one_container()
+    del m["spec"]["containers"][0]["resources"]["limits"]["memory"]
+    vm = expected_vm(m, k)
+    assert vm.refusal.startswith("computed sandbox memory is 0 MiB")
+    rs0 = KataConfigSource("kata-rs0", SOURCE_PROFILE, "rs0", k)
+    rcs = ({"metadata": {"name": "kata-rs0"}, "handler": "kata-rs0"},)
+    pod = kpod("cpu-only", "kata-rs0", "n1", ctr("app", {"cpu": "2"}))
+    v = judge("sizing.starved-pods", SizingEvidence(configs={"kata-rs0": rs0},
+                                                    cluster=ClusterObjects((pod,), (), rcs)))
+    assert v.status is Status.WARN
+    assert f"ml/cpu-only: Kata refuses its sandbox: {vm.refusal}" in v.reason
+    obs = ShapeObservation("cpu-only", m, "kata-rs0", node="n1",
+                           guest=GuestSize(nproc_all=3, memtotal_kib=2000 * 1024))
+    v = judge("sizing.vm-matches-limits", SizingEvidence(configs={"kata-rs0": rs0},
+                                                          shapes=(obs,)))
+    assert v.status is Status.FAIL and "Kata should have refused this sandbox" in v.reason
+
+
+@pytest.mark.parametrize(("shares", "vcpus"), [("1024", 1), ("1025", 2), ("2048", 2)])
+def test_go_static_cpus_from_shares_round_up_per_1024(shares: str, vcpus: int) -> None:
+    """With quota -1 (no CFS quota: the kubelet's static CPU manager) the Go runtime takes
+    ceil(shares / 1024) CPUs: 1024 shares are one CPU, one share more is two."""
+    ann = {"io.kubernetes.cri.sandbox-cpu-period": "100000",
+           "io.kubernetes.cri.sandbox-cpu-quota": "-1",
+           "io.kubernetes.cri.sandbox-cpu-shares": shares,
+           "io.kubernetes.cri.sandbox-memory": "0"}
+    assert go_calculate_sandbox_sizing(ann) == (vcpus, 0)
+
+
+def test_a_pod_shape_keeps_its_class_node_and_phase() -> None:
+    m = one_container()
+    m["spec"].update(runtimeClassName="kata-qemu", nodeName="n1")
+    m["status"] = {"phase": "Running"}
+    p = PodShape.from_manifest(m)
+    assert (p.ref, p.runtime_class, p.node, p.phase) == ("ns/p", "kata-qemu", "n1", "Running")
+
+
+def test_vm_size_to_dict_is_the_whole_vm() -> None:
+    """VmSize.to_dict is what the lab's guest captures record as "predicted" and what
+    judge_guest hands back as details["expected"]: every field under its own name."""
+    vm = go_static_vm()
+    assert vm.to_dict() == {"vcpus": 3, "memory_mib": 10240, "mode": "Go static",
+                            "explanation": vm.explanation,
+                            "settings": "default_vcpus=1, default_memory=8192",
+                            "boot_vcpus": 3, "boot_memory_mib": 10240, "refusal": "",
+                            "notes": []}
