@@ -945,3 +945,64 @@ def test_vm_size_to_dict_is_the_whole_vm() -> None:
                             "settings": "default_vcpus=1, default_memory=8192",
                             "boot_vcpus": 3, "boot_memory_mib": 10240, "refusal": "",
                             "notes": []}
+
+
+# -- the `after` sample of the changed checks.py (2026-12-03, 7 of 60 alive) -------------------
+def test_an_offline_vcpu_reason_names_where_it_was_seen() -> None:
+    g = GuestSize(nproc_all=3, cpus_present=3, cpus_online=2, present_kib=10240 * 1024,
+                  memtotal_kib=9900 * 1024)
+    j = judge_guest(go_static_vm(), g, TOL)
+    assert "3 vCPUs present but 2 online (/sys/devices/system/cpu/online)" in j.reason
+    g = GuestSize(nproc_all=3, cpuinfo_processors=2, present_kib=10240 * 1024,
+                  memtotal_kib=9900 * 1024)
+    assert "3 vCPUs present but 2 online (/proc/cpuinfo)" in judge_guest(go_static_vm(), g,
+                                                                          TOL).reason
+
+
+def test_an_unsizable_shape_pod_keeps_its_row() -> None:
+    """A shape whose pod cannot be sized is an error, and the shape table still says which
+    shape, class, node and configuration source it was."""
+    bad = one_container(mem="2.5Gb")
+    obs = ShapeObservation("broken", bad, RC_NV, node="n1",
+                           guest=GuestSize(nproc_all=3, memtotal_kib=9900 * 1024))
+    v = judge("sizing.vm-matches-limits", SizingEvidence(configs=CONFIGS, shapes=(obs,)))
+    assert v.status is Status.ERROR
+    (row,) = v.evidence["shapes"]
+    assert (row["shape"], row["runtime_class"], row["node"], row["source"], row["status"]) == (
+        "broken", RC_NV, "n1", "profile: test qemu-nvidia-gpu", "error")
+    assert v.remediation == ("Check why these pods did not run or report (events, the "
+                             "collector output) and rerun.")
+
+
+@pytest.mark.parametrize(("alloc", "status"), [("20480Mi", Status.PASS),
+                                               ("20479Mi", Status.FAIL)])
+def test_kata_vms_exactly_filling_the_allocatable_memory_fit(alloc: str, status: Status) -> None:
+    """The scheduler admits a pod while Σ requests ≤ allocatable (NodeResourcesFit: it
+    fails only when the request exceeds allocatable − requested), so a node whose Kata VM +
+    overhead (10240 + 10240 MiB) equals its allocatable memory fits; one MiB less does not."""
+    ev = SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        (kpod("a", RC_NV, "gpu-a", ctr("cuda", {"cpu": "2", "memory": "2Gi"})),),
+        (node("gpu-a", alloc),), RCS))
+    v = judge("sizing.node-overcommit", ev)
+    assert v.status is status, v.reason
+
+
+def test_only_unreadable_kata_pods_tell_how_to_look_at_them() -> None:
+    bad = kpod("bad", RC_GO, "n1", ctr("app", {"memory": "lots"}))
+    ev = SizingEvidence(configs=CONFIGS, cluster=ClusterObjects((bad,), (), RCS))
+    v = judge("sizing.starved-pods", ev)
+    assert v.status is Status.ERROR
+    assert v.reason == ("no readable running Kata pod to inspect; unreadable: pods[0]: pod "
+                        "ml/bad: app.resources.limits.memory: 'lots' is not a Kubernetes "
+                        "quantity")
+    assert v.remediation.startswith("kgc's sizing model could not read these pods' resources: "
+                                    "look at them with `kubectl get pod -o yaml`")
+
+
+def test_a_failing_shape_verdict_says_what_was_expected_and_found() -> None:
+    small = GuestSize(nproc_all=2, present_kib=10240 * 1024, memtotal_kib=9900 * 1024)
+    v = judge("sizing.vm-matches-limits", SizingEvidence(configs=CONFIGS, shapes=(
+        ShapeObservation("a", one_container(), RC_NV, node="n1", guest=small),)))
+    assert v.status is Status.FAIL
+    assert v.expected == "a: 3 vCPU / 10240 MiB (Go static, default_vcpus=1, default_memory=8192)"
+    assert v.found == "a: 2 / 9900 MiB"
