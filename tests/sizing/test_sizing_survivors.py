@@ -21,7 +21,7 @@ import types
 from typing import Any
 
 import pytest
-from test_checks import CONFIGS, RC_GO, RC_NV, RCS, ctr, judge, kpod, node, src
+from test_checks import CONFIGS, RC_GO, RC_NV, RC_RS, RCS, ctr, judge, kpod, node, src
 
 from kgc.core.model import Status
 from kgc.layers.sizing.checks import config_findings, judge_guest, judge_shape, memtotal_window
@@ -1006,3 +1006,165 @@ def test_a_failing_shape_verdict_says_what_was_expected_and_found() -> None:
     assert v.status is Status.FAIL
     assert v.expected == "a: 3 vCPU / 10240 MiB (Go static, default_vcpus=1, default_memory=8192)"
     assert v.found == "a: 2 / 9900 MiB"
+
+
+# -- the fresh2 sample of 2026-12-03 (seed `fresh2-1203`, 10 + 15 of 60 alive) -----------------
+def test_a_node_without_capacity_is_judged_on_its_allocatable_memory() -> None:
+    """status.capacity only resolves "all host CPUs"; a node that reports allocatable memory
+    and no capacity is still judged. An unparsable capacity.cpu names the node and field."""
+    pods = (kpod("a", RC_NV, "gpu-a", ctr("cuda", {"cpu": "2", "memory": "2Gi"})),)
+    bare = {"metadata": {"name": "gpu-a"}, "status": {"allocatable": {"memory": "64Gi"}}}
+    v = judge("sizing.node-overcommit", SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        pods, (bare,), RCS)))
+    assert v.status is Status.PASS, v.reason
+    bad = {"metadata": {"name": "gpu-a"}, "status": {"allocatable": {"memory": "64Gi"},
+                                                     "capacity": {"cpu": "lots"}}}
+    v = judge("sizing.node-overcommit", SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        pods, (bad,), RCS)))
+    assert v.status is Status.ERROR
+    assert v.reason == "cannot read: node gpu-a: capacity.cpu: 'lots' is not a Kubernetes quantity"
+
+
+@pytest.mark.parametrize(("mib", "fails"), [(0, False), (1, True), (63, True), (64, False)])
+def test_runtime_rs_qemu_memory_floor_edges(mib: int, fails: bool) -> None:
+    """runtime-rs QEMU refuses default_memory below MIN_QEMU_MEMORY_SIZE_MB (64, kata-types
+    qemu.rs validate); 0 is not below it but replaced by the 128 MiB default first."""
+    k = KataSizing("runtime-rs", True, default_memory=mib, overhead_memory=32)
+    assert any(st is Status.FAIL for st, _ in config_findings(k)) is fails
+    assert bool(expected_vm(one_container(), k).refusal) is fails
+
+
+def test_two_broken_kata_configs_are_both_in_the_remedy() -> None:
+    bad = KataSizing("go", True, default_memory=4096, default_maxmemory=4095)
+    ev = SizingEvidence(configs={n: KataConfigSource(n, SOURCE_PROFILE, "p", bad)
+                                 for n in ("kata-a", "kata-b")})
+    v = judge("sizing.kata-config", ev)
+    msg = "default_maxmemory=4095 is below default_memory=4096: QEMU refuses the VM"
+    assert v.remediation == (f"Fix the Kata configuration: kata-a (profile: p): {msg}; "
+                             f"kata-b (profile: p): {msg}")
+
+
+def test_a_kata_config_warning_keeps_the_config_table() -> None:
+    k = KataSizing("go", True, default_memory=255)
+    ev = SizingEvidence(configs={"kata": KataConfigSource("kata", SOURCE_PROFILE, "p", k)})
+    v = judge("sizing.kata-config", ev)
+    assert v.status is Status.WARN
+    (row,) = v.evidence["configs"]
+    assert (row["runtime_class"], row["source"], row["mode"]) == ("kata", "profile: p",
+                                                                  "Go static")
+
+
+def test_starved_pods_reason_remedy_and_table_without_unreadable_pods() -> None:
+    """A runtime-rs pod with a CPU limit and no memory limit gets only overhead_memory: the
+    warning says so, the remedy (no request to copy into a limit) says to raise the
+    limits, and the table lists the pod with its VM."""
+    pod = kpod("rs-cpu-only", RC_RS, "n1", ctr("app", {"cpu": "2"}))
+    v = judge("sizing.starved-pods", SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        (pod,), (), RCS)))
+    assert v.status is Status.WARN
+    assert v.reason == ("1 Kata pod(s) the VM will starve: ml/rs-cpu-only: no memory limit: the "
+                        "VM gets only overhead_memory=32 MiB")
+    assert v.remediation == ("Kata sizes the VM from limits only. Set them: raise the limits of "
+                             "these pods to at least their requests")
+    (row,) = v.evidence["pods"]
+    assert row["pod"] == "ml/rs-cpu-only" and row["vm"].startswith("3 vCPU / 32 MiB")
+
+
+def test_fine_pods_next_to_unreadable_ones_keep_their_table() -> None:
+    good = kpod("good", RC_NV, "n1", ctr("app", {"cpu": "2", "memory": "2Gi"}))
+    bad = kpod("bad", RC_GO, "n1", ctr("app", {"memory": "lots"}))
+    v = judge("sizing.starved-pods", SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        (good, bad), (), RCS)))
+    assert v.status is Status.ERROR
+    assert [r["pod"] for r in v.evidence["pods"]] == ["ml/good"]
+
+
+@pytest.mark.parametrize(("ann", "refusal"), [
+    ({"default_vcpus": "9"}, "annotation default_vcpus=9 exceeds the node's 8 CPUs: Kata "
+     "refuses the sandbox"),
+    ({"default_memory": "255"}, "annotation default_memory=255 is below 256 MiB: Kata refuses "
+     "the sandbox"),
+])
+def test_annotation_refusals_are_worded(ann: dict[str, str], refusal: str) -> None:
+    """Kata refuses an annotation default_vcpus above the host's CPUs and a default_memory
+    below vc.MinHypervisorMemory (256): the refusal is what starved-pods quotes."""
+    k = KataSizing("go", True, enable_annotations=tuple(ann))
+    m = one_container()
+    m["metadata"]["annotations"] = {f"io.katacontainers.config.hypervisor.{a}": v
+                                    for a, v in ann.items()}
+    assert expected_vm(m, k, HostCaps(cpus=8)).refusal == refusal
+
+
+def test_default_vcpus_equal_to_the_host_cpus_is_kept_as_is() -> None:
+    """Go only replaces default_vcpus when it is negative or above the host's CPUs; equal
+    to them it is used as written (no note of a replacement)."""
+    vm = expected_vm(one_container(), KataSizing("go", True, default_vcpus=8),
+                     HostCaps(cpus=8))
+    assert (vm.vcpus, vm.notes) == (10, ())
+    vm = expected_vm(one_container(), KataSizing("go", True, default_vcpus=9),
+                     HostCaps(cpus=8))
+    assert (vm.vcpus, vm.notes) == (10, ("default_vcpus=9 -> 8 (host CPUs)",))
+
+
+def test_go_dynamic_memory_capped_at_maxmemory_says_so() -> None:
+    """**Model fix (2026-12-03)**: Go dynamic stops hot-plugging at default_maxmemory (qemu.go
+    ResizeMemory: addMemMB = DefaultMaxMemorySize − current). A 4Gi pod on 2048 wants 6144
+    and gets 4096; the note that the VM was capped was written only when a later step found
+    nothing left to plug, not when the hot-plug reached the cap exactly."""
+    k = KataSizing("go", False, default_memory=2048, default_maxmemory=4096)
+    vm = expected_vm(one_container(cpu="1", mem="4Gi"), k)
+    assert (vm.memory_mib, vm.refusal) == (4096, "")
+    assert "memory capped at default_maxmemory=4096 MiB (wanted 6144)" in vm.notes
+    vm = expected_vm(one_container(cpu="1", mem="2Gi"), k)
+    assert vm.memory_mib == 4096 and not any("capped" in n for n in vm.notes)
+
+
+def test_virtio_mem_cannot_grow_past_maxmemory() -> None:
+    """virtio-mem resizes to the request, up to default_maxmemory (the device's region is
+    maxmem − default_memory): 2048 + 2Gi wanted, 3072 allowed."""
+    k = KataSizing("go", False, virtio_mem=True, default_maxmemory=3072)
+    vm = expected_vm(one_container(cpu="1", mem="2Gi"), k)
+    assert vm.memory_mib == 3072
+    assert "memory capped at default_maxmemory=3072 MiB (wanted 4096)" in vm.notes
+
+
+def test_static_explanations_show_the_arithmetic() -> None:
+    vm = go_static_vm()
+    assert vm.explanation.startswith(
+        "Go static: vCPUs = ceil(1 + 2) = 3, memory = 8192 + 2048 = 10240 MiB, from the sandbox "
+        "annotations quota=200000/period=100000, memory=2147483648 B")
+    m = one_container()
+    del m["spec"]["containers"][0]["resources"]["limits"]
+    vm = expected_vm(m, KATA_PRESETS["qemu-runtime-rs"])
+    assert vm.explanation == "runtime-rs static: no limits, so the configured defaults: 1 vCPU " \
+                             "/ 2048 MiB"
+    assert vm.boot_memory_mib == vm.memory_mib == 2048  # static: all of it at boot
+    vm = expected_vm(one_container(), KATA_PRESETS["qemu-runtime-rs"])
+    assert (vm.vcpus, vm.memory_mib, vm.boot_memory_mib) == (3, 2080, 2080)
+
+
+def test_f32_overflows_to_infinity_with_its_sign() -> None:
+    """Go's float32(x) of a float64 beyond MaxFloat32 is ±Inf."""
+    from kgc.layers.sizing.model import f32
+    assert f32(1e39) == float("inf") and f32(-1e39) == float("-inf")
+    assert f32(1.0) == 1.0
+
+
+def test_runtime_rs_period_of_one_microsecond_still_divides() -> None:
+    """initial_size.rs divides quota by period whenever period is non-zero: period 1,
+    quota 3 is 3 vCPUs."""
+    from kgc.layers.sizing.model import rs_initial_size
+    assert rs_initial_size(1, 3, 0) == (3.0, 0)
+    assert rs_initial_size(0, 3, 0) == (0.0, 0)
+
+
+@pytest.mark.parametrize(("manifest", "msg"), [
+    ({"metadata": {"name": "p", "annotations": ["a"]}}, "metadata.annotations: expected a "
+     "mapping, got list"),
+    ({"metadata": {"name": "p", "namespace": "ns"}, "spec": {"containers": [{"name": "c"}]},
+      "status": "Running"}, "pod ns/p: status: expected a mapping, got str"),
+])
+def test_annotations_or_status_not_an_object_are_named(manifest: Any, msg: str) -> None:
+    with pytest.raises(SizingInputError) as e:
+        PodShape.from_manifest(manifest)
+    assert str(e.value) == msg
