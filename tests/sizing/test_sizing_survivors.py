@@ -1168,3 +1168,180 @@ def test_annotations_or_status_not_an_object_are_named(manifest: Any, msg: str) 
     with pytest.raises(SizingInputError) as e:
         PodShape.from_manifest(manifest)
     assert str(e.value) == msg
+
+
+# -- the fresh3 sample of 2026-12-03 (seed `fresh3-1203`, 7 + 11 of 60 alive) -----------------
+def test_failing_shapes_of_two_sources_name_both_in_the_remedy() -> None:
+    small = GuestSize(nproc_all=2, present_kib=10240 * 1024, memtotal_kib=9900 * 1024)
+    other = {RC_GO: KataConfigSource(RC_GO, SOURCE_PROFILE, "test other",
+                                     KATA_PRESETS["qemu-nvidia-gpu"])}
+    v = judge("sizing.vm-matches-limits", SizingEvidence(configs={**CONFIGS, **other}, shapes=(
+        ShapeObservation("a", one_container(), RC_NV, node="n1", guest=small),
+        ShapeObservation("b", one_container(), RC_GO, node="n1", guest=small))))
+    assert v.remediation.startswith("The VM Kata booted differs from what its configuration "
+                                    "implies (profile: test other, profile: test qemu-nvidia-gpu)"
+                                    ". Check")
+
+
+def test_memtotal_equal_to_the_guest_ram_is_consistent() -> None:
+    """MemTotal = RAM − what the kernel reserves (≥ 0): equal is the limit, not a
+    contradiction; only MemTotal above RAM is inconsistent evidence."""
+    ram = 10240 * 1024
+    j = judge_guest(go_static_vm(), GuestSize(nproc_all=3, present_kib=ram, memtotal_kib=ram),
+                    TOL)
+    assert j.status is Status.PASS, j.reason
+    j = judge_guest(go_static_vm(), GuestSize(nproc_all=3, present_kib=ram,
+                                              memtotal_kib=ram + 16), TOL)
+    assert j.status is Status.ERROR
+
+
+def test_judge_shape_alone_names_a_shape_that_did_not_run() -> None:
+    obs = ShapeObservation("gpu", one_container(), RC_NV, error="pod did not start")
+    r = judge_shape(obs, CONFIGS[RC_NV], TOL)
+    assert (r.shape, r.status, r.reason) == ("gpu", Status.ERROR, "gpu: pod did not start")
+
+
+def test_no_known_kata_config_keeps_the_table_of_what_was_tried() -> None:
+    v = judge("sizing.kata-config", SizingEvidence(configs={"kata": resolve_config("kata")}))
+    assert v.status is Status.SKIP
+    (row,) = v.evidence["configs"]
+    assert row["runtime_class"] == "kata" and "mode" not in row
+
+
+def test_an_unsizable_pod_listed_first_does_not_hide_an_overcommit() -> None:
+    """A node's known Kata VMs already overcommit it: a pod of an unknown class listed
+    before them cannot make that better, the check fails naming the known pods."""
+    rcs = (*RCS, {"metadata": {"name": "kata-clh"}, "handler": "kata-clh"})
+    pods = (kpod("unknown", "kata-clh", "gpu-a", ctr("app", {"cpu": "1", "memory": "1Gi"})),
+            gpu_pod_("t0"), gpu_pod_("t1"))
+    ev = SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(pods, (node("gpu-a", "30Gi"),),
+                                                                rcs))
+    v = judge("sizing.node-overcommit", ev)
+    assert v.status is Status.FAIL, v.reason
+    assert "ml/t0 (10240 MiB VM + 10240 MiB overhead), ml/t1" in v.reason
+
+
+def gpu_pod_(name: str) -> dict[str, Any]:
+    return kpod(name, RC_NV, "gpu-a", ctr("cuda", {"cpu": "2", "memory": "2Gi"}))
+
+
+def test_every_unsizable_pod_of_a_node_is_named() -> None:
+    rcs = (*RCS, {"metadata": {"name": "kata-clh"}, "handler": "kata-clh"})
+    pods = tuple(kpod(n, "kata-clh", "gpu-a", ctr("app", {"cpu": "1", "memory": "1Gi"}))
+                 for n in ("x", "y"))
+    v = judge("sizing.node-overcommit", SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        pods, (node("gpu-a", "64Gi"),), rcs)))
+    assert v.status is Status.SKIP
+    assert v.reason == ("cannot decide: gpu-a: cannot size ml/x (no Kata configuration for "
+                        "kata-clh), ml/y (no Kata configuration for kata-clh)")
+
+
+def test_no_running_kata_pod_is_a_skip_saying_so() -> None:
+    ev = SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        (kpod("plain", "runc", "n1", ctr("app")),), (), RCS))
+    assert judge("sizing.starved-pods", ev).reason == "no running Kata pod to inspect"
+
+
+@pytest.mark.parametrize(("value", "refusal"), [
+    ("-1", "annotation default_vcpus='-1' is invalid: Kata refuses the sandbox"),
+    ("inf", "annotation default_vcpus='inf' is invalid: Kata refuses the sandbox"),
+    ("2", ""),
+])
+def test_annotation_default_vcpus_must_be_a_finite_non_negative_number(value: str,
+                                                                       refusal: str) -> None:
+    """Kata's setFloat32WithCheck (pkg/oci/utils.go) refuses a negative value
+    (errAnnotationPositiveNumericKey) and one beyond MaxFloat32 such as "inf"
+    (errAnnotationNumericKeyIsTooBig); 2 is honoured and noted: ceil(2 + 2) = 4 vCPUs."""
+    k = KataSizing("go", True, enable_annotations=("default_vcpus",))
+    m = one_container()
+    m["metadata"]["annotations"] = {"io.katacontainers.config.hypervisor.default_vcpus": value}
+    vm = expected_vm(m, k)
+    assert vm.refusal == refusal
+    if not refusal:
+        assert vm.vcpus == 4 and vm.notes == ("annotation default_vcpus=2",)
+
+
+def test_runtime_rs_default_vcpus_equal_to_maxvcpus_is_not_clamped() -> None:
+    k = KataSizing("runtime-rs", True, default_vcpus=2, default_maxvcpus=2, overhead_memory=32)
+    m = one_container()
+    del m["spec"]["containers"][0]["resources"]["limits"]
+    vm = expected_vm(m, k)
+    assert (vm.vcpus, vm.notes) == (2, ())
+    k = KataSizing("runtime-rs", True, default_vcpus=3, default_maxvcpus=2, overhead_memory=32)
+    vm = expected_vm(m, k)
+    assert (vm.vcpus, vm.notes) == (2, ("default_vcpus=3 clamped to default_maxvcpus=2",))
+
+
+@pytest.mark.parametrize("runtime", ["go", "runtime-rs"])
+def test_all_host_cpus_needs_the_node_cpu_count(runtime: Any) -> None:
+    k = KataSizing(runtime, True, default_vcpus=-1, overhead_memory=32)
+    with pytest.raises(SizingInputError) as e:
+        expected_vm(one_container(), k)
+    assert str(e.value) == ("default_vcpus = -1 means 'all host CPUs' but the node's CPU count "
+                            "is unknown")
+
+
+def test_go_dynamic_without_cpu_limits_says_so() -> None:
+    m = one_container()
+    del m["spec"]["containers"][0]["resources"]["limits"]["cpu"]
+    vm = expected_vm(m, KATA_PRESETS["qemu"])
+    assert vm.vcpus == 1
+    assert "Σ running containers' limits [none with a CPU limit]) = 1" in vm.explanation
+
+
+@pytest.mark.parametrize(("maxmem", "refused"), [(10240, False), (10239, True)])
+def test_go_static_vm_exactly_at_maxmemory_boots(maxmem: int, refused: bool) -> None:
+    """QEMU's -m N,maxmem=M needs M ≥ N: the 10240 MiB static VM boots with
+    default_maxmemory 10240 and is refused with 10239."""
+    k = KataSizing("go", True, default_memory=8192, default_maxmemory=maxmem)
+    assert bool(expected_vm(one_container(), k).refusal) is refused
+
+
+# -- the `after` sample of the changed model.py (2026-12-03, 8 of 60 alive and not equivalent) --
+def test_more_memory_hotplugs_than_slots_is_a_refusal() -> None:
+    """Each ACPI memory hot-plug takes one of QEMU's memory slots (-m ...,slots=N): an init
+    container (1Gi: 2048 -> 3072) and then the app (2Gi: -> 4096) are two hot-plugs, one
+    more than memory_slots = 1, so the app container does not start."""
+    m = one_container(cpu="1", mem="2Gi")
+    m["spec"]["initContainers"] = [{"name": "warm", "resources": {"limits": {"memory": "1Gi"}}}]
+    vm = expected_vm(m, KataSizing("go", False, memory_slots=1))
+    assert vm.refusal == ("2 memory hot-plugs exceed memory_slots=1: the last container fails "
+                          "to start")
+    assert expected_vm(m, KataSizing("go", False, memory_slots=2)).refusal == ""
+
+
+def test_go_dynamic_explanation_gives_the_memory_sum() -> None:
+    vm = go_dynamic_vm()
+    assert "memory = 2048 + 2048 MiB (the peak Σ of memory limits" in vm.explanation
+    assert vm.explanation.endswith("never returned) = 4096 MiB")
+
+
+def test_runtime_rs_static_boots_with_all_its_vcpus() -> None:
+    vm = expected_vm(one_container(), KATA_PRESETS["qemu-runtime-rs"])
+    assert (vm.vcpus, vm.boot_vcpus) == (3, 3)
+
+
+def test_runtime_rs_dynamic_is_refused_by_name() -> None:
+    with pytest.raises(SizingInputError) as e:
+        expected_vm(one_container(), KataSizing("runtime-rs", False, overhead_memory=32))
+    assert str(e.value) == ("runtime-rs with static_sandbox_resource_mgmt = false is not "
+                            "modelled (the shipped runtime-rs QEMU configs are static)")
+
+
+def test_runtime_rs_without_a_quota_adds_no_vcpu() -> None:
+    """initial_size.rs: no quota (None) means no CPU limit, whatever the period."""
+    from kgc.layers.sizing.model import rs_initial_size
+    assert rs_initial_size(100_000, None, 0) == (0.0, 0)
+
+
+def test_shares_are_parsed_unsigned_like_kata() -> None:
+    """CalculateSandboxSizing parses the shares annotation with strconv.ParseUint: 2^63 is
+    read (ceil(2^63 / 1024) = 2^53 CPUs, as float32), a negative text is a parse failure,
+    i.e. 0 shares and no CPUs."""
+    ann = {"io.kubernetes.cri.sandbox-cpu-period": "100000",
+           "io.kubernetes.cri.sandbox-cpu-quota": "-1",
+           "io.kubernetes.cri.sandbox-cpu-shares": str(1 << 63),
+           "io.kubernetes.cri.sandbox-memory": "0"}
+    assert go_calculate_sandbox_sizing(ann) == (float(1 << 53), 0)
+    ann["io.kubernetes.cri.sandbox-cpu-shares"] = "-2048"
+    assert go_calculate_sandbox_sizing(ann) == (0.0, 0)
