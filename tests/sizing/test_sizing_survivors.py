@@ -1345,3 +1345,119 @@ def test_shares_are_parsed_unsigned_like_kata() -> None:
     assert go_calculate_sandbox_sizing(ann) == (float(1 << 53), 0)
     ann["io.kubernetes.cri.sandbox-cpu-shares"] = "-2048"
     assert go_calculate_sandbox_sizing(ann) == (0.0, 0)
+
+
+# -- the fresh4 sample of 2026-12-03 (seed `fresh4-1203`, 13 + 4 of 60 alive) -----------------
+def test_a_pods_own_overhead_is_named_as_its_source_and_its_cpu_is_read() -> None:
+    """The RuntimeClass admission controller copies overhead.podFixed into the pod's
+    spec.overhead (cpu and memory): the table says the overhead came from the pod."""
+    p = kpod("a", RC_NV, "gpu-a", ctr("cuda", {"cpu": "2", "memory": "2Gi"}),
+             overhead={"cpu": "250m", "memory": "1Gi"})
+    assert PodShape.from_manifest(p).overhead_cpu_m == 250
+    v = judge("sizing.node-overcommit", SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        (p,), (node("gpu-a", "64Gi"),), RCS)))
+    assert v.status is Status.PASS
+    (entry,) = v.evidence["nodes"][0]["kata_pods"]
+    assert (entry["overhead_mib"], entry["overhead_from"]) == (1024, "pod spec.overhead")
+
+
+def test_inconsistent_guest_evidence_still_says_what_was_expected() -> None:
+    vm = go_static_vm()
+    bad = judge_guest(vm, GuestSize(nproc_all=3, present_kib=10000 * 1024,
+                                    memtotal_kib=10001 * 1024), TOL)
+    assert bad.status is Status.ERROR and bad.expected == vm.describe()
+
+
+def test_a_shape_of_a_class_whose_config_is_broken_names_the_error() -> None:
+    """The class's configuration failed to load: the shape cannot be predicted, the reason
+    carries the load error (not just where the file is), and with nothing else judged the
+    check errors telling how to give kgc the configuration."""
+    broken = KataConfigSource(RC_NV, SOURCE_PROFILE, "/etc/kata/configuration.toml",
+                              error="invalid TOML: line 3")
+    v = judge("sizing.vm-matches-limits", SizingEvidence(configs={RC_NV: broken},
+                                                          shapes=(observed_pass(),)))
+    assert v.status is Status.ERROR
+    assert v.reason == ("no shape could be judged: gpu-shape: cannot predict: invalid TOML: "
+                        f"line 3 for {RC_NV}")
+    assert v.remediation == ("Let kgc read each Kata RuntimeClass's configuration (runtime "
+                             "layer on the node), or describe it in the profile under "
+                             "cluster.sizing.kata.<runtime-class>, and rerun.")
+
+
+def test_kata_config_warn_remedy_and_pass_table() -> None:
+    k = KataSizing("go", True, default_memory=255)
+    ev = SizingEvidence(configs={"kata": KataConfigSource("kata", SOURCE_PROFILE, "p", k)})
+    v = judge("sizing.kata-config", ev)
+    assert v.remediation == ("Review these Kata settings: kata (profile: p): default_memory=255 "
+                             "is below Kata's 256 MiB minimum: the Go runtime silently uses 2048")
+    ok = SizingEvidence(configs={RC_NV: src(RC_NV, "qemu-nvidia-gpu")})
+    v = judge("sizing.kata-config", ok)
+    assert v.status is Status.PASS
+    assert [r["runtime_class"] for r in v.evidence["configs"]] == [RC_NV]
+
+
+def test_two_broken_kata_configs_are_both_in_the_reason() -> None:
+    bad = KataSizing("go", True, default_memory=4096, default_maxmemory=4095)
+    ev = SizingEvidence(configs={n: KataConfigSource(n, SOURCE_PROFILE, "p", bad)
+                                 for n in ("kata-a", "kata-b")})
+    msg = "default_maxmemory=4095 is below default_memory=4096: QEMU refuses the VM"
+    assert judge("sizing.kata-config", ev).reason == (f"kata-a (profile: p): {msg}; "
+                                                      f"kata-b (profile: p): {msg}")
+
+
+def test_the_node_table_counts_the_other_pods_requests() -> None:
+    pods = (gpu_pod_("t0"), kpod("web", "runc", "gpu-a", ctr("app", requests={"memory": "1Gi"})))
+    v = judge("sizing.node-overcommit", SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        pods, (node("gpu-a", "64Gi"),), RCS)))
+    (row,) = v.evidence["nodes"]
+    assert (row["other_pods_requests_mib"], row["sum_mib"]) == (1024, 20480 + 1024)
+
+
+def test_kata_pods_none_placed_is_a_skip_saying_so() -> None:
+    pending = kpod("a", RC_NV, None, ctr("cuda", {"cpu": "2", "memory": "2Gi"}))
+    v = judge("sizing.node-overcommit", SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        (pending,), (node("gpu-a", "64Gi"),), RCS)))
+    assert (v.status, v.reason) == (Status.SKIP, "no Kata pod is placed on a node")
+
+
+def test_every_undecided_node_is_named() -> None:
+    pods = (gpu_pod_("t0"), kpod("t1", RC_NV, "gpu-b", ctr("cuda", {"cpu": "1"})))
+    v = judge("sizing.node-overcommit", SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        pods, (), RCS)))
+    assert v.reason == ("cannot decide: gpu-a: its allocatable memory is unknown; gpu-b: its "
+                        "allocatable memory is unknown")
+
+
+def test_every_unreadable_pod_next_to_fine_ones_is_named() -> None:
+    good = kpod("good", RC_NV, "n1", ctr("app", {"cpu": "2", "memory": "2Gi"}))
+    bads = tuple(kpod(n, RC_GO, "n1", ctr("app", {"memory": "lots"})) for n in ("b1", "b2"))
+    v = judge("sizing.starved-pods", SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        (good, *bads), (), RCS)))
+    q = "app.resources.limits.memory: 'lots' is not a Kubernetes quantity"
+    assert v.reason == (f"1 Kata pod(s) fine, but some pods cannot be read: pods[1]: pod ml/b1: "
+                        f"{q}; pods[2]: pod ml/b2: {q}")
+
+
+def test_containers_not_a_list_is_named() -> None:
+    with pytest.raises(SizingInputError) as e:
+        PodShape.from_manifest({"metadata": {"name": "p"}, "spec": {"containers": {"a": 1}}})
+    assert str(e.value) == "pod p: spec.containers: expected a list, got dict"
+
+
+def test_go_dynamic_on_another_hypervisor_is_refused_with_the_way_out() -> None:
+    with pytest.raises(SizingInputError) as e:
+        expected_vm(one_container(), KataSizing("go", False, hypervisor="clh"))
+    assert str(e.value) == ("Go runtime dynamic sizing on clh is not modelled (only QEMU's "
+                            "hot-plug rules are); set static_sandbox_resource_mgmt or size it "
+                            "by profile")
+
+
+def test_pod_level_requests_override_the_container_sum() -> None:
+    """KEP-2837 pod-level resources: spec.resources.requests replace the containers' sum
+    for what the scheduler reserves (and for the starved-pods comparison)."""
+    m = one_container()
+    m["spec"]["resources"] = {"requests": {"cpu": "1", "memory": "3Gi"},
+                              "limits": {"cpu": "4", "memory": "4Gi"}}
+    p = PodShape.from_manifest(m)
+    assert pod_requests(p) == (1000, 3 << 30)
+    assert pod_limits(p) == (4000, 4 << 30)
