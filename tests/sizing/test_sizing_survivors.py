@@ -1461,3 +1461,69 @@ def test_pod_level_requests_override_the_container_sum() -> None:
     p = PodShape.from_manifest(m)
     assert pod_requests(p) == (1000, 3 << 30)
     assert pod_limits(p) == (4000, 4 << 30)
+
+
+# -- the fresh5 sample of 2026-12-03 (seed `fresh5-1203`, read after its run) -----------------
+def test_finished_and_unreadable_pods_listed_first_do_not_stop_the_others() -> None:
+    """A Succeeded Kata pod and an unreadable one listed before a running pod: the running
+    pod is still judged (starved-pods names it), and on the node the requests of a runc pod
+    listed after a finished and an unreadable runc pod are still counted."""
+    done = kpod("done", RC_GO, "n1", ctr("app", requests={"cpu": "1"}), phase="Succeeded")
+    bad = kpod("bad", RC_GO, "n1", ctr("app", {"memory": "lots"}))
+    starving = kpod("req-only", RC_GO, "n1", ctr("app", requests={"memory": "1Gi"}))
+    v = judge("sizing.starved-pods", SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        (done, bad, starving), (), RCS)))
+    assert v.status is Status.WARN
+    assert "ml/req-only: app: memory request 1024Mi without a limit" in v.reason
+    runc = [kpod("r-done", "runc", "gpu-a", ctr("app", requests={"memory": "1Gi"}),
+                 phase="Failed"),
+            kpod("r-bad", "runc", "gpu-a", ctr("app", requests={"memory": "lots"})),
+            kpod("r-ok", "runc", "gpu-a", ctr("app", requests={"memory": "2Gi"}))]
+    v = judge("sizing.node-overcommit", SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        (gpu_pod_("t0"), *runc), (node("gpu-a", "64Gi"),), RCS)))
+    assert v.status is Status.ERROR  # r-bad cannot be read
+    assert v.evidence["nodes"][0]["other_pods_requests_mib"] == 2048
+
+
+def test_no_configs_collected_is_a_skip_saying_so() -> None:
+    v = judge("sizing.kata-config", SizingEvidence())
+    assert v.reason == "no Kata RuntimeClass was found to size (no configs collected)"
+
+
+def test_runtime_rs_default_vcpus_zero_is_one_and_says_so() -> None:
+    m = one_container()
+    del m["spec"]["containers"][0]["resources"]["limits"]
+    vm = expected_vm(m, KataSizing("runtime-rs", True, default_vcpus=0, overhead_memory=32))
+    assert (vm.vcpus, vm.notes) == (1, ("default_vcpus=0 -> 1 (runtime-rs default)",))
+
+
+def test_a_hotplug_rounded_past_maxmemory_is_a_refusal() -> None:
+    """Go dynamic caps the hot-plug at default_maxmemory and then rounds it up to whole
+    memory blocks (qemu.go: addMemMB capped, then calcHotplugMemMiBSize): 2100 − 2048 = 52
+    MiB becomes a 128 MiB block, 2176 MiB past QEMU's maxmem=2100."""
+    k = KataSizing("go", False, default_memory=2048, default_maxmemory=2100)
+    vm = expected_vm(one_container(cpu="1", mem="2Gi"), k)
+    assert vm.refusal == ("hot-plugging 128 MiB (rounded up to 128 MiB blocks) passes "
+                          "default_maxmemory=2100 MiB: QEMU refuses it")
+
+
+def test_a_request_above_its_limit_is_refused_naming_both() -> None:
+    m = one_container(mem="50Mi")
+    m["spec"]["containers"][0]["resources"]["requests"] = {"memory": "700Mi"}
+    with pytest.raises(SizingInputError) as e:
+        PodShape.from_manifest(m)
+    assert str(e.value) == ("pod ns/p: main.resources: requests.memory '700Mi' exceeds "
+                            "limits.memory '50Mi' (the API server rejects such a pod)")
+
+
+def test_a_container_quota_without_a_period_adds_no_cpu() -> None:
+    """CalculateContainerSizing reads the CPU only when both quota and period are set."""
+    from kgc.layers.sizing.model import OciResources, go_calculate_container_sizing
+    assert go_calculate_container_sizing(OciResources(quota=50_000, period=None)) == (0.0, 0)
+
+
+def test_container_resources_not_an_object_is_named() -> None:
+    m = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "resources": "x"}]}}
+    with pytest.raises(SizingInputError) as e:
+        PodShape.from_manifest(m)
+    assert str(e.value) == "pod p: spec.containers[0].resources: expected a mapping, got str"
