@@ -1527,3 +1527,133 @@ def test_container_resources_not_an_object_is_named() -> None:
     with pytest.raises(SizingInputError) as e:
         PodShape.from_manifest(m)
     assert str(e.value) == "pod p: spec.containers[0].resources: expected a mapping, got str"
+
+
+# -- the fresh6 sample of 2026-12-03 (seed `fresh6-1203`, read after its run) -----------------
+def test_a_passing_guest_reason_gives_the_ram_window() -> None:
+    ram = 10240 * 1024
+    j = judge_guest(go_static_vm(), GuestSize(nproc_all=3, present_kib=ram,
+                                              memtotal_kib=ram - 300 * 1024), TOL)
+    assert j.status is Status.PASS
+    assert j.reason.endswith("(guest RAM 10240 MiB by /proc/zoneinfo, accepted [10232, 10240]; "
+                             "the kernel keeps 300 MiB of it)")
+
+
+def test_a_broken_config_that_still_carries_sizing_is_not_used_for_overcommit() -> None:
+    """A class whose configuration loaded with an error is not usable: its pods are not
+    sized from the half-read values, the node is left undecided."""
+    broken = KataConfigSource(RC_NV, SOURCE_PROFILE, "p", KATA_PRESETS["qemu-nvidia-gpu"],
+                              error="invalid TOML: line 3")
+    v = judge("sizing.node-overcommit", SizingEvidence(configs={RC_NV: broken},
+                                                        cluster=ClusterObjects(
+        (gpu_pod_("t0"),), (node("gpu-a", "64Gi"),), RCS)))
+    assert v.status is Status.SKIP, v.reason
+
+
+def test_an_unmodelled_config_names_why_the_pod_cannot_be_sized() -> None:
+    clh = KataConfigSource("kata-clh", SOURCE_PROFILE, "p", KataSizing("go", False,
+                                                                      hypervisor="clh"))
+    rcs = (*RCS, {"metadata": {"name": "kata-clh"}, "handler": "kata-clh"})
+    pod = kpod("x", "kata-clh", "gpu-a", ctr("app", {"cpu": "1", "memory": "1Gi"}))
+    v = judge("sizing.node-overcommit", SizingEvidence(configs={"kata-clh": clh},
+                                                        cluster=ClusterObjects(
+        (pod,), (node("gpu-a", "64Gi"),), rcs)))
+    assert v.status is Status.SKIP
+    assert v.reason.startswith("cannot decide: gpu-a: cannot size ml/x (Go runtime dynamic "
+                               "sizing on clh is not modelled")
+
+
+def test_two_overcommitted_nodes_are_both_named() -> None:
+    pods = (gpu_pod_("t0"), kpod("t1", RC_NV, "gpu-b", ctr("cuda", {"cpu": "2",
+                                                                     "memory": "2Gi"})))
+    v = judge("sizing.node-overcommit", SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        pods, (node("gpu-a", "16Gi"), node("gpu-b", "16Gi")), RCS)))
+    assert v.status is Status.FAIL
+    assert "ml/t0 (10240 MiB VM + 10240 MiB overhead); node gpu-b: Kata VMs" in v.reason
+    assert v.remediation.startswith("Reschedule or shrink these Kata pods (a VM is "
+                                    "default_memory + limits, and the RuntimeClass overhead "
+                                    "comes on top): node gpu-a: ")
+    assert "ml/t0 (10240 MiB VM + 10240 MiB overhead); node gpu-b: " in v.remediation
+
+
+def test_two_unreadable_kata_pods_alone_are_both_named() -> None:
+    bads = tuple(kpod(n, RC_GO, "n1", ctr("app", {"memory": "lots"})) for n in ("b1", "b2"))
+    v = judge("sizing.starved-pods", SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        bads, (), RCS)))
+    q = "app.resources.limits.memory: 'lots' is not a Kubernetes quantity"
+    assert v.reason == (f"no readable running Kata pod to inspect; unreadable: pods[0]: pod "
+                        f"ml/b1: {q}; pods[1]: pod ml/b2: {q}")
+
+
+@pytest.mark.parametrize(("req", "starved"), [("2000m", False), ("2001m", True)])
+def test_a_vm_with_fewer_vcpus_than_the_cpu_request_rounded_up_starves(req: str,
+                                                                        starved: bool) -> None:
+    """The VM must have at least ceil(Σ cpu requests) vCPUs: default_vcpus = 2 and no CPU
+    limit give a 2-vCPU VM, enough for 2000m, one vCPU short of ceil(2.001) = 3."""
+    k = KataConfigSource("kata-2", SOURCE_PROFILE, "p", KataSizing("go", True, default_vcpus=2,
+                                                                 default_memory=8192))
+    rcs = ({"metadata": {"name": "kata-2"}, "handler": "kata-2"},)
+    pod = kpod("p", "kata-2", "n1", ctr("app", requests={"cpu": req}))
+    v = judge("sizing.starved-pods", SizingEvidence(configs={"kata-2": k},
+                                                    cluster=ClusterObjects((pod,), (), rcs)))
+    assert (f"its VM gets 2 vCPU for {req} requested" in v.reason) is starved
+
+
+def test_no_shape_recorded_tells_how_to_get_one() -> None:
+    v = judge("sizing.vm-matches-limits", SizingEvidence())
+    assert v.remediation.startswith("Run the sizing layer with at least one pod shape")
+
+
+def test_annotation_default_memory_is_noted() -> None:
+    k = KataSizing("go", True, enable_annotations=("default_memory",))
+    m = one_container()
+    m["metadata"]["annotations"] = {"io.katacontainers.config.hypervisor.default_memory": "4096"}
+    vm = expected_vm(m, k)
+    assert (vm.memory_mib, vm.notes) == (4096 + 2048, ("annotation default_memory=4096",))
+
+
+@pytest.mark.parametrize(("maxv", "refused"), [("240", False), ("241", True)])
+def test_annotation_default_max_vcpus_up_to_qemus_240(maxv: str, refused: bool) -> None:
+    """govmm MaxVCPUs() is 240 on amd64: the annotation may ask for 240, not 241."""
+    k = KataSizing("go", False, enable_annotations=("default_max_vcpus",))
+    m = one_container(cpu="1")
+    m["metadata"]["annotations"] = {"io.katacontainers.config.hypervisor.default_max_vcpus": maxv}
+    assert bool(expected_vm(m, k).refusal) is refused
+
+
+def test_runtime_rs_default_memory_above_the_host_is_the_host() -> None:
+    m = one_container()
+    del m["spec"]["containers"][0]["resources"]["limits"]
+    vm = expected_vm(m, KataSizing("runtime-rs", True, default_memory=2048, overhead_memory=32),
+                     HostCaps(memory_mib=1024))
+    assert vm.memory_mib == 1024
+
+
+def test_each_app_container_hotplugs_once() -> None:
+    """Go dynamic hot-plugs when each container is created: app containers of 1Gi and 2Gi
+    on 2048 are two hot-plugs (3072, then 5120), within memory_slots = 2."""
+    m = one_container(cpu="1", mem="1Gi")
+    m["spec"]["containers"].append({"name": "b", "resources": {"limits": {"memory": "2Gi"}}})
+    vm = expected_vm(m, KataSizing("go", False, memory_slots=2))
+    assert (vm.memory_mib, vm.refusal) == (5120, "")
+    assert expected_vm(m, KataSizing("go", False, memory_slots=1)).refusal.startswith(
+        "2 memory hot-plugs exceed memory_slots=1")
+
+
+def test_limits_not_an_object_is_named() -> None:
+    m = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "resources": {
+        "limits": ["1"]}}]}}
+    with pytest.raises(SizingInputError) as e:
+        PodShape.from_manifest(m)
+    assert str(e.value) == "pod p: c.resources.limits: expected a mapping, got list"
+
+
+def test_runtime_rs_explanations_name_mode_and_arithmetic() -> None:
+    vm = expected_vm(one_container(), KATA_PRESETS["qemu-runtime-rs"])
+    assert vm.explanation == ("runtime-rs static: the pod has limits, so vCPUs = ceil(max(0.2 + "
+                              "2, 1)) = 3 and memory = 32 + 2048 = 2080 MiB (default_vcpus/"
+                              "default_memory are not used)")
+    m = one_container()
+    del m["spec"]["containers"][0]["resources"]["limits"]["memory"]
+    refused = expected_vm(m, KataSizing("runtime-rs", True, overhead_memory=0))
+    assert refused.mode == "runtime-rs static" and refused.refusal
