@@ -1657,3 +1657,33 @@ def test_runtime_rs_explanations_name_mode_and_arithmetic() -> None:
     del m["spec"]["containers"][0]["resources"]["limits"]["memory"]
     refused = expected_vm(m, KataSizing("runtime-rs", True, overhead_memory=0))
     assert refused.mode == "runtime-rs static" and refused.refusal
+
+
+# -- the fresh7 sample of 2026-12-03 (seed `fresh7-1203`): two of its survivors ---------------
+def test_two_app_containers_add_up_in_the_static_vm() -> None:
+    """KEP-753 PodLimits sums the app containers: 1 CPU / 1Gi + 1 CPU / 2Gi is 2 CPUs / 3Gi,
+    so Go static gives ceil(1 + 2) = 3 vCPUs and 8192 + 3072 MiB (not the larger one)."""
+    m = one_container(cpu="1", mem="1Gi")
+    m["spec"]["containers"].append({"name": "b", "resources": {"limits": {"cpu": "1",
+                                                                          "memory": "2Gi"}}})
+    assert pod_limits(PodShape.from_manifest(m)) == (2000, 3 << 30)
+    vm = expected_vm(m, KATA_PRESETS["qemu-nvidia-gpu"])
+    assert (vm.vcpus, vm.memory_mib) == (3, 8192 + 3072)
+
+
+def test_every_sidecar_adds_to_the_pod_without_init_containers() -> None:
+    """Two sidecars (1 CPU each) and an app (1 CPU), no plain init container: Σ = 3."""
+    side = {"restartPolicy": "Always", "resources": {"limits": {"cpu": "1"}}}
+    m = one_container(cpu="1", mem="1Gi")
+    m["spec"]["initContainers"] = [dict(side, name="s1"), dict(side, name="s2")]
+    assert pod_limits(PodShape.from_manifest(m))[0] == 3000
+
+
+def test_go_maxmemory_above_the_host_is_the_host() -> None:
+    """Go (katautils/config.go): default_maxmemory 0 or above the host's memory becomes the
+    host's memory, so a dynamic hot-plug stops there: 2048 + 4Gi wanted, 4096 on a 4 GiB
+    host even with default_maxmemory = 8192."""
+    k = KataSizing("go", False, default_memory=2048, default_maxmemory=8192)
+    vm = expected_vm(one_container(cpu="1", mem="4Gi"), k, HostCaps(memory_mib=4096))
+    assert vm.memory_mib == 4096
+    assert "memory capped at default_maxmemory=4096 MiB (wanted 6144)" in vm.notes
