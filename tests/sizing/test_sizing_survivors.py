@@ -21,10 +21,10 @@ import types
 from typing import Any
 
 import pytest
-from test_checks import CONFIGS, RC_GO, RC_NV, RCS, ctr, judge, kpod, node, src
+from test_checks import CONFIGS, RC_GO, RC_NV, RC_RS, RCS, ctr, judge, kpod, node, src
 
 from kgc.core.model import Status
-from kgc.layers.sizing.checks import config_findings, judge_guest, memtotal_window
+from kgc.layers.sizing.checks import config_findings, judge_guest, judge_shape, memtotal_window
 from kgc.layers.sizing.evidence import (
     SOURCE_PROFILE,
     ClusterObjects,
@@ -40,8 +40,10 @@ from kgc.layers.sizing.model import (
     HostCaps,
     KataSizing,
     PodShape,
+    SizingInputError,
     VmSize,
     expected_vm,
+    go_calculate_sandbox_sizing,
     pod_limits,
     pod_requests,
 )
@@ -354,8 +356,8 @@ def test_a_malformed_runtimeclass_overhead_names_the_field() -> None:
                                                                 rcs))
     v = judge("sizing.node-overcommit", ev)
     assert v.status is Status.ERROR
-    assert ("pods[0]: RuntimeClass overhead.podFixed.memory: 'lots' is not a Kubernetes "
-            "quantity") in v.reason
+    assert ("pods[0]: RuntimeClass kata-qemu-nvidia-gpu: overhead.podFixed.memory: 'lots' is "
+            "not a Kubernetes quantity") in v.reason
 
 
 def test_guest_ram_one_page_of_slack_above_n_passes() -> None:
@@ -531,3 +533,1157 @@ def test_annotation_default_max_vcpus_may_equal_the_host_cpus() -> None:
     assert expected_vm(m, k, HostCaps(cpus=8)).refusal == ""
     m["metadata"]["annotations"] = {"io.katacontainers.config.hypervisor.default_max_vcpus": "9"}
     assert "exceeds the node's CPUs" in expected_vm(m, k, HostCaps(cpus=8)).refusal
+
+
+# -- sizing.checks: the seeded sample of 2026-12-03 (seed `after`, 20 of 60 alive) -------------
+def test_a_node_with_unreadable_allocatable_memory_is_named() -> None:
+    """The node's allocatable memory is the right-hand side of the overcommit sum: when it
+    cannot be parsed the check cannot decide and must say which node and which field."""
+    bad = {"metadata": {"name": "gpu-a"}, "status": {"allocatable": {"memory": "lots"}}}
+    ev = SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        (kpod("a", RC_NV, "gpu-a", ctr("cuda", {"cpu": "2", "memory": "2Gi"})),), (bad,), RCS))
+    v = judge("sizing.node-overcommit", ev)
+    assert v.status is Status.ERROR, v.reason
+    assert v.reason == ("cannot read: node gpu-a: allocatable.memory: 'lots' is not a "
+                        "Kubernetes quantity")
+    assert "these pods' resources or nodes' allocatable memory" in v.remediation
+
+
+def test_an_unreadable_non_kata_pod_on_the_node_is_named() -> None:
+    """The other pods' requests count against the node (overcommit_counts_other_pods): a
+    runc pod whose resources cannot be read leaves the sum unknown, so the check errors
+    naming that pod and its field instead of passing on a partial sum."""
+    web = kpod("web", "runc", "gpu-a", ctr("app", requests={"memory": "lots"}))
+    ev = SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        (kpod("a", RC_NV, "gpu-a", ctr("cuda", {"cpu": "2", "memory": "2Gi"})), web),
+        (node("gpu-a", "64Gi"),), RCS))
+    v = judge("sizing.node-overcommit", ev)
+    assert v.status is Status.ERROR, v.reason
+    assert v.reason == ("cannot read: pod ml/web: app.resources.requests.memory: 'lots' is not "
+                        "a Kubernetes quantity")
+
+
+def test_a_kata_pod_on_a_node_the_cluster_did_not_list_is_undecided() -> None:
+    """A Kata pod bound to a node absent from the node list (deleted, or not readable):
+    its allocatable memory is unknown, so neither fit nor overcommit can be claimed."""
+    ev = SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        (kpod("a", RC_NV, "gpu-z", ctr("cuda", {"cpu": "2", "memory": "2Gi"})),),
+        (node("gpu-a", "64Gi"),), RCS))
+    v = judge("sizing.node-overcommit", ev)
+    assert v.status is Status.SKIP, v.reason
+    assert v.reason == "cannot decide: gpu-z: its allocatable memory is unknown"
+    (row,) = v.evidence["nodes"]
+    assert row["node"] == "gpu-z" and row["allocatable_mib"] is None
+    assert row["kata_total_mib"] == 10240 + 10240  # the VM and the RuntimeClass overhead
+
+
+def test_an_unsized_kata_pod_is_a_row_naming_why() -> None:
+    """The node table of a pod whose VM cannot be predicted says which pod, that its VM
+    size is unknown (null, never a number the sum could have used) and why."""
+    pods = (kpod("known", RC_NV, "gpu-a", ctr("cuda", {"cpu": "2", "memory": "2Gi"})),
+            kpod("unknown", "kata-clh", "gpu-a", ctr("app", {"cpu": "1", "memory": "1Gi"})))
+    rcs = (*RCS, {"metadata": {"name": "kata-clh"}, "handler": "kata-clh"})
+    ev = SizingEvidence(configs={RC_NV: src(RC_NV, "qemu-nvidia-gpu")},
+                        cluster=ClusterObjects(pods, (node("gpu-a", "64Gi"),), rcs))
+    (row,) = judge("sizing.node-overcommit", ev).evidence["nodes"]
+    assert row["kata_pods"][1] == {"pod": "ml/unknown", "runtime_class": "kata-clh",
+                                   "vm_mib": None, "overhead_mib": 0,
+                                   "why": "no Kata configuration for kata-clh"}
+    assert row["kata_total_mib"] == 10240 + 10240 and row["sum_mib"] == 20480
+
+
+def test_all_host_cpus_is_sized_with_the_node_capacity() -> None:
+    """default_vcpus < 0 means "every host CPU" (Go: katautils/config.go; runtime-rs:
+    CpuInfo::adjust_config): the VM's memory does not depend on it, but the model can size
+    it only with the node's CPU count, which node-overcommit takes from status.capacity.cpu.
+    With the node's 32 CPUs known the pod is sized and fits; it is never left undecided."""
+    allcpu = KataConfigSource(RC_NV, SOURCE_PROFILE, "all cpus",
+                              KataSizing("go", True, default_vcpus=-1, default_memory=8192))
+    ev = SizingEvidence(configs={RC_NV: allcpu}, cluster=ClusterObjects(
+        (kpod("a", RC_NV, "gpu-a", ctr("cuda", {"cpu": "2", "memory": "2Gi"})),),
+        (node("gpu-a", "64Gi", cpu="32"),), RCS))
+    v = judge("sizing.node-overcommit", ev)
+    assert v.status is Status.PASS, v.reason
+    assert v.reason == "every node's Kata VMs fit its allocatable memory: gpu-a 20480/65536 MiB"
+    assert v.evidence["nodes"][0]["kata_pods"][0]["vm"].startswith("34 vCPU / 10240 MiB")
+
+
+def test_a_vm_kata_should_have_refused_but_ran_fails_naming_the_refusal() -> None:
+    """default_maxmemory below the Go static VM (QEMU's maxmem < -m): Kata cannot start
+    it, so a guest that reports anything means the configuration in force is not the one
+    kgc was told about; the reason names the refusal."""
+    vm = expected_vm(one_container(), KataSizing("go", True, default_memory=8192,
+                                                 default_maxmemory=9000))
+    assert vm.refusal
+    g = GuestSize(nproc_all=3, present_kib=10240 * 1024, memtotal_kib=9900 * 1024)
+    j = judge_guest(vm, g, TOL)
+    assert j.status is Status.FAIL
+    assert j.reason == (f"expected 3 vCPU / 10240 MiB (Go static, {vm.settings}), found "
+                        f"3 / 9900 MiB: Kata should have refused this sandbox ({vm.refusal}) "
+                        "yet it ran")
+
+
+def test_every_guest_problem_is_named() -> None:
+    """The collector's problems are all in the reason, each on its own."""
+    j = judge_guest(go_static_vm(), GuestSize(problems=("nproc exited 1", "no /proc/cpuinfo")),
+                    TOL)
+    assert j.status is Status.ERROR
+    assert j.reason.endswith("/proc/cpuinfo): nproc exited 1; no /proc/cpuinfo")
+    assert j.details == {"expected": go_static_vm().to_dict(),
+                         "guest": GuestSize(problems=("nproc exited 1",
+                                                      "no /proc/cpuinfo")).to_dict()}
+
+
+def test_two_failing_shapes_are_both_named_with_the_remedy() -> None:
+    """Each failing shape is its own sentence in the reason; the remedy names the
+    configuration source the prediction came from and what to look at on the node."""
+    small = GuestSize(nproc_all=2, present_kib=10240 * 1024, memtotal_kib=9900 * 1024)
+    ev = SizingEvidence(configs=CONFIGS, shapes=(
+        ShapeObservation("a", one_container(), RC_NV, node="n1", guest=small),
+        ShapeObservation("b", one_container(), RC_NV, node="n1", guest=small)))
+    v = judge("sizing.vm-matches-limits", ev)
+    assert v.status is Status.FAIL
+    one = ("expected 3 vCPU / 10240 MiB (Go static, default_vcpus=1, default_memory=8192), "
+           "found 2 / 9900 MiB: 2 vCPUs instead of 3")
+    assert v.reason.startswith(f"a: {one} (")
+    assert f"); b: {one} (" in v.reason
+    assert v.remediation == (
+        "The VM Kata booted differs from what its configuration implies (profile: test "
+        "qemu-nvidia-gpu). Check that the handler really uses that file (`kata-runtime env "
+        "--json` on the node), that no annotation overrides default_vcpus/default_memory, and "
+        "whether static_sandbox_resource_mgmt is what the profile says.")
+    rows = v.evidence["shapes"]
+    assert [r["expected"] for r in rows] == ["3 vCPU / 10240 MiB (Go static, default_vcpus=1, "
+                                             "default_memory=8192)"] * 2
+    assert [r["found"] for r in rows] == ["2 / 9900 MiB"] * 2
+
+
+def test_a_shape_of_a_class_without_configuration_is_skipped_next_to_a_pass() -> None:
+    """One shape judged and passing, another whose class has no known configuration: the
+    check passes on what it measured and names the shape it could not judge (and why)."""
+    other = ShapeObservation("clh-shape", one_container(), "kata-clh", node="n1",
+                             guest=GuestSize(nproc_all=3, memtotal_kib=4000 * 1024))
+    v = judge("sizing.vm-matches-limits",
+              SizingEvidence(configs=CONFIGS, shapes=(observed_pass(), other)))
+    assert v.status is Status.PASS, v.reason
+    assert ("; not judged: clh-shape: cannot predict: no Kata configuration for kata-clh"
+            in v.reason)
+    assert v.evidence["shapes"][1]["status"] == "skip"
+
+
+def test_only_not_applicable_shapes_measured_nothing() -> None:
+    """Every shape not applicable (no node has the GPU resource): nothing was measured, an
+    error naming each shape and telling how to get a shape that fits."""
+    na = ShapeObservation("gpu", one_container(), RC_NV,
+                          error="not applicable: no node has nvidia.com/pgpu capacity")
+    v = judge("sizing.vm-matches-limits", SizingEvidence(configs=CONFIGS, shapes=(na,)))
+    assert v.status is Status.ERROR
+    assert v.reason == ("no shape was measured: gpu: not run: not applicable: no node has "
+                        "nvidia.com/pgpu capacity")
+    assert v.remediation.startswith("Run the sizing layer with at least one pod shape that "
+                                    "fits the cluster")
+    ok = observed_pass()
+    v = judge("sizing.vm-matches-limits", SizingEvidence(configs=CONFIGS, shapes=(ok, na)))
+    assert v.evidence["shapes"][1] == {
+        "shape": "gpu", "runtime_class": RC_NV, "status": "skip",
+        "reason": "gpu: not run: not applicable: no node has nvidia.com/pgpu capacity"}
+
+
+def test_no_shapes_says_whether_none_were_recorded_or_the_matrix_is_empty() -> None:
+    v = judge("sizing.vm-matches-limits", SizingEvidence())
+    assert v.reason == "no shape was measured: the record holds no pod shapes (not collected)"
+    v = judge("sizing.vm-matches-limits", SizingEvidence(shapes=()))
+    assert v.reason == ("no shape was measured: the profile's cluster.sizing.shapes matrix is "
+                        "empty")
+
+
+# -- sizing.model: the seeded sample of 2026-12-03 (seed `after`, 9 of 60 alive) ---------------
+@pytest.mark.parametrize(("ann", "config_maxv"), [
+    ({"default_max_vcpus": "2"}, 0),  # the cap comes from the annotation
+    ({"default_vcpus": "1"}, 2),  # another annotation: the configured cap still holds
+])
+def test_go_dynamic_hotplug_stops_at_maxvcpus_with_annotations(ann: dict[str, str],
+                                                               config_maxv: int) -> None:
+    """Go dynamic hot-plugs vCPUs up to default_maxvcpus and no further (qemu.go
+    hotplugAddCPUs: "Cannot hotplug %d CPUs ... the maximum amount of CPUs is %d", then adds
+    only up to the maximum); a pod annotation overriding some other hypervisor setting does
+    not lift that cap. cpu=4 on default_vcpus=1 wants ceil(1 + 4) = 5, gets 2."""
+    k = KataSizing("go", False, default_vcpus=1, default_maxvcpus=config_maxv,
+                   enable_annotations=tuple(ann))
+    m = one_container(cpu="4")
+    m["metadata"]["annotations"] = {f"io.katacontainers.config.hypervisor.{a}": v
+                                    for a, v in ann.items()}
+    vm = expected_vm(m, k, HostCaps(cpus=8))
+    assert (vm.vcpus, vm.refusal) == (2, "")
+    assert "vCPUs capped at default_maxvcpus=2 (wanted 5)" in vm.notes
+
+
+def test_runtime_rs_default_memory_zero_is_qemus_128_mib() -> None:
+    """runtime-rs on QEMU replaces default_memory = 0 by DEFAULT_QEMU_MEMORY_SIZE_MB (128,
+    kata-types default.rs; qemu.rs adjust_config): a limit-less pod gets 1 vCPU / 128 MiB,
+    and the model says why the VM is not 0 MiB. A memory request of 256Mi on such a pod is
+    starved: sizing.starved-pods names both figures."""
+    k = KataSizing("runtime-rs", True, default_memory=0, overhead_memory=32)
+    m = one_container()
+    del m["spec"]["containers"][0]["resources"]["limits"]
+    vm = expected_vm(m, k)
+    assert (vm.vcpus, vm.memory_mib, vm.refusal) == (1, 128, "")
+    assert "default_memory=0 -> 128 (runtime-rs QEMU default)" in vm.notes
+    rs0 = KataConfigSource("kata-rs0", SOURCE_PROFILE, "rs0", k)
+    pod = kpod("req", "kata-rs0", "n1", ctr("app", requests={"memory": "256Mi"}))
+    ev = SizingEvidence(configs={"kata-rs0": rs0}, cluster=ClusterObjects(
+        (pod,), (node("n1", "64Gi"),), ({"metadata": {"name": "kata-rs0"},
+                                         "handler": "kata-rs0"},)))
+    v = judge("sizing.starved-pods", ev)
+    assert v.status is Status.WARN, v.reason
+    assert "ml/req: app: memory request 256Mi without a limit; its VM gets 128 MiB for 256 MiB " \
+           "requested" in v.reason
+
+
+def test_go_default_vcpus_zero_boots_one_and_says_so() -> None:
+    """Go: default_vcpus = 0 in the TOML is replaced by defaultVCPUCount (1,
+    katautils/config.go); static cpu=2 gives ceil(1 + 2) = 3 vCPUs, and the VM's notes say
+    why it is not ceil(0 + 2) = 2."""
+    vm = expected_vm(one_container(), KataSizing("go", True, default_vcpus=0,
+                                                 default_memory=8192))
+    assert (vm.vcpus, vm.memory_mib) == (3, 10240)
+    assert vm.notes == ("default_vcpus=0 -> 1 (Go runtime default)",)
+    assert vm.settings.startswith("default_vcpus=1, ")
+
+
+def test_go_dynamic_explanation_lists_every_cpu_limited_container() -> None:
+    """The dynamic VM's explanation names each running container's CPU limit, one by one:
+    init containers have exited and are not listed, containers without a CPU limit add
+    nothing (ceil(1 + 2 + 0.5) = 4 vCPUs)."""
+    m = one_container()
+    m["spec"]["containers"].append({"name": "side", "resources": {"limits": {"cpu": "500m"}}})
+    m["spec"]["containers"].append({"name": "idle", "resources": {}})
+    m["spec"]["initContainers"] = [{"name": "warm", "resources": {"limits": {"cpu": "3"}}}]
+    vm = expected_vm(m, KATA_PRESETS["qemu"])
+    assert vm.vcpus == 4
+    assert "Σ running containers' limits [main=2, side=500m]) = 4" in vm.explanation
+
+
+@pytest.mark.parametrize(("manifest", "msg"), [
+    ({"metadata": ["p"]}, "metadata: expected a mapping, got list"),
+    ({"metadata": {"name": "p"}, "spec": "x"}, "spec: expected a mapping, got str"),
+])
+def test_a_pod_whose_metadata_or_spec_is_not_an_object_names_it(manifest: Any, msg: str) -> None:
+    with pytest.raises(SizingInputError) as e:
+        PodShape.from_manifest(manifest)
+    assert str(e.value) == msg
+
+
+# -- the fresh sample of 2026-12-03 (seed `fresh-1203`, after the two files above) -------------
+@pytest.mark.parametrize(("overhead", "msg"), [
+    ("10Gi", "RuntimeClass kata-qemu-nvidia-gpu: overhead: expected a mapping, got str"),
+    ({"podFixed": ["10Gi"]},
+     "RuntimeClass kata-qemu-nvidia-gpu: overhead.podFixed: expected a mapping, got list"),
+])
+def test_a_runtimeclass_overhead_that_is_not_an_object_is_an_error(overhead: Any,
+                                                                   msg: str) -> None:
+    """**Product fix (2026-12-03)**: a RuntimeClass whose ``overhead`` (or its
+    ``podFixed``) is not an object was read as "no overhead", so a node the overhead
+    overcommits could pass. The API server never stores such a class (node.k8s.io/v1
+    Overhead is a struct of a ResourceList), so it comes from a damaged record: an error
+    naming the class, as for an unparsable podFixed.memory. 2 × (10240 VM + 10240
+    overhead) = 40960 MiB would not fit the node's 30Gi; without the overhead it would."""
+    rcs = ({"metadata": {"name": RC_NV}, "handler": "kata-qemu-nvidia-gpu",
+            "overhead": overhead},)
+    pods = tuple(kpod(n, RC_NV, "gpu-a", ctr("cuda", {"cpu": "2", "memory": "2Gi"}))
+                 for n in ("a", "b"))
+    ev = SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        pods, (node("gpu-a", "30Gi"),), rcs))
+    v = judge("sizing.node-overcommit", ev)
+    assert v.status is Status.ERROR, v.reason
+    assert v.reason == f"no readable Kata pod placed on a node; unreadable: pods[0]: {msg}; " \
+                       f"pods[1]: {msg}"
+    # a class without any overhead, or with an empty one, is a class without overhead
+    for none in ({}, {"podFixed": {"cpu": "1"}}, None):
+        rcs = ({"metadata": {"name": RC_NV}, "handler": "kata-qemu-nvidia-gpu",
+                "overhead": none},)
+        ev = SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+            pods, (node("gpu-a", "30Gi"),), rcs))
+        v = judge("sizing.node-overcommit", ev)
+        assert v.status is Status.PASS, (none, v.reason)
+
+
+def test_a_broken_kata_config_remedy_repeats_what_to_fix() -> None:
+    k = KataSizing("go", True, default_memory=4096, default_maxmemory=4095)
+    ev = SizingEvidence(configs={"kata": KataConfigSource("kata", SOURCE_PROFILE, "p", k)})
+    v = judge("sizing.kata-config", ev)
+    assert v.status is Status.FAIL
+    msg = ("kata (profile: p): default_maxmemory=4095 is below default_memory=4096: QEMU "
+           "refuses the VM")
+    assert (v.reason, v.remediation) == (msg, f"Fix the Kata configuration: {msg}")
+
+
+def test_the_fit_names_every_node() -> None:
+    pods = (kpod("a", RC_NV, "gpu-a", ctr("cuda", {"cpu": "2", "memory": "2Gi"})),
+            kpod("b", RC_NV, "gpu-b", ctr("cuda", {"cpu": "2", "memory": "2Gi"})))
+    ev = SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        pods, (node("gpu-a", "64Gi"), node("gpu-b", "32Gi")), RCS))
+    v = judge("sizing.node-overcommit", ev)
+    assert v.status is Status.PASS
+    assert v.reason == ("every node's Kata VMs fit its allocatable memory: gpu-a 20480/65536 "
+                        "MiB, gpu-b 20480/32768 MiB")
+
+
+def test_judge_shape_alone_names_its_shape_and_status() -> None:
+    """judge_shape is the layer's exported one-shape judge (kgc.layers.sizing): its result
+    names the shape and carries the status in its row, for a pass and for a class it cannot
+    predict alike."""
+    ok = judge_shape(observed_pass(), CONFIGS[RC_NV], TOL)
+    assert (ok.shape, ok.status, ok.row["status"]) == ("gpu-shape", Status.PASS, "pass")
+    obs = ShapeObservation("clh-shape", one_container(), "kata-clh", node="n1",
+                           guest=GuestSize(nproc_all=3, memtotal_kib=4000 * 1024))
+    skip = judge_shape(obs, None, TOL)
+    assert (skip.shape, skip.status) == ("clh-shape", Status.SKIP)
+    assert skip.reason == "clh-shape: cannot predict: no Kata configuration for kata-clh"
+
+
+def test_virtio_mem_resizes_exactly_even_with_the_host_memory_unknown() -> None:
+    """Go dynamic with virtio-mem (qemu.go ResizeMemory: QOM ``requested-size`` = request −
+    default_memory, no memory-block rounding): 500Mi on 2048 is exactly 2548 MiB; with ACPI
+    DIMM hot-plug it is one 512 MiB multiple of the 128 MiB block, 2560. With
+    default_maxmemory 0 and the node's memory unknown there is no cap to apply."""
+    m = one_container(cpu="1", mem="500Mi")
+    vm = expected_vm(m, KataSizing("go", False, virtio_mem=True))
+    assert (vm.vcpus, vm.memory_mib, vm.refusal) == (2, 2548, "")
+    assert expected_vm(m, KataSizing("go", False)).memory_mib == 2560
+
+
+def test_refusal_texts_say_the_vm_does_not_start() -> None:
+    """The two static Go refusals are quoted in verdicts ("Kata refuses its sandbox: ..."):
+    241 vCPUs pass QEMU's amd64 maximum of 240 (govmm MaxVCPUs); 10240 MiB pass
+    default_maxmemory 9000."""
+    vm = expected_vm(one_container(cpu="240"), KATA_PRESETS["qemu-nvidia-gpu"])
+    assert vm.vcpus == 241
+    assert vm.refusal == ("241 vCPUs exceed QEMU's maximum of 240 (maxcpus is clamped below "
+                          "cpus): the VM does not start")
+    vm = expected_vm(one_container(), KataSizing("go", True, default_memory=8192,
+                                                 default_maxmemory=9000))
+    assert vm.refusal == ("10240 MiB exceeds default_maxmemory (9000 MiB, QEMU's maxmem): the "
+                          "VM does not start")
+
+
+def test_hugepages_limits_add_to_the_dynamic_vm_and_are_named_when_malformed() -> None:
+    """Go dynamic's calculateSandboxMemory adds every container's HugepageLimits to its
+    memory limit (sandbox.go): 1Gi + hugepages-2Mi 512Mi on 2048 = 3584 MiB (a whole number
+    of 128 MiB blocks). A malformed hugepages limit names its field."""
+    m = one_container(cpu="1", mem="1Gi")
+    m["spec"]["containers"][0]["resources"]["limits"]["hugepages-2Mi"] = "512Mi"
+    assert expected_vm(m, KATA_PRESETS["qemu"]).memory_mib == 2048 + 1024 + 512
+    m["spec"]["containers"][0]["resources"]["limits"]["hugepages-2Mi"] = "lots"
+    with pytest.raises(SizingInputError) as e:
+        PodShape.from_manifest(m)
+    assert str(e.value) == ("pod ns/p: main.resources.limits.hugepages-2Mi: 'lots' is not a "
+                            "Kubernetes quantity")
+
+
+@pytest.mark.parametrize(("manifest", "msg"), [
+    (["p"], "pod: expected a mapping, got list"),
+    ({"metadata": {"name": "p"}, "spec": {"containers": [
+        {"name": "c", "resources": {"requests": ["1"]}}]}},
+     "pod p: c.resources.requests: expected a mapping, got list"),
+])
+def test_a_pod_or_its_requests_not_an_object_is_named(manifest: Any, msg: str) -> None:
+    with pytest.raises(SizingInputError) as e:
+        PodShape.from_manifest(manifest)
+    assert str(e.value) == msg
+
+
+def test_runtime_rs_zero_mib_sandbox_is_a_refusal_the_checks_report() -> None:
+    """runtime-rs with overhead_memory = 0 and a pod with a CPU limit but no memory limit:
+    InitialSizeManager::setup_config computes 0 MiB and the sandbox is refused. The model
+    says so (a refusal, never a 0 MiB VM that simply exists), sizing.starved-pods quotes
+    it, and a guest that nevertheless ran fails sizing.vm-matches-limits."""
+    k = KataSizing("runtime-rs", True, overhead_memory=0)
+    m = one_container()
+    del m["spec"]["containers"][0]["resources"]["limits"]["memory"]
+    vm = expected_vm(m, k)
+    assert vm.refusal.startswith("computed sandbox memory is 0 MiB")
+    rs0 = KataConfigSource("kata-rs0", SOURCE_PROFILE, "rs0", k)
+    rcs = ({"metadata": {"name": "kata-rs0"}, "handler": "kata-rs0"},)
+    pod = kpod("cpu-only", "kata-rs0", "n1", ctr("app", {"cpu": "2"}))
+    v = judge("sizing.starved-pods", SizingEvidence(configs={"kata-rs0": rs0},
+                                                    cluster=ClusterObjects((pod,), (), rcs)))
+    assert v.status is Status.WARN
+    assert f"ml/cpu-only: Kata refuses its sandbox: {vm.refusal}" in v.reason
+    obs = ShapeObservation("cpu-only", m, "kata-rs0", node="n1",
+                           guest=GuestSize(nproc_all=3, memtotal_kib=2000 * 1024))
+    v = judge("sizing.vm-matches-limits", SizingEvidence(configs={"kata-rs0": rs0},
+                                                          shapes=(obs,)))
+    assert v.status is Status.FAIL and "Kata should have refused this sandbox" in v.reason
+
+
+@pytest.mark.parametrize(("shares", "vcpus"), [("1024", 1), ("1025", 2), ("2048", 2)])
+def test_go_static_cpus_from_shares_round_up_per_1024(shares: str, vcpus: int) -> None:
+    """With quota -1 (no CFS quota: the kubelet's static CPU manager) the Go runtime takes
+    ceil(shares / 1024) CPUs: 1024 shares are one CPU, one share more is two."""
+    ann = {"io.kubernetes.cri.sandbox-cpu-period": "100000",
+           "io.kubernetes.cri.sandbox-cpu-quota": "-1",
+           "io.kubernetes.cri.sandbox-cpu-shares": shares,
+           "io.kubernetes.cri.sandbox-memory": "0"}
+    assert go_calculate_sandbox_sizing(ann) == (vcpus, 0)
+
+
+def test_a_pod_shape_keeps_its_class_node_and_phase() -> None:
+    m = one_container()
+    m["spec"].update(runtimeClassName="kata-qemu", nodeName="n1")
+    m["status"] = {"phase": "Running"}
+    p = PodShape.from_manifest(m)
+    assert (p.ref, p.runtime_class, p.node, p.phase) == ("ns/p", "kata-qemu", "n1", "Running")
+
+
+def test_vm_size_to_dict_is_the_whole_vm() -> None:
+    """VmSize.to_dict is what the lab's guest captures record as "predicted" and what
+    judge_guest hands back as details["expected"]: every field under its own name."""
+    vm = go_static_vm()
+    assert vm.to_dict() == {"vcpus": 3, "memory_mib": 10240, "mode": "Go static",
+                            "explanation": vm.explanation,
+                            "settings": "default_vcpus=1, default_memory=8192",
+                            "boot_vcpus": 3, "boot_memory_mib": 10240, "refusal": "",
+                            "notes": []}
+
+
+# -- the `after` sample of the changed checks.py (2026-12-03, 7 of 60 alive) -------------------
+def test_an_offline_vcpu_reason_names_where_it_was_seen() -> None:
+    g = GuestSize(nproc_all=3, cpus_present=3, cpus_online=2, present_kib=10240 * 1024,
+                  memtotal_kib=9900 * 1024)
+    j = judge_guest(go_static_vm(), g, TOL)
+    assert "3 vCPUs present but 2 online (/sys/devices/system/cpu/online)" in j.reason
+    g = GuestSize(nproc_all=3, cpuinfo_processors=2, present_kib=10240 * 1024,
+                  memtotal_kib=9900 * 1024)
+    assert "3 vCPUs present but 2 online (/proc/cpuinfo)" in judge_guest(go_static_vm(), g,
+                                                                          TOL).reason
+
+
+def test_an_unsizable_shape_pod_keeps_its_row() -> None:
+    """A shape whose pod cannot be sized is an error, and the shape table still says which
+    shape, class, node and configuration source it was."""
+    bad = one_container(mem="2.5Gb")
+    obs = ShapeObservation("broken", bad, RC_NV, node="n1",
+                           guest=GuestSize(nproc_all=3, memtotal_kib=9900 * 1024))
+    v = judge("sizing.vm-matches-limits", SizingEvidence(configs=CONFIGS, shapes=(obs,)))
+    assert v.status is Status.ERROR
+    (row,) = v.evidence["shapes"]
+    assert (row["shape"], row["runtime_class"], row["node"], row["source"], row["status"]) == (
+        "broken", RC_NV, "n1", "profile: test qemu-nvidia-gpu", "error")
+    assert v.remediation == ("Check why these pods did not run or report (events, the "
+                             "collector output) and rerun.")
+
+
+@pytest.mark.parametrize(("alloc", "status"), [("20480Mi", Status.PASS),
+                                               ("20479Mi", Status.FAIL)])
+def test_kata_vms_exactly_filling_the_allocatable_memory_fit(alloc: str, status: Status) -> None:
+    """The scheduler admits a pod while Σ requests ≤ allocatable (NodeResourcesFit: it
+    fails only when the request exceeds allocatable − requested), so a node whose Kata VM +
+    overhead (10240 + 10240 MiB) equals its allocatable memory fits; one MiB less does not."""
+    ev = SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        (kpod("a", RC_NV, "gpu-a", ctr("cuda", {"cpu": "2", "memory": "2Gi"})),),
+        (node("gpu-a", alloc),), RCS))
+    v = judge("sizing.node-overcommit", ev)
+    assert v.status is status, v.reason
+
+
+def test_only_unreadable_kata_pods_tell_how_to_look_at_them() -> None:
+    bad = kpod("bad", RC_GO, "n1", ctr("app", {"memory": "lots"}))
+    ev = SizingEvidence(configs=CONFIGS, cluster=ClusterObjects((bad,), (), RCS))
+    v = judge("sizing.starved-pods", ev)
+    assert v.status is Status.ERROR
+    assert v.reason == ("no readable running Kata pod to inspect; unreadable: pods[0]: pod "
+                        "ml/bad: app.resources.limits.memory: 'lots' is not a Kubernetes "
+                        "quantity")
+    assert v.remediation.startswith("kgc's sizing model could not read these pods' resources: "
+                                    "look at them with `kubectl get pod -o yaml`")
+
+
+def test_a_failing_shape_verdict_says_what_was_expected_and_found() -> None:
+    small = GuestSize(nproc_all=2, present_kib=10240 * 1024, memtotal_kib=9900 * 1024)
+    v = judge("sizing.vm-matches-limits", SizingEvidence(configs=CONFIGS, shapes=(
+        ShapeObservation("a", one_container(), RC_NV, node="n1", guest=small),)))
+    assert v.status is Status.FAIL
+    assert v.expected == "a: 3 vCPU / 10240 MiB (Go static, default_vcpus=1, default_memory=8192)"
+    assert v.found == "a: 2 / 9900 MiB"
+
+
+# -- the fresh2 sample of 2026-12-03 (seed `fresh2-1203`, 10 + 15 of 60 alive) -----------------
+def test_a_node_without_capacity_is_judged_on_its_allocatable_memory() -> None:
+    """status.capacity only resolves "all host CPUs"; a node that reports allocatable memory
+    and no capacity is still judged. An unparsable capacity.cpu names the node and field."""
+    pods = (kpod("a", RC_NV, "gpu-a", ctr("cuda", {"cpu": "2", "memory": "2Gi"})),)
+    bare = {"metadata": {"name": "gpu-a"}, "status": {"allocatable": {"memory": "64Gi"}}}
+    v = judge("sizing.node-overcommit", SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        pods, (bare,), RCS)))
+    assert v.status is Status.PASS, v.reason
+    bad = {"metadata": {"name": "gpu-a"}, "status": {"allocatable": {"memory": "64Gi"},
+                                                     "capacity": {"cpu": "lots"}}}
+    v = judge("sizing.node-overcommit", SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        pods, (bad,), RCS)))
+    assert v.status is Status.ERROR
+    assert v.reason == "cannot read: node gpu-a: capacity.cpu: 'lots' is not a Kubernetes quantity"
+
+
+@pytest.mark.parametrize(("mib", "fails"), [(0, False), (1, True), (63, True), (64, False)])
+def test_runtime_rs_qemu_memory_floor_edges(mib: int, fails: bool) -> None:
+    """runtime-rs QEMU refuses default_memory below MIN_QEMU_MEMORY_SIZE_MB (64, kata-types
+    qemu.rs validate); 0 is not below it but replaced by the 128 MiB default first."""
+    k = KataSizing("runtime-rs", True, default_memory=mib, overhead_memory=32)
+    assert any(st is Status.FAIL for st, _ in config_findings(k)) is fails
+    assert bool(expected_vm(one_container(), k).refusal) is fails
+
+
+def test_two_broken_kata_configs_are_both_in_the_remedy() -> None:
+    bad = KataSizing("go", True, default_memory=4096, default_maxmemory=4095)
+    ev = SizingEvidence(configs={n: KataConfigSource(n, SOURCE_PROFILE, "p", bad)
+                                 for n in ("kata-a", "kata-b")})
+    v = judge("sizing.kata-config", ev)
+    msg = "default_maxmemory=4095 is below default_memory=4096: QEMU refuses the VM"
+    assert v.remediation == (f"Fix the Kata configuration: kata-a (profile: p): {msg}; "
+                             f"kata-b (profile: p): {msg}")
+
+
+def test_a_kata_config_warning_keeps_the_config_table() -> None:
+    k = KataSizing("go", True, default_memory=255)
+    ev = SizingEvidence(configs={"kata": KataConfigSource("kata", SOURCE_PROFILE, "p", k)})
+    v = judge("sizing.kata-config", ev)
+    assert v.status is Status.WARN
+    (row,) = v.evidence["configs"]
+    assert (row["runtime_class"], row["source"], row["mode"]) == ("kata", "profile: p",
+                                                                  "Go static")
+
+
+def test_starved_pods_reason_remedy_and_table_without_unreadable_pods() -> None:
+    """A runtime-rs pod with a CPU limit and no memory limit gets only overhead_memory: the
+    warning says so, the remedy (no request to copy into a limit) says to raise the
+    limits, and the table lists the pod with its VM."""
+    pod = kpod("rs-cpu-only", RC_RS, "n1", ctr("app", {"cpu": "2"}))
+    v = judge("sizing.starved-pods", SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        (pod,), (), RCS)))
+    assert v.status is Status.WARN
+    assert v.reason == ("1 Kata pod(s) the VM will starve: ml/rs-cpu-only: no memory limit: the "
+                        "VM gets only overhead_memory=32 MiB")
+    assert v.remediation == ("Kata sizes the VM from limits only. Set them: raise the limits of "
+                             "these pods to at least their requests")
+    (row,) = v.evidence["pods"]
+    assert row["pod"] == "ml/rs-cpu-only" and row["vm"].startswith("3 vCPU / 32 MiB")
+
+
+def test_fine_pods_next_to_unreadable_ones_keep_their_table() -> None:
+    good = kpod("good", RC_NV, "n1", ctr("app", {"cpu": "2", "memory": "2Gi"}))
+    bad = kpod("bad", RC_GO, "n1", ctr("app", {"memory": "lots"}))
+    v = judge("sizing.starved-pods", SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        (good, bad), (), RCS)))
+    assert v.status is Status.ERROR
+    assert [r["pod"] for r in v.evidence["pods"]] == ["ml/good"]
+
+
+@pytest.mark.parametrize(("ann", "refusal"), [
+    ({"default_vcpus": "9"}, "annotation default_vcpus=9 exceeds the node's 8 CPUs: Kata "
+     "refuses the sandbox"),
+    ({"default_memory": "255"}, "annotation default_memory=255 is below 256 MiB: Kata refuses "
+     "the sandbox"),
+])
+def test_annotation_refusals_are_worded(ann: dict[str, str], refusal: str) -> None:
+    """Kata refuses an annotation default_vcpus above the host's CPUs and a default_memory
+    below vc.MinHypervisorMemory (256): the refusal is what starved-pods quotes."""
+    k = KataSizing("go", True, enable_annotations=tuple(ann))
+    m = one_container()
+    m["metadata"]["annotations"] = {f"io.katacontainers.config.hypervisor.{a}": v
+                                    for a, v in ann.items()}
+    assert expected_vm(m, k, HostCaps(cpus=8)).refusal == refusal
+
+
+def test_default_vcpus_equal_to_the_host_cpus_is_kept_as_is() -> None:
+    """Go only replaces default_vcpus when it is negative or above the host's CPUs; equal
+    to them it is used as written (no note of a replacement)."""
+    vm = expected_vm(one_container(), KataSizing("go", True, default_vcpus=8),
+                     HostCaps(cpus=8))
+    assert (vm.vcpus, vm.notes) == (10, ())
+    vm = expected_vm(one_container(), KataSizing("go", True, default_vcpus=9),
+                     HostCaps(cpus=8))
+    assert (vm.vcpus, vm.notes) == (10, ("default_vcpus=9 -> 8 (host CPUs)",))
+
+
+def test_go_dynamic_memory_capped_at_maxmemory_says_so() -> None:
+    """**Model fix (2026-12-03)**: Go dynamic stops hot-plugging at default_maxmemory (qemu.go
+    ResizeMemory: addMemMB = DefaultMaxMemorySize − current). A 4Gi pod on 2048 wants 6144
+    and gets 4096; the note that the VM was capped was written only when a later step found
+    nothing left to plug, not when the hot-plug reached the cap exactly."""
+    k = KataSizing("go", False, default_memory=2048, default_maxmemory=4096)
+    vm = expected_vm(one_container(cpu="1", mem="4Gi"), k)
+    assert (vm.memory_mib, vm.refusal) == (4096, "")
+    assert "memory capped at default_maxmemory=4096 MiB (wanted 6144)" in vm.notes
+    vm = expected_vm(one_container(cpu="1", mem="2Gi"), k)
+    assert vm.memory_mib == 4096 and not any("capped" in n for n in vm.notes)
+
+
+def test_virtio_mem_cannot_grow_past_maxmemory() -> None:
+    """virtio-mem resizes to the request, up to default_maxmemory (the device's region is
+    maxmem − default_memory): 2048 + 2Gi wanted, 3072 allowed."""
+    k = KataSizing("go", False, virtio_mem=True, default_maxmemory=3072)
+    vm = expected_vm(one_container(cpu="1", mem="2Gi"), k)
+    assert vm.memory_mib == 3072
+    assert "memory capped at default_maxmemory=3072 MiB (wanted 4096)" in vm.notes
+
+
+def test_static_explanations_show_the_arithmetic() -> None:
+    vm = go_static_vm()
+    assert vm.explanation.startswith(
+        "Go static: vCPUs = ceil(1 + 2) = 3, memory = 8192 + 2048 = 10240 MiB, from the sandbox "
+        "annotations quota=200000/period=100000, memory=2147483648 B")
+    m = one_container()
+    del m["spec"]["containers"][0]["resources"]["limits"]
+    vm = expected_vm(m, KATA_PRESETS["qemu-runtime-rs"])
+    assert vm.explanation == "runtime-rs static: no limits, so the configured defaults: 1 vCPU " \
+                             "/ 2048 MiB"
+    assert vm.boot_memory_mib == vm.memory_mib == 2048  # static: all of it at boot
+    vm = expected_vm(one_container(), KATA_PRESETS["qemu-runtime-rs"])
+    assert (vm.vcpus, vm.memory_mib, vm.boot_memory_mib) == (3, 2080, 2080)
+
+
+def test_f32_overflows_to_infinity_with_its_sign() -> None:
+    """Go's float32(x) of a float64 beyond MaxFloat32 is ±Inf."""
+    from kgc.layers.sizing.model import f32
+    assert f32(1e39) == float("inf") and f32(-1e39) == float("-inf")
+    assert f32(1.0) == 1.0
+
+
+def test_runtime_rs_period_of_one_microsecond_still_divides() -> None:
+    """initial_size.rs divides quota by period whenever period is non-zero: period 1,
+    quota 3 is 3 vCPUs."""
+    from kgc.layers.sizing.model import rs_initial_size
+    assert rs_initial_size(1, 3, 0) == (3.0, 0)
+    assert rs_initial_size(0, 3, 0) == (0.0, 0)
+
+
+@pytest.mark.parametrize(("manifest", "msg"), [
+    ({"metadata": {"name": "p", "annotations": ["a"]}}, "metadata.annotations: expected a "
+     "mapping, got list"),
+    ({"metadata": {"name": "p", "namespace": "ns"}, "spec": {"containers": [{"name": "c"}]},
+      "status": "Running"}, "pod ns/p: status: expected a mapping, got str"),
+])
+def test_annotations_or_status_not_an_object_are_named(manifest: Any, msg: str) -> None:
+    with pytest.raises(SizingInputError) as e:
+        PodShape.from_manifest(manifest)
+    assert str(e.value) == msg
+
+
+# -- the fresh3 sample of 2026-12-03 (seed `fresh3-1203`, 7 + 11 of 60 alive) -----------------
+def test_failing_shapes_of_two_sources_name_both_in_the_remedy() -> None:
+    small = GuestSize(nproc_all=2, present_kib=10240 * 1024, memtotal_kib=9900 * 1024)
+    other = {RC_GO: KataConfigSource(RC_GO, SOURCE_PROFILE, "test other",
+                                     KATA_PRESETS["qemu-nvidia-gpu"])}
+    v = judge("sizing.vm-matches-limits", SizingEvidence(configs={**CONFIGS, **other}, shapes=(
+        ShapeObservation("a", one_container(), RC_NV, node="n1", guest=small),
+        ShapeObservation("b", one_container(), RC_GO, node="n1", guest=small))))
+    assert v.remediation.startswith("The VM Kata booted differs from what its configuration "
+                                    "implies (profile: test other, profile: test qemu-nvidia-gpu)"
+                                    ". Check")
+
+
+def test_memtotal_equal_to_the_guest_ram_is_consistent() -> None:
+    """MemTotal = RAM − what the kernel reserves (≥ 0): equal is the limit, not a
+    contradiction; only MemTotal above RAM is inconsistent evidence."""
+    ram = 10240 * 1024
+    j = judge_guest(go_static_vm(), GuestSize(nproc_all=3, present_kib=ram, memtotal_kib=ram),
+                    TOL)
+    assert j.status is Status.PASS, j.reason
+    j = judge_guest(go_static_vm(), GuestSize(nproc_all=3, present_kib=ram,
+                                              memtotal_kib=ram + 16), TOL)
+    assert j.status is Status.ERROR
+
+
+def test_judge_shape_alone_names_a_shape_that_did_not_run() -> None:
+    obs = ShapeObservation("gpu", one_container(), RC_NV, error="pod did not start")
+    r = judge_shape(obs, CONFIGS[RC_NV], TOL)
+    assert (r.shape, r.status, r.reason) == ("gpu", Status.ERROR, "gpu: pod did not start")
+
+
+def test_no_known_kata_config_keeps_the_table_of_what_was_tried() -> None:
+    v = judge("sizing.kata-config", SizingEvidence(configs={"kata": resolve_config("kata")}))
+    assert v.status is Status.SKIP
+    (row,) = v.evidence["configs"]
+    assert row["runtime_class"] == "kata" and "mode" not in row
+
+
+def test_an_unsizable_pod_listed_first_does_not_hide_an_overcommit() -> None:
+    """A node's known Kata VMs already overcommit it: a pod of an unknown class listed
+    before them cannot make that better, the check fails naming the known pods."""
+    rcs = (*RCS, {"metadata": {"name": "kata-clh"}, "handler": "kata-clh"})
+    pods = (kpod("unknown", "kata-clh", "gpu-a", ctr("app", {"cpu": "1", "memory": "1Gi"})),
+            gpu_pod_("t0"), gpu_pod_("t1"))
+    ev = SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(pods, (node("gpu-a", "30Gi"),),
+                                                                rcs))
+    v = judge("sizing.node-overcommit", ev)
+    assert v.status is Status.FAIL, v.reason
+    assert "ml/t0 (10240 MiB VM + 10240 MiB overhead), ml/t1" in v.reason
+
+
+def gpu_pod_(name: str) -> dict[str, Any]:
+    return kpod(name, RC_NV, "gpu-a", ctr("cuda", {"cpu": "2", "memory": "2Gi"}))
+
+
+def test_every_unsizable_pod_of_a_node_is_named() -> None:
+    rcs = (*RCS, {"metadata": {"name": "kata-clh"}, "handler": "kata-clh"})
+    pods = tuple(kpod(n, "kata-clh", "gpu-a", ctr("app", {"cpu": "1", "memory": "1Gi"}))
+                 for n in ("x", "y"))
+    v = judge("sizing.node-overcommit", SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        pods, (node("gpu-a", "64Gi"),), rcs)))
+    assert v.status is Status.SKIP
+    assert v.reason == ("cannot decide: gpu-a: cannot size ml/x (no Kata configuration for "
+                        "kata-clh), ml/y (no Kata configuration for kata-clh)")
+
+
+def test_no_running_kata_pod_is_a_skip_saying_so() -> None:
+    ev = SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        (kpod("plain", "runc", "n1", ctr("app")),), (), RCS))
+    assert judge("sizing.starved-pods", ev).reason == "no running Kata pod to inspect"
+
+
+@pytest.mark.parametrize(("value", "refusal"), [
+    ("-1", "annotation default_vcpus='-1' is invalid: Kata refuses the sandbox"),
+    ("inf", "annotation default_vcpus='inf' is invalid: Kata refuses the sandbox"),
+    ("2", ""),
+])
+def test_annotation_default_vcpus_must_be_a_finite_non_negative_number(value: str,
+                                                                       refusal: str) -> None:
+    """Kata's setFloat32WithCheck (pkg/oci/utils.go) refuses a negative value
+    (errAnnotationPositiveNumericKey) and one beyond MaxFloat32 such as "inf"
+    (errAnnotationNumericKeyIsTooBig); 2 is honoured and noted: ceil(2 + 2) = 4 vCPUs."""
+    k = KataSizing("go", True, enable_annotations=("default_vcpus",))
+    m = one_container()
+    m["metadata"]["annotations"] = {"io.katacontainers.config.hypervisor.default_vcpus": value}
+    vm = expected_vm(m, k)
+    assert vm.refusal == refusal
+    if not refusal:
+        assert vm.vcpus == 4 and vm.notes == ("annotation default_vcpus=2",)
+
+
+def test_runtime_rs_default_vcpus_equal_to_maxvcpus_is_not_clamped() -> None:
+    k = KataSizing("runtime-rs", True, default_vcpus=2, default_maxvcpus=2, overhead_memory=32)
+    m = one_container()
+    del m["spec"]["containers"][0]["resources"]["limits"]
+    vm = expected_vm(m, k)
+    assert (vm.vcpus, vm.notes) == (2, ())
+    k = KataSizing("runtime-rs", True, default_vcpus=3, default_maxvcpus=2, overhead_memory=32)
+    vm = expected_vm(m, k)
+    assert (vm.vcpus, vm.notes) == (2, ("default_vcpus=3 clamped to default_maxvcpus=2",))
+
+
+@pytest.mark.parametrize("runtime", ["go", "runtime-rs"])
+def test_all_host_cpus_needs_the_node_cpu_count(runtime: Any) -> None:
+    k = KataSizing(runtime, True, default_vcpus=-1, overhead_memory=32)
+    with pytest.raises(SizingInputError) as e:
+        expected_vm(one_container(), k)
+    assert str(e.value) == ("default_vcpus = -1 means 'all host CPUs' but the node's CPU count "
+                            "is unknown")
+
+
+def test_go_dynamic_without_cpu_limits_says_so() -> None:
+    m = one_container()
+    del m["spec"]["containers"][0]["resources"]["limits"]["cpu"]
+    vm = expected_vm(m, KATA_PRESETS["qemu"])
+    assert vm.vcpus == 1
+    assert "Σ running containers' limits [none with a CPU limit]) = 1" in vm.explanation
+
+
+@pytest.mark.parametrize(("maxmem", "refused"), [(10240, False), (10239, True)])
+def test_go_static_vm_exactly_at_maxmemory_boots(maxmem: int, refused: bool) -> None:
+    """QEMU's -m N,maxmem=M needs M ≥ N: the 10240 MiB static VM boots with
+    default_maxmemory 10240 and is refused with 10239."""
+    k = KataSizing("go", True, default_memory=8192, default_maxmemory=maxmem)
+    assert bool(expected_vm(one_container(), k).refusal) is refused
+
+
+# -- the `after` sample of the changed model.py (2026-12-03, 8 of 60 alive and not equivalent) --
+def test_more_memory_hotplugs_than_slots_is_a_refusal() -> None:
+    """Each ACPI memory hot-plug takes one of QEMU's memory slots (-m ...,slots=N): an init
+    container (1Gi: 2048 -> 3072) and then the app (2Gi: -> 4096) are two hot-plugs, one
+    more than memory_slots = 1, so the app container does not start."""
+    m = one_container(cpu="1", mem="2Gi")
+    m["spec"]["initContainers"] = [{"name": "warm", "resources": {"limits": {"memory": "1Gi"}}}]
+    vm = expected_vm(m, KataSizing("go", False, memory_slots=1))
+    assert vm.refusal == ("2 memory hot-plugs exceed memory_slots=1: the last container fails "
+                          "to start")
+    assert expected_vm(m, KataSizing("go", False, memory_slots=2)).refusal == ""
+
+
+def test_go_dynamic_explanation_gives_the_memory_sum() -> None:
+    vm = go_dynamic_vm()
+    assert "memory = 2048 + 2048 MiB (the peak Σ of memory limits" in vm.explanation
+    assert vm.explanation.endswith("never returned) = 4096 MiB")
+
+
+def test_runtime_rs_static_boots_with_all_its_vcpus() -> None:
+    vm = expected_vm(one_container(), KATA_PRESETS["qemu-runtime-rs"])
+    assert (vm.vcpus, vm.boot_vcpus) == (3, 3)
+
+
+def test_runtime_rs_dynamic_is_refused_by_name() -> None:
+    with pytest.raises(SizingInputError) as e:
+        expected_vm(one_container(), KataSizing("runtime-rs", False, overhead_memory=32))
+    assert str(e.value) == ("runtime-rs with static_sandbox_resource_mgmt = false is not "
+                            "modelled (the shipped runtime-rs QEMU configs are static)")
+
+
+def test_runtime_rs_without_a_quota_adds_no_vcpu() -> None:
+    """initial_size.rs: no quota (None) means no CPU limit, whatever the period."""
+    from kgc.layers.sizing.model import rs_initial_size
+    assert rs_initial_size(100_000, None, 0) == (0.0, 0)
+
+
+def test_shares_are_parsed_unsigned_like_kata() -> None:
+    """CalculateSandboxSizing parses the shares annotation with strconv.ParseUint: 2^63 is
+    read (ceil(2^63 / 1024) = 2^53 CPUs, as float32), a negative text is a parse failure,
+    i.e. 0 shares and no CPUs."""
+    ann = {"io.kubernetes.cri.sandbox-cpu-period": "100000",
+           "io.kubernetes.cri.sandbox-cpu-quota": "-1",
+           "io.kubernetes.cri.sandbox-cpu-shares": str(1 << 63),
+           "io.kubernetes.cri.sandbox-memory": "0"}
+    assert go_calculate_sandbox_sizing(ann) == (float(1 << 53), 0)
+    ann["io.kubernetes.cri.sandbox-cpu-shares"] = "-2048"
+    assert go_calculate_sandbox_sizing(ann) == (0.0, 0)
+
+
+# -- the fresh4 sample of 2026-12-03 (seed `fresh4-1203`, 13 + 4 of 60 alive) -----------------
+def test_a_pods_own_overhead_is_named_as_its_source_and_its_cpu_is_read() -> None:
+    """The RuntimeClass admission controller copies overhead.podFixed into the pod's
+    spec.overhead (cpu and memory): the table says the overhead came from the pod."""
+    p = kpod("a", RC_NV, "gpu-a", ctr("cuda", {"cpu": "2", "memory": "2Gi"}),
+             overhead={"cpu": "250m", "memory": "1Gi"})
+    assert PodShape.from_manifest(p).overhead_cpu_m == 250
+    v = judge("sizing.node-overcommit", SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        (p,), (node("gpu-a", "64Gi"),), RCS)))
+    assert v.status is Status.PASS
+    (entry,) = v.evidence["nodes"][0]["kata_pods"]
+    assert (entry["overhead_mib"], entry["overhead_from"]) == (1024, "pod spec.overhead")
+
+
+def test_inconsistent_guest_evidence_still_says_what_was_expected() -> None:
+    vm = go_static_vm()
+    bad = judge_guest(vm, GuestSize(nproc_all=3, present_kib=10000 * 1024,
+                                    memtotal_kib=10001 * 1024), TOL)
+    assert bad.status is Status.ERROR and bad.expected == vm.describe()
+
+
+def test_a_shape_of_a_class_whose_config_is_broken_names_the_error() -> None:
+    """The class's configuration failed to load: the shape cannot be predicted, the reason
+    carries the load error (not just where the file is), and with nothing else judged the
+    check errors telling how to give kgc the configuration."""
+    broken = KataConfigSource(RC_NV, SOURCE_PROFILE, "/etc/kata/configuration.toml",
+                              error="invalid TOML: line 3")
+    v = judge("sizing.vm-matches-limits", SizingEvidence(configs={RC_NV: broken},
+                                                          shapes=(observed_pass(),)))
+    assert v.status is Status.ERROR
+    assert v.reason == ("no shape could be judged: gpu-shape: cannot predict: invalid TOML: "
+                        f"line 3 for {RC_NV}")
+    assert v.remediation == ("Let kgc read each Kata RuntimeClass's configuration (runtime "
+                             "layer on the node), or describe it in the profile under "
+                             "cluster.sizing.kata.<runtime-class>, and rerun.")
+
+
+def test_kata_config_warn_remedy_and_pass_table() -> None:
+    k = KataSizing("go", True, default_memory=255)
+    ev = SizingEvidence(configs={"kata": KataConfigSource("kata", SOURCE_PROFILE, "p", k)})
+    v = judge("sizing.kata-config", ev)
+    assert v.remediation == ("Review these Kata settings: kata (profile: p): default_memory=255 "
+                             "is below Kata's 256 MiB minimum: the Go runtime silently uses 2048")
+    ok = SizingEvidence(configs={RC_NV: src(RC_NV, "qemu-nvidia-gpu")})
+    v = judge("sizing.kata-config", ok)
+    assert v.status is Status.PASS
+    assert [r["runtime_class"] for r in v.evidence["configs"]] == [RC_NV]
+
+
+def test_two_broken_kata_configs_are_both_in_the_reason() -> None:
+    bad = KataSizing("go", True, default_memory=4096, default_maxmemory=4095)
+    ev = SizingEvidence(configs={n: KataConfigSource(n, SOURCE_PROFILE, "p", bad)
+                                 for n in ("kata-a", "kata-b")})
+    msg = "default_maxmemory=4095 is below default_memory=4096: QEMU refuses the VM"
+    assert judge("sizing.kata-config", ev).reason == (f"kata-a (profile: p): {msg}; "
+                                                      f"kata-b (profile: p): {msg}")
+
+
+def test_the_node_table_counts_the_other_pods_requests() -> None:
+    pods = (gpu_pod_("t0"), kpod("web", "runc", "gpu-a", ctr("app", requests={"memory": "1Gi"})))
+    v = judge("sizing.node-overcommit", SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        pods, (node("gpu-a", "64Gi"),), RCS)))
+    (row,) = v.evidence["nodes"]
+    assert (row["other_pods_requests_mib"], row["sum_mib"]) == (1024, 20480 + 1024)
+
+
+def test_kata_pods_none_placed_is_a_skip_saying_so() -> None:
+    pending = kpod("a", RC_NV, None, ctr("cuda", {"cpu": "2", "memory": "2Gi"}))
+    v = judge("sizing.node-overcommit", SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        (pending,), (node("gpu-a", "64Gi"),), RCS)))
+    assert (v.status, v.reason) == (Status.SKIP, "no Kata pod is placed on a node")
+
+
+def test_every_undecided_node_is_named() -> None:
+    pods = (gpu_pod_("t0"), kpod("t1", RC_NV, "gpu-b", ctr("cuda", {"cpu": "1"})))
+    v = judge("sizing.node-overcommit", SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        pods, (), RCS)))
+    assert v.reason == ("cannot decide: gpu-a: its allocatable memory is unknown; gpu-b: its "
+                        "allocatable memory is unknown")
+
+
+def test_every_unreadable_pod_next_to_fine_ones_is_named() -> None:
+    good = kpod("good", RC_NV, "n1", ctr("app", {"cpu": "2", "memory": "2Gi"}))
+    bads = tuple(kpod(n, RC_GO, "n1", ctr("app", {"memory": "lots"})) for n in ("b1", "b2"))
+    v = judge("sizing.starved-pods", SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        (good, *bads), (), RCS)))
+    q = "app.resources.limits.memory: 'lots' is not a Kubernetes quantity"
+    assert v.reason == (f"1 Kata pod(s) fine, but some pods cannot be read: pods[1]: pod ml/b1: "
+                        f"{q}; pods[2]: pod ml/b2: {q}")
+
+
+def test_containers_not_a_list_is_named() -> None:
+    with pytest.raises(SizingInputError) as e:
+        PodShape.from_manifest({"metadata": {"name": "p"}, "spec": {"containers": {"a": 1}}})
+    assert str(e.value) == "pod p: spec.containers: expected a list, got dict"
+
+
+def test_go_dynamic_on_another_hypervisor_is_refused_with_the_way_out() -> None:
+    with pytest.raises(SizingInputError) as e:
+        expected_vm(one_container(), KataSizing("go", False, hypervisor="clh"))
+    assert str(e.value) == ("Go runtime dynamic sizing on clh is not modelled (only QEMU's "
+                            "hot-plug rules are); set static_sandbox_resource_mgmt or size it "
+                            "by profile")
+
+
+def test_pod_level_requests_override_the_container_sum() -> None:
+    """KEP-2837 pod-level resources: spec.resources.requests replace the containers' sum
+    for what the scheduler reserves (and for the starved-pods comparison)."""
+    m = one_container()
+    m["spec"]["resources"] = {"requests": {"cpu": "1", "memory": "3Gi"},
+                              "limits": {"cpu": "4", "memory": "4Gi"}}
+    p = PodShape.from_manifest(m)
+    assert pod_requests(p) == (1000, 3 << 30)
+    assert pod_limits(p) == (4000, 4 << 30)
+
+
+# -- the fresh5 sample of 2026-12-03 (seed `fresh5-1203`, read after its run) -----------------
+def test_finished_and_unreadable_pods_listed_first_do_not_stop_the_others() -> None:
+    """A Succeeded Kata pod and an unreadable one listed before a running pod: the running
+    pod is still judged (starved-pods names it), and on the node the requests of a runc pod
+    listed after a finished and an unreadable runc pod are still counted."""
+    done = kpod("done", RC_GO, "n1", ctr("app", requests={"cpu": "1"}), phase="Succeeded")
+    bad = kpod("bad", RC_GO, "n1", ctr("app", {"memory": "lots"}))
+    starving = kpod("req-only", RC_GO, "n1", ctr("app", requests={"memory": "1Gi"}))
+    v = judge("sizing.starved-pods", SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        (done, bad, starving), (), RCS)))
+    assert v.status is Status.WARN
+    assert "ml/req-only: app: memory request 1024Mi without a limit" in v.reason
+    runc = [kpod("r-done", "runc", "gpu-a", ctr("app", requests={"memory": "1Gi"}),
+                 phase="Failed"),
+            kpod("r-bad", "runc", "gpu-a", ctr("app", requests={"memory": "lots"})),
+            kpod("r-ok", "runc", "gpu-a", ctr("app", requests={"memory": "2Gi"}))]
+    v = judge("sizing.node-overcommit", SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        (gpu_pod_("t0"), *runc), (node("gpu-a", "64Gi"),), RCS)))
+    assert v.status is Status.ERROR  # r-bad cannot be read
+    assert v.evidence["nodes"][0]["other_pods_requests_mib"] == 2048
+
+
+def test_no_configs_collected_is_a_skip_saying_so() -> None:
+    v = judge("sizing.kata-config", SizingEvidence())
+    assert v.reason == "no Kata RuntimeClass was found to size (no configs collected)"
+
+
+def test_runtime_rs_default_vcpus_zero_is_one_and_says_so() -> None:
+    m = one_container()
+    del m["spec"]["containers"][0]["resources"]["limits"]
+    vm = expected_vm(m, KataSizing("runtime-rs", True, default_vcpus=0, overhead_memory=32))
+    assert (vm.vcpus, vm.notes) == (1, ("default_vcpus=0 -> 1 (runtime-rs default)",))
+
+
+def test_a_hotplug_rounded_past_maxmemory_is_a_refusal() -> None:
+    """Go dynamic caps the hot-plug at default_maxmemory and then rounds it up to whole
+    memory blocks (qemu.go: addMemMB capped, then calcHotplugMemMiBSize): 2100 − 2048 = 52
+    MiB becomes a 128 MiB block, 2176 MiB past QEMU's maxmem=2100."""
+    k = KataSizing("go", False, default_memory=2048, default_maxmemory=2100)
+    vm = expected_vm(one_container(cpu="1", mem="2Gi"), k)
+    assert vm.refusal == ("hot-plugging 128 MiB (rounded up to 128 MiB blocks) passes "
+                          "default_maxmemory=2100 MiB: QEMU refuses it")
+
+
+def test_a_request_above_its_limit_is_refused_naming_both() -> None:
+    m = one_container(mem="50Mi")
+    m["spec"]["containers"][0]["resources"]["requests"] = {"memory": "700Mi"}
+    with pytest.raises(SizingInputError) as e:
+        PodShape.from_manifest(m)
+    assert str(e.value) == ("pod ns/p: main.resources: requests.memory '700Mi' exceeds "
+                            "limits.memory '50Mi' (the API server rejects such a pod)")
+
+
+def test_a_container_quota_without_a_period_adds_no_cpu() -> None:
+    """CalculateContainerSizing reads the CPU only when both quota and period are set."""
+    from kgc.layers.sizing.model import OciResources, go_calculate_container_sizing
+    assert go_calculate_container_sizing(OciResources(quota=50_000, period=None)) == (0.0, 0)
+
+
+def test_container_resources_not_an_object_is_named() -> None:
+    m = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "resources": "x"}]}}
+    with pytest.raises(SizingInputError) as e:
+        PodShape.from_manifest(m)
+    assert str(e.value) == "pod p: spec.containers[0].resources: expected a mapping, got str"
+
+
+# -- the fresh6 sample of 2026-12-03 (seed `fresh6-1203`, read after its run) -----------------
+def test_a_passing_guest_reason_gives_the_ram_window() -> None:
+    ram = 10240 * 1024
+    j = judge_guest(go_static_vm(), GuestSize(nproc_all=3, present_kib=ram,
+                                              memtotal_kib=ram - 300 * 1024), TOL)
+    assert j.status is Status.PASS
+    assert j.reason.endswith("(guest RAM 10240 MiB by /proc/zoneinfo, accepted [10232, 10240]; "
+                             "the kernel keeps 300 MiB of it)")
+
+
+def test_a_broken_config_that_still_carries_sizing_is_not_used_for_overcommit() -> None:
+    """A class whose configuration loaded with an error is not usable: its pods are not
+    sized from the half-read values, the node is left undecided."""
+    broken = KataConfigSource(RC_NV, SOURCE_PROFILE, "p", KATA_PRESETS["qemu-nvidia-gpu"],
+                              error="invalid TOML: line 3")
+    v = judge("sizing.node-overcommit", SizingEvidence(configs={RC_NV: broken},
+                                                        cluster=ClusterObjects(
+        (gpu_pod_("t0"),), (node("gpu-a", "64Gi"),), RCS)))
+    assert v.status is Status.SKIP, v.reason
+
+
+def test_an_unmodelled_config_names_why_the_pod_cannot_be_sized() -> None:
+    clh = KataConfigSource("kata-clh", SOURCE_PROFILE, "p", KataSizing("go", False,
+                                                                      hypervisor="clh"))
+    rcs = (*RCS, {"metadata": {"name": "kata-clh"}, "handler": "kata-clh"})
+    pod = kpod("x", "kata-clh", "gpu-a", ctr("app", {"cpu": "1", "memory": "1Gi"}))
+    v = judge("sizing.node-overcommit", SizingEvidence(configs={"kata-clh": clh},
+                                                        cluster=ClusterObjects(
+        (pod,), (node("gpu-a", "64Gi"),), rcs)))
+    assert v.status is Status.SKIP
+    assert v.reason.startswith("cannot decide: gpu-a: cannot size ml/x (Go runtime dynamic "
+                               "sizing on clh is not modelled")
+
+
+def test_two_overcommitted_nodes_are_both_named() -> None:
+    pods = (gpu_pod_("t0"), kpod("t1", RC_NV, "gpu-b", ctr("cuda", {"cpu": "2",
+                                                                     "memory": "2Gi"})))
+    v = judge("sizing.node-overcommit", SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        pods, (node("gpu-a", "16Gi"), node("gpu-b", "16Gi")), RCS)))
+    assert v.status is Status.FAIL
+    assert "ml/t0 (10240 MiB VM + 10240 MiB overhead); node gpu-b: Kata VMs" in v.reason
+    assert v.remediation.startswith("Reschedule or shrink these Kata pods (a VM is "
+                                    "default_memory + limits, and the RuntimeClass overhead "
+                                    "comes on top): node gpu-a: ")
+    assert "ml/t0 (10240 MiB VM + 10240 MiB overhead); node gpu-b: " in v.remediation
+
+
+def test_two_unreadable_kata_pods_alone_are_both_named() -> None:
+    bads = tuple(kpod(n, RC_GO, "n1", ctr("app", {"memory": "lots"})) for n in ("b1", "b2"))
+    v = judge("sizing.starved-pods", SizingEvidence(configs=CONFIGS, cluster=ClusterObjects(
+        bads, (), RCS)))
+    q = "app.resources.limits.memory: 'lots' is not a Kubernetes quantity"
+    assert v.reason == (f"no readable running Kata pod to inspect; unreadable: pods[0]: pod "
+                        f"ml/b1: {q}; pods[1]: pod ml/b2: {q}")
+
+
+@pytest.mark.parametrize(("req", "starved"), [("2000m", False), ("2001m", True)])
+def test_a_vm_with_fewer_vcpus_than_the_cpu_request_rounded_up_starves(req: str,
+                                                                        starved: bool) -> None:
+    """The VM must have at least ceil(Σ cpu requests) vCPUs: default_vcpus = 2 and no CPU
+    limit give a 2-vCPU VM, enough for 2000m, one vCPU short of ceil(2.001) = 3."""
+    k = KataConfigSource("kata-2", SOURCE_PROFILE, "p", KataSizing("go", True, default_vcpus=2,
+                                                                 default_memory=8192))
+    rcs = ({"metadata": {"name": "kata-2"}, "handler": "kata-2"},)
+    pod = kpod("p", "kata-2", "n1", ctr("app", requests={"cpu": req}))
+    v = judge("sizing.starved-pods", SizingEvidence(configs={"kata-2": k},
+                                                    cluster=ClusterObjects((pod,), (), rcs)))
+    assert (f"its VM gets 2 vCPU for {req} requested" in v.reason) is starved
+
+
+def test_no_shape_recorded_tells_how_to_get_one() -> None:
+    v = judge("sizing.vm-matches-limits", SizingEvidence())
+    assert v.remediation.startswith("Run the sizing layer with at least one pod shape")
+
+
+def test_annotation_default_memory_is_noted() -> None:
+    k = KataSizing("go", True, enable_annotations=("default_memory",))
+    m = one_container()
+    m["metadata"]["annotations"] = {"io.katacontainers.config.hypervisor.default_memory": "4096"}
+    vm = expected_vm(m, k)
+    assert (vm.memory_mib, vm.notes) == (4096 + 2048, ("annotation default_memory=4096",))
+
+
+@pytest.mark.parametrize(("maxv", "refused"), [("240", False), ("241", True)])
+def test_annotation_default_max_vcpus_up_to_qemus_240(maxv: str, refused: bool) -> None:
+    """govmm MaxVCPUs() is 240 on amd64: the annotation may ask for 240, not 241."""
+    k = KataSizing("go", False, enable_annotations=("default_max_vcpus",))
+    m = one_container(cpu="1")
+    m["metadata"]["annotations"] = {"io.katacontainers.config.hypervisor.default_max_vcpus": maxv}
+    assert bool(expected_vm(m, k).refusal) is refused
+
+
+def test_runtime_rs_default_memory_above_the_host_is_the_host() -> None:
+    m = one_container()
+    del m["spec"]["containers"][0]["resources"]["limits"]
+    vm = expected_vm(m, KataSizing("runtime-rs", True, default_memory=2048, overhead_memory=32),
+                     HostCaps(memory_mib=1024))
+    assert vm.memory_mib == 1024
+
+
+def test_each_app_container_hotplugs_once() -> None:
+    """Go dynamic hot-plugs when each container is created: app containers of 1Gi and 2Gi
+    on 2048 are two hot-plugs (3072, then 5120), within memory_slots = 2."""
+    m = one_container(cpu="1", mem="1Gi")
+    m["spec"]["containers"].append({"name": "b", "resources": {"limits": {"memory": "2Gi"}}})
+    vm = expected_vm(m, KataSizing("go", False, memory_slots=2))
+    assert (vm.memory_mib, vm.refusal) == (5120, "")
+    assert expected_vm(m, KataSizing("go", False, memory_slots=1)).refusal.startswith(
+        "2 memory hot-plugs exceed memory_slots=1")
+
+
+def test_limits_not_an_object_is_named() -> None:
+    m = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "resources": {
+        "limits": ["1"]}}]}}
+    with pytest.raises(SizingInputError) as e:
+        PodShape.from_manifest(m)
+    assert str(e.value) == "pod p: c.resources.limits: expected a mapping, got list"
+
+
+def test_runtime_rs_explanations_name_mode_and_arithmetic() -> None:
+    vm = expected_vm(one_container(), KATA_PRESETS["qemu-runtime-rs"])
+    assert vm.explanation == ("runtime-rs static: the pod has limits, so vCPUs = ceil(max(0.2 + "
+                              "2, 1)) = 3 and memory = 32 + 2048 = 2080 MiB (default_vcpus/"
+                              "default_memory are not used)")
+    m = one_container()
+    del m["spec"]["containers"][0]["resources"]["limits"]["memory"]
+    refused = expected_vm(m, KataSizing("runtime-rs", True, overhead_memory=0))
+    assert refused.mode == "runtime-rs static" and refused.refusal
+
+
+# -- the fresh7 sample of 2026-12-03 (seed `fresh7-1203`): two of its survivors ---------------
+def test_two_app_containers_add_up_in_the_static_vm() -> None:
+    """KEP-753 PodLimits sums the app containers: 1 CPU / 1Gi + 1 CPU / 2Gi is 2 CPUs / 3Gi,
+    so Go static gives ceil(1 + 2) = 3 vCPUs and 8192 + 3072 MiB (not the larger one)."""
+    m = one_container(cpu="1", mem="1Gi")
+    m["spec"]["containers"].append({"name": "b", "resources": {"limits": {"cpu": "1",
+                                                                          "memory": "2Gi"}}})
+    assert pod_limits(PodShape.from_manifest(m)) == (2000, 3 << 30)
+    vm = expected_vm(m, KATA_PRESETS["qemu-nvidia-gpu"])
+    assert (vm.vcpus, vm.memory_mib) == (3, 8192 + 3072)
+
+
+def test_every_sidecar_adds_to_the_pod_without_init_containers() -> None:
+    """Two sidecars (1 CPU each) and an app (1 CPU), no plain init container: Σ = 3."""
+    side = {"restartPolicy": "Always", "resources": {"limits": {"cpu": "1"}}}
+    m = one_container(cpu="1", mem="1Gi")
+    m["spec"]["initContainers"] = [dict(side, name="s1"), dict(side, name="s2")]
+    assert pod_limits(PodShape.from_manifest(m))[0] == 3000
+
+
+def test_go_maxmemory_above_the_host_is_the_host() -> None:
+    """Go (katautils/config.go): default_maxmemory 0 or above the host's memory becomes the
+    host's memory, so a dynamic hot-plug stops there: 2048 + 4Gi wanted, 4096 on a 4 GiB
+    host even with default_maxmemory = 8192."""
+    k = KataSizing("go", False, default_memory=2048, default_maxmemory=8192)
+    vm = expected_vm(one_container(cpu="1", mem="4Gi"), k, HostCaps(memory_mib=4096))
+    assert vm.memory_mib == 4096
+    assert "memory capped at default_maxmemory=4096 MiB (wanted 6144)" in vm.notes

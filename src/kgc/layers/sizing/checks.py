@@ -392,14 +392,22 @@ def _is_kata(rc_name: str, rcs: Mapping[str, Mapping[str, Any]], ev: SizingEvide
     return isinstance(h, str) and h.startswith("kata")
 
 
-def _rc_overhead(rc: Mapping[str, Any] | None) -> tuple[int | None, str]:
-    if not rc:
+def _rc_overhead(name: str, rc: Mapping[str, Any] | None) -> tuple[int | None, str]:
+    """The RuntimeClass's ``overhead.podFixed.memory`` in bytes (None when it sets none).
+    A malformed overhead raises naming the class: counting it as none would let an
+    overcommitted node pass."""
+    if not rc or rc.get("overhead") is None:
         return None, ""
-    pf = ((rc.get("overhead") or {}) if isinstance(rc.get("overhead"), Mapping) else {}).get(
-        "podFixed")
-    if not isinstance(pf, Mapping) or "memory" not in pf:
+    where = f"RuntimeClass {name}: overhead"
+    ov = rc["overhead"]
+    if not isinstance(ov, Mapping):
+        raise SizingInputError(f"{where}: expected a mapping, got {type(ov).__name__}")
+    pf = ov.get("podFixed")
+    if pf is not None and not isinstance(pf, Mapping):
+        raise SizingInputError(f"{where}.podFixed: expected a mapping, got {type(pf).__name__}")
+    if not pf or "memory" not in pf:
         return None, ""
-    return memory_bytes(pf["memory"], "RuntimeClass overhead.podFixed.memory"), "RuntimeClass"
+    return memory_bytes(pf["memory"], f"{where}.podFixed.memory"), "RuntimeClass"
 
 
 def _kata_pods(ev: SizingEvidence, profile: Any) -> tuple[list[_KataPod], list[str], int]:
@@ -418,7 +426,7 @@ def _kata_pods(ev: SizingEvidence, profile: Any) -> tuple[list[_KataPod], list[s
         try:
             p = PodShape.from_manifest(obj)
             ov, src = (p.overhead_memory, "pod spec.overhead") if p.overhead_memory is not None \
-                else _rc_overhead(rcs.get(rc))
+                else _rc_overhead(rc, rcs.get(rc))
         except SizingInputError as exc:
             bad.append(f"pods[{i}]: {exc}")
             continue

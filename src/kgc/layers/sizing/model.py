@@ -889,7 +889,6 @@ def _go_dynamic(p: PodShape, k: KataSizing, eff: _Effective) -> VmSize:
                 if eff.maxm is not None and cur_m + add > eff.maxm:
                     add = eff.maxm - cur_m
                 if add <= 0:
-                    notes.append(f"memory capped at default_maxmemory={eff.maxm} MiB")
                     break
                 add_r = go_calc_hotplug_mem_mib(add, block)
                 hotplugs += 1
@@ -899,6 +898,11 @@ def _go_dynamic(p: PodShape, k: KataSizing, eff: _Effective) -> VmSize:
                 cur_m += add_r
                 if need <= cur_m or (eff.maxm is not None and cur_m >= eff.maxm):
                     break
+        # below what the containers need only where default_maxmemory stopped the hot-plug
+        # (whether the last hot-plug reached it exactly or none was left to make)
+        capped_m = f"memory capped at default_maxmemory={eff.maxm} MiB (wanted {need})"
+        if need > cur_m and capped_m not in notes:
+            notes.append(capped_m)
         if not stays:
             running.pop()  # the init container exits: it no longer counts
     if hotplugs > eff.slots and not refusal:
