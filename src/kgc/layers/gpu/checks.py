@@ -307,28 +307,25 @@ def device_plugin(ev: ClusterGpuEvidence, profile: Any) -> Outcome:
         if unready:
             parts.append("not Ready: " + "; ".join(unready))
         if gp.request.dra:
-            return failed(
-                f"DRA kubelet plugin (platform.gpu.device_plugin.selector under "
-                f"platform.gpu.request.mode: {gp.request.mode}): " + "; ".join(parts),
-                "Under DRA this check looks for the DRA driver's kubelet-plugin pods on the "
-                "nodes that publish devices: check that DaemonSet (kubectl get ds -A -l "
-                f"{gp.device_plugin_selector}; NVIDIA's driver runs it as the "
-                "nvidia-dra-driver-gpu kubelet plugin) and read its log; if the selector names "
-                "a device plugin (DRA nodes run none), set platform.gpu.device_plugin.selector "
-                "to the DRA plugin's pod labels, or to null.",
-                expected=f"a Ready pod on each of {', '.join(nodes)}",
-                found="; ".join(parts), pods=rows,
-            )
-        return failed(
-            "device plugin: " + "; ".join(parts),
-            "Check the device plugin DaemonSet (kubectl get ds -A -l "
-            f"{gp.device_plugin_selector}): its nodeSelector/tolerations must cover the GPU "
-            "nodes (the GPU Operator schedules the sandbox plugin only on nodes labelled "
-            "nvidia.com/gpu.workload.config=vm-passthrough); for a pod that is not Ready read "
-            "its log.",
-            expected=f"a Ready pod on each of {', '.join(nodes)}",
-            found="; ".join(parts), pods=rows,
-        )
+            what = (f"DRA kubelet plugin (platform.gpu.device_plugin.selector under "
+                    f"platform.gpu.request.mode: {gp.request.mode})")
+            fix = ("Under DRA this check looks for the DRA driver's kubelet-plugin pods on the "
+                   "nodes that publish devices: check that DaemonSet (kubectl get ds -A -l "
+                   f"{gp.device_plugin_selector}; NVIDIA's driver runs it as the "
+                   "nvidia-dra-driver-gpu kubelet plugin) and read its log; if the selector "
+                   "names a device plugin (DRA nodes run none), set "
+                   "platform.gpu.device_plugin.selector to the DRA plugin's pod labels, or to "
+                   "null.")
+        else:
+            what = "device plugin"
+            fix = ("Check the device plugin DaemonSet (kubectl get ds -A -l "
+                   f"{gp.device_plugin_selector}): its nodeSelector/tolerations must cover the "
+                   "GPU nodes (the GPU Operator schedules the sandbox plugin only on nodes "
+                   "labelled nvidia.com/gpu.workload.config=vm-passthrough); for a pod that is "
+                   "not Ready read its log.")
+        return failed(f"{what}: " + "; ".join(parts), fix,
+                      expected=f"a Ready pod on each of {', '.join(nodes)}",
+                      found="; ".join(parts), pods=rows)
     return passed(f"device plugin Ready on {len(nodes)} GPU node(s): {', '.join(nodes)}",
                   pods=rows)
 

@@ -75,6 +75,11 @@ def returned(ev: RebootEvidence, profile: Profile) -> Outcome:
                   boot_id_after=ev.boot_id_after, waited_s=ev.waited_s)
 
 
+def _before_targets(ev: RebootEvidence, pt: Any) -> list[str]:
+    """The targets (profile's passthrough selection) present before the reboot."""
+    return [b for b, row in ev.before.items() if _sel(row, b, pt.targets)]
+
+
 @CHECKS.check(
     "reboot.binding-persists",
     title="After a real reboot every target is bound to vfio-pci again",
@@ -89,7 +94,7 @@ def binding_persists(ev: RebootEvidence, profile: Profile) -> Outcome:
         return gate
     pt = profile.host.passthrough
     allowed = set(pt.allowed_drivers)
-    targets = [b for b, row in ev.before.items() if _sel(row, b, pt.targets)]
+    targets = _before_targets(ev, pt)
     if not targets:
         return skipped("no target device was present before the reboot")
     rows = {b: f"{ev.before[b].get('driver') or 'none'} -> "
@@ -155,7 +160,7 @@ def rebindable(ev: RebootEvidence, profile: Profile) -> Outcome:
         return gate
     pt = profile.host.passthrough
     allowed = tuple(pt.allowed_drivers)
-    targets = [b for b, row in ev.before.items() if _sel(row, b, pt.targets)]
+    targets = _before_targets(ev, pt)
     if not targets:
         return skipped("no target device was present before the reboot")
     gone = [b for b in targets if b not in ev.after]
