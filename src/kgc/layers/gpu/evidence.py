@@ -509,7 +509,7 @@ class GpuRunEvidence(Record):
         nodes = list(self.cluster.nodes or ())
         d = self.cluster.dra
         # under DRA the GPU nodes are those publishing devices (a real node's kubelet plugin
-        # beside kwok nodes: only it counts)
+        # beside simulated GPU nodes: only it counts)
         publishing = {s.node for s in (d.slices or ()) if s.node and s.device_count and (
             d.driver is None or s.driver == d.driver)} if d is not None else set()
         gpu = [n for n in nodes if n.name in publishing] or [
