@@ -317,6 +317,27 @@ def _node_ready(api: kube.Kube, node: str) -> Any:
     return n
 
 
+STAND_IN_GPU = "nvidia.com/gpu"
+
+
+def drop_stand_in_gpu(api: kube.Kube, node: str, timeout_s: float = 120) -> None:
+    """Take back a stand-in GPU a test patched into the node's capacity, and wait until the
+    API no longer shows it. Capacity alone is not enough at once: the kubelet drops an
+    extended resource from ``allocatable`` only on its next status sync (when it is no
+    longer in capacity), and a later test judging the node (DRA's "advertised both ways")
+    would see the stale allocatable."""
+    api.core.patch_node_status(node, {"status": {
+        "capacity": {STAND_IN_GPU: None}, "allocatable": {STAND_IN_GPU: None}}})
+
+    def gone() -> Any:
+        st = api.core.read_node(node).status
+        left = [k for k, m in (("capacity", st.capacity), ("allocatable", st.allocatable))
+                if STAND_IN_GPU in (m or {})]
+        return kube.NotYet(f"{node} still lists {STAND_IN_GPU} in {left}") if left else True
+
+    kube.wait_for(f"{STAND_IN_GPU} to leave {node}", gone, timeout_s, 1)
+
+
 def initialize_node(api: kube.Kube, node: str) -> None:
     """The lab as external cloud provider: the node's addresses (the API server reaches the
     kubelet on loopback, through the VM's port forward) and the uninitialized taint off."""

@@ -316,7 +316,7 @@ def test_the_gpu_layer_on_a_runc_pod_of_the_real_node_fails_isolation_truly(
             cwd=tmp_path, capture_output=True, text=True, timeout=1500, check=False)
     finally:
         k.core.patch_node(node, {"spec": {"taints": [realnode.REAL_NODE_TAINT]}})
-        k.core.patch_node_status(node, {"status": {"capacity": {"nvidia.com/gpu": None}}})
+        realnode.drop_stand_in_gpu(k, node)
     doc = json.loads((tmp_path / "reports" / "verdict.json").read_text())
     by = {r["check"]: r for r in doc["results"]}
     assert "gpu.in-vm" in by, res.stdout[-3000:]

@@ -82,6 +82,11 @@ def test_the_node_plugin_published_its_resourceslice_and_kgc_reads_it(
     assert sorted(api_devices) == [f"gpu-{i}" for i in range(STAND_IN_DEVICES)]
     assert real_lab.ssh(f"systemctl is-active {realnode_dra.UNIT}").split() == ["active"]
 
+    # the premise of "advertised both ways" passing: no test left a stand-in GPU behind
+    # (test_real_node's gpu run patches one in and takes it back with drop_stand_in_gpu)
+    alloc = k.core.read_node(node).status.allocatable or {}
+    assert realnode.STAND_IN_GPU not in alloc, f"a stand-in GPU was left on {node}: {alloc}"
+
     # the product's collector, live: discovery, DeviceClasses, the driver's slices
     gp = _profile(node)
     ev = collect.preflight(k, gp)
