@@ -330,7 +330,7 @@ def drop_stand_in_gpu(api: kube.Kube, node: str, timeout_s: float = 120) -> None
         "capacity": {STAND_IN_GPU: None}, "allocatable": {STAND_IN_GPU: None}}})
 
     def gone() -> Any:
-        st = api.core.read_node(node).status
+        st: Any = api.core.read_node(node).status
         left = [k for k, m in (("capacity", st.capacity), ("allocatable", st.allocatable))
                 if STAND_IN_GPU in (m or {})]
         return kube.NotYet(f"{node} still lists {STAND_IN_GPU} in {left}") if left else True
