@@ -138,8 +138,9 @@ def publish(admin: kube.Kube, nodes: Iterable[tuple[str, int]], *,
 def unpublish(admin: kube.Kube) -> None:
     """Delete every DeviceClass and ResourceSlice the stand-in made (by its label)."""
     for plural in ("resourceslices", "deviceclasses"):
-        items = admin.custom.list_cluster_custom_object(
-            GROUP, VERSION, plural, label_selector=LAB_LABEL).get("items") or []
+        listed: Any = admin.custom.list_cluster_custom_object(
+            GROUP, VERSION, plural, label_selector=LAB_LABEL)
+        items = listed.get("items") or []
         for it in items:
             try:
                 admin.custom.delete_cluster_custom_object(GROUP, VERSION, plural,

@@ -132,16 +132,18 @@ def allocated_uuids(pod: dict[str, Any]) -> list[str]:
     order; [] when the pod has no DRA claim (or no responder runs)."""
     admin = lab_client()
     md, st = _d(pod.get("metadata")), _d(pod.get("status"))
-    names = [_d(c).get("resourceClaimName") for c in st.get("resourceClaimStatuses") or []]
-    names.append(_d(st.get("extendedResourceClaimStatus")).get("resourceClaimName"))
-    names = [n for n in names if isinstance(n, str) and n]
+    found: list[Any] = [_d(c).get("resourceClaimName")
+                        for c in st.get("resourceClaimStatuses") or []]
+    found.append(_d(st.get("extendedResourceClaimStatus")).get("resourceClaimName"))
+    names: list[str] = [n for n in found if isinstance(n, str) and n]
     if admin is None or not names:
         return []
     out: list[str] = []
-    slices = admin.custom.list_cluster_custom_object(DRA_GROUP, DRA_VERSION,
-                                                     "resourceslices").get("items") or []
+    listed: Any = admin.custom.list_cluster_custom_object(DRA_GROUP, DRA_VERSION,
+                                                          "resourceslices")
+    slices = listed.get("items") or []
     for name in names:
-        claim = admin.custom.get_namespaced_custom_object(
+        claim: Any = admin.custom.get_namespaced_custom_object(
             DRA_GROUP, DRA_VERSION, str(md.get("namespace")), "resourceclaims", name)
         for r in _d(_d(_d(claim.get("status")).get("allocation")).get("devices")).get(
                 "results") or []:
@@ -208,10 +210,10 @@ class GpuChooser:
                      f"{old} -> {new}")
             return SimOutput(text, 0, note)
         index = self.rank(pod, node_name)
-        text, old, new = vary_uuid(text, index)
-        if old and new:
+        text, was, now = vary_uuid(text, index)
+        if was and now:
             note += (f"; GPU UUID varied by the lab for GPU pod #{index + 1} on {node_name} "
-                     f"(one GPU cannot be in two VMs): {old} -> {new}")
+                     f"(one GPU cannot be in two VMs): {was} -> {now}")
         return SimOutput(text, 0, note)
 
 
