@@ -1,0 +1,76 @@
+"""What mutation testing of the gpu layer's own evaluators and its pod-failure classifier
+found untested (issue 21 item 8; benchmarks/mutation.py modules ``gpu.checks``,
+``gpu.classify``).
+
+The mutants that survived the older tests changed what a user reads, not the status: the
+reason naming the pod, node or device, the remediation, ``expected``/``found`` and the
+evidence kept. So every check of ``kgc.layers.gpu.checks`` is judged on the hand-made vectors
+of :mod:`gpu.gpu_vectors` -- the real H200 and CPU-only guest captures in synthetic cluster
+surroundings, and pods stopped by the texts kube-scheduler, the kubelet, containerd, Kata,
+QEMU and the NVIDIA driver print -- and must say exactly what ``tests/data/gpu_verdicts.json``
+recorded (regenerate with ``.venv/bin/python tests/gpu/gpu_verdicts.py`` and review the
+diff). The tests below it state single behaviours by hand.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from gpu.gpu_vectors import OWN, VECTORS, Vector, h200_guest, mismatch
+from gpu.gpu_verdicts import CORPUS, verdicts
+from gpu.synth import pod
+from kgc.core.model import Status
+from kgc.layers.gpu.checks import CHECKS
+from kgc.layers.gpu.classify import classify
+from kgc.layers.gpu.evidence import ContainerState
+
+DOC = json.loads(CORPUS.read_text())
+
+
+def test_the_corpus_covers_every_vector_and_check() -> None:
+    assert DOC["format"] == "kgc-gpu-verdicts/1"
+    assert sorted(DOC["vectors"]) == sorted(v.name for v in VECTORS)
+    seen: dict[str, set[str]] = {}
+    for x in DOC["vectors"].values():
+        for key, row in x["verdicts"].items():
+            seen.setdefault(key.split(" ")[0], set()).add(row["status"])
+    assert sorted(seen) == sorted(OWN)
+    # each check passes somewhere and gives a non-pass somewhere: no branch family unpinned
+    assert {c: s for c, s in seen.items() if "pass" not in s or s == {"pass"}} == {}
+
+
+@pytest.mark.parametrize("v", VECTORS, ids=[v.name for v in VECTORS])
+def test_vector_gives_the_recorded_verdicts(v: Vector) -> None:
+    want = DOC["vectors"][v.name]
+    assert mismatch(CHECKS, v) == []
+    got = verdicts(v)
+    assert sorted(got) == sorted(want["verdicts"])
+    for key, row in want["verdicts"].items():
+        assert got[key] == row, f"{v.name}: {key}"
+
+
+# =========================================================================== by hand
+UNSUPPORTED = ("NVRM: The NVIDIA GPU 0000:00:06.0 (PCI ID: 10de:1db4)",
+               "NVRM: installed in this system is not supported by open",
+               "NVRM: nvidia.ko because it does not include the required GPU",
+               "NVRM: System Processor (GSP).")
+
+
+@pytest.mark.parametrize("stamps", [False, True], ids=["bare", "dmesg-timestamps"])
+def test_an_unsupported_gpu_is_named_from_the_guests_dmesg_as_the_collector_records_it(
+        stamps: bool) -> None:
+    """The collector keeps plain ``dmesg`` output, each line stamped ``[    3.402117] ``:
+    the open driver's three-line refusal is still read across the stamps (before the fix
+    only unstamped lines were, and the pod was an unrecognised container failure)."""
+    lines = tuple(f"[    3.40{i}117] {ln}" if stamps else ln for i, ln in enumerate(UNSUPPORTED))
+    g = dataclasses.replace(h200_guest(), smi=None, complete=False, dmesg=lines)
+    p = pod(g, phase="Failed", containers=(ContainerState("collector", "terminated", "Error",
+                                                          None, 1),))
+    c = classify(p)
+    assert c.id == "gpu-unsupported-open-driver" and c.status is Status.FAIL
+    assert c.summary == ("the guest's open NVIDIA kernel driver does not support the GPU "
+                         "0000:00:06.0 (10de:1db4) passed through on gpu-a")
+    assert "proprietary nvidia.ko" in c.remediation
