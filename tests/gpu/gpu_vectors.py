@@ -494,6 +494,12 @@ def _per_pod() -> list[Vector]:
                                                             "sram_uncorrectable": "2"})))),
             {"gpu.mig": "fail", "gpu.memory": "fail", "gpu.health": "fail"},
             checks=("gpu.mig", "gpu.memory", "gpu.health")),
+        one("mig-on-both-gpus-whole-profile", pod(smi(with_smi_gpus(h, 2),
+                                                       gpu_mig_current="Enabled",
+                                                       gpu_mig_pending="Enabled",
+                                                       gpu_mig_devices=()), a2, count=2),
+            {"gpu.mig": "fail", "gpu.node-labels": "pass"}, cl=cluster(a2),
+            checks=("gpu.mig", "gpu.node-labels")),
         one("mig-pending-on-whole-profile", pod(smi(h, gpu_mig_pending="Enabled")),
             {"gpu.mig": "fail"}, checks=("gpu.mig",),
             words={"gpu.mig": ("pending enabled after the next GPU reset",)}),
@@ -536,6 +542,11 @@ def _per_pod() -> list[Vector]:
             ecc_errors__aggregate__dram_uncorrectable="3",
             remapped_rows__remapped_row_pending="Yes")), {"gpu.health": "fail"},
             checks=("gpu.health",)),
+        # two failures with two remedies: the reset first, then the RMA the row remapper needs
+        one("health-two-failures", pod(health(
+            h, ecc_errors__volatile__dram_uncorrectable="1",
+            remapped_rows__remapped_row_failure="Yes")), {"gpu.health": "fail"},
+            checks=("gpu.health",), fix={"gpu.health": ("nvidia-smi -r", "RMA process")}),
         one("health-warn-only", pod(health(
             h, clocks_event_reasons__clocks_event_reason_hw_slowdown="Active",
             ecc_errors__volatile__dram_correctable="12")), {"gpu.health": "warn"},
@@ -564,6 +575,12 @@ def _per_pod() -> list[Vector]:
         one("label-other-gpu", pod(h, node(product="NVIDIA-H100-80GB-HBM3")),
             {"gpu.node-labels": "fail"}, cl=cluster(node(product="NVIDIA-H100-80GB-HBM3")),
             checks=("gpu.node-labels",)),
+        one("label-other-gpu-two-gpus", pod(with_smi_gpus(h, 2), node(
+            "gpu-a", 2, product="NVIDIA-A100-SXM4-80GB"), count=2),
+            {"gpu.node-labels": "fail"}, cl=cluster(node("gpu-a", 2,
+                                                          product="NVIDIA-A100-SXM4-80GB")),
+            checks=("gpu.node-labels",),
+            words={"gpu.node-labels": ("sees NVIDIA H200, NVIDIA H200",)}),
         # unique
         one("uuid-missing", pod(with_uuid(h, "")), {"gpu.unique": "error"},
             checks=("gpu.unique",)),
@@ -676,6 +693,23 @@ def _not_run() -> list[Vector]:
             "pod, 3 Preemption is not helpful for scheduling." + long_tail, 6,
             "default-scheduler")), "fail", "advertised by gpu-a, gpu-b",
             cl=cluster(node("gpu-a", 1), node("gpu-b", 1), node("cpu-0", 0, product=None))),
+        # capacity without allocatable: the device plugin marked the GPUs unhealthy; the
+        # node still has them, so this is a shortage, not a missing device plugin
+        pr("insufficient-unhealthy-devices", unscheduled(warn(
+            "FailedScheduling", "0/1 nodes are available: 1 Insufficient nvidia.com/pgpu. "
+            "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming "
+            "pod.", 5, "default-scheduler")), "fail", "(advertised by gpu-a)",
+            cl=cluster(node("gpu-a", 2, allocatable=0))),
+        # cluster-autoscaler's Normal event names a shortage too; the scheduler's Warning is
+        # what stops the pod (a taint here): Normal events are history, never the cause
+        pr("unschedulable-beside-autoscaler-note", unscheduled(
+            warn("FailedScheduling", "0/3 nodes are available: 3 node(s) had untolerated taint "
+                 "{nvidia.com/gpu: present}. preemption: 0/3 nodes are available: 3 Preemption "
+                 "is not helpful for scheduling.", 4, "default-scheduler"),
+            PodEvent("Normal", "NotTriggerScaleUp", "pod didn't trigger scale-up: 1 "
+                     "Insufficient nvidia.com/pgpu, 2 node(s) had untolerated taint "
+                     "{nvidia.com/gpu: present}", 9, "cluster-autoscaler")), "fail",
+            "untolerated taint {nvidia.com/gpu: present}"),
         pr("insufficient-trailing-dot", unscheduled(warn(
             "FailedScheduling", "0/1 nodes are available: 1 Insufficient nvidia.com/pgpu.", 1,
             "default-scheduler"), count=2), "fail", "no node has 2 free nvidia.com/pgpu"),

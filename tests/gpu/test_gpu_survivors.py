@@ -23,7 +23,7 @@ from gpu.gpu_vectors import OWN, VECTORS, Vector, h200_guest, mismatch
 from gpu.gpu_verdicts import CORPUS, verdicts
 from gpu.synth import pod
 from kgc.core.model import Status
-from kgc.layers.gpu.checks import CHECKS
+from kgc.layers.gpu.checks import CHECKS, PodSubject
 from kgc.layers.gpu.classify import classify
 from kgc.layers.gpu.evidence import ContainerState
 
@@ -74,3 +74,14 @@ def test_an_unsupported_gpu_is_named_from_the_guests_dmesg_as_the_collector_reco
     assert c.summary == ("the guest's open NVIDIA kernel driver does not support the GPU "
                          "0000:00:06.0 (10de:1db4) passed through on gpu-a")
     assert "proprietary nvidia.ko" in c.remediation
+
+
+def test_two_health_failures_give_each_remedy_once() -> None:
+    """An uncorrectable ECC error during the pod and a failed row remapping: the reset comes
+    first and the RMA step once (the ECC remedy already ends with it; before, the RMA
+    sentence was printed twice)."""
+    v = next(x for x in VECTORS if x.name == "health-two-failures")
+    got = CHECKS.get("gpu.health").judge(PodSubject(v.run.pods[0], v.run), v.profile, "t")
+    assert got.status is Status.FAIL
+    assert got.remediation.count("follow NVIDIA's RMA process") == 1
+    assert got.remediation.startswith("Reset the GPU before it is handed to a VM")
