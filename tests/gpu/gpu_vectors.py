@@ -355,6 +355,11 @@ def _per_pod() -> list[Vector]:
         one("not-run-skips", pending(), {"gpu.pod-runs": "fail", "gpu.in-vm": "skip",
                                          "gpu.smi-count": "skip", "gpu.unique": "skip"},
             words={"gpu.in-vm": ("(see gpu.pod-runs: start-timeout)",)}),
+        # the guest checks' skip names the cause the cluster evidence gives (no node
+        # advertises the resource: no device plugin, not a shortage)
+        Vector("not-run-no-device-plugin", c["no-device-plugin"],
+               {"gpu.pod-runs": "fail", "gpu.in-vm": "skip", "gpu.compute": "skip"},
+               checks=PER_POD, words={"gpu.in-vm": ("(see gpu.pod-runs: no-device-plugin)",)}),
         one("not-run-never-scheduled-unnamed",
             pod(None, name="kgc-gpu-9", node=None, target_node=None, phase="Pending",
                 conditions=(), containers=(), events=(), waited_s=None, budget_s=None),
@@ -364,6 +369,11 @@ def _per_pod() -> list[Vector]:
             ClaimEvidence("kgc-gpu-0-gpu", True, "gpu-a"), ClaimEvidence(None))),
             {"gpu.pod-runs": "pass"}, checks=("gpu.pod-runs",),
             words={"gpu.pod-runs": ("(claim kgc-gpu-0-gpu)",)}),
+        one("runs-two-claims", pod(h, request_mode="claim", claims=(
+            ClaimEvidence("kgc-gpu-0-gpu", True, "gpu-a"),
+            ClaimEvidence("kgc-gpu-0-gpu-2", True, "gpu-a"))),
+            {"gpu.pod-runs": "pass"}, checks=("gpu.pod-runs",),
+            words={"gpu.pod-runs": ("(claim kgc-gpu-0-gpu, kgc-gpu-0-gpu-2)",)}),
         one("runs-claim-not-read-back", pod(h, request_mode="claim"), {"gpu.pod-runs": "pass"},
             checks=("gpu.pod-runs",), words={"gpu.pod-runs": ("not read back",)}),
         one("runs-dra-extended", pod(h, request_mode="dra-extended"), {"gpu.pod-runs": "pass"},
@@ -771,6 +781,19 @@ def _not_run() -> list[Vector]:
             "FailedCreatePodSandBox", SANDBOX + LONG_SHIM + "Could not create the sandbox "
             "resource controller cgroups: cgroup mountpoint does not exist" + long_tail
             + long_tail, 4),)), "error", "does not recognise why"),
+        # virtcontainers/qemu.go hotplugAddMemory "Add %dMB %s fail" around QEMU's ENOMEM
+        # (transcription: format): the host's overcommit refusal, not the maxmem window
+        pr("memory-hotplug-enomem", pending(events=(warn(
+            "Failed", "Error: failed to create containerd task: failed to create shim task: "
+            "Add 65536MB memory-backend-ram fail QMP command failed: cannot set up guest "
+            "memory 'dimm1': Cannot allocate memory: unknown"),)), "fail",
+            "could not hot-plug the pod's memory"),
+        # the classifier reads status.message first: a record that carries the runtime's
+        # failure there is named from it
+        pr("kata-text-in-status-message", pending(message=(
+            "failed to create containerd task: failed to create shim task: failed to hotplug "
+            "VFIO device: QMP command failed: vfio 0000:41:00.0: group 45 is not viable"),
+            events=()), "fail", "IOMMU group 45 (0000:41:00.0) is not viable"),
         pr("kata-text-in-guest-dmesg", pod(dataclasses.replace(
             h200_guest(), smi=None, complete=False, dmesg=(
                 "[    3.40] NVRM: The NVIDIA GPU 0000:00:06.0 (PCI ID: 10de:1db4)",

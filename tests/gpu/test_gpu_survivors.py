@@ -25,7 +25,7 @@ from gpu.synth import pod
 from kgc.core.model import Status
 from kgc.layers.gpu.checks import CHECKS, PodSubject
 from kgc.layers.gpu.classify import classify
-from kgc.layers.gpu.evidence import ContainerState
+from kgc.layers.gpu.evidence import ContainerState, PodEvent
 
 DOC = json.loads(CORPUS.read_text())
 
@@ -85,3 +85,14 @@ def test_two_health_failures_give_each_remedy_once() -> None:
     assert got.status is Status.FAIL
     assert got.remediation.count("follow NVIDIA's RMA process") == 1
     assert got.remediation.startswith("Reset the GPU before it is handed to a VM")
+
+
+def test_an_unallocatable_claim_without_cluster_evidence_says_it_was_not_recorded() -> None:
+    """classify() without the cluster (its default) still names the DRA cause."""
+    p = pod(None, node=None, phase="Pending", request_mode="claim", containers=(),
+            conditions=(), timed_out=True, events=(PodEvent(
+                "Warning", "FailedScheduling", "0/3 nodes are available: 3 cannot allocate "
+                "all claims.", 1, "default-scheduler"),))
+    c = classify(p)
+    assert c.id == "dra-unallocatable"
+    assert "(what the nodes publish was not recorded)" in c.summary
