@@ -425,6 +425,17 @@ def _per_pod() -> list[Vector]:
                    "0x4000000000 64bit pref]",
                    "[    3.10] NVRM: GPU 0000:00:06.0: RmInitAdapter failed!"))),
             {"gpu.pci-function": "fail"}, checks=("gpu.pci-function",)),
+        # the expansion ROM (index 6; Linux flags it MEM|PREFETCH|READONLY) is no VRAM
+        # aperture: it is neither counted nor described as one
+        one("rom-bar-beside-the-real-bars", pod(bars(h, (*(h.nvidia_gpus[0].bars or ()),
+                                                         Bar(6, 0xfe800000, 512 << 10,
+                                                             0x46200)))),
+            {"gpu.pci-function": "pass"}, checks=("gpu.pci-function",)),
+        one("only-the-rom-prefetchable", pod(bars(h, (Bar(0, 0x104002000000, 16 << 20, 0x40200),
+                                                      Bar(6, 0xfe800000, 512 << 10,
+                                                          0x46200)))),
+            {"gpu.pci-function": "fail"}, checks=("gpu.pci-function",),
+            words={"gpu.pci-function": ("no prefetchable BAR",)}),
         one("two-gpus-pass", pod(dataclasses.replace(
             with_smi_gpus(h, 2), pci=h.pci + tuple(dataclasses.replace(d, bdf="0000:00:07.0")
                                                    for d in h.nvidia_gpus)), a2, count=2),
