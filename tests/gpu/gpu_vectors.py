@@ -731,6 +731,21 @@ def _not_run() -> list[Vector]:
                      "Insufficient nvidia.com/pgpu, 2 node(s) had untolerated taint "
                      "{nvidia.com/gpu: present}", 9, "cluster-autoscaler")), "fail",
             "untolerated taint {nvidia.com/gpu: present}"),
+        pr("insufficient-nodes-unlisted", unscheduled(warn(
+            "FailedScheduling", "0/4 nodes are available: 4 Insufficient nvidia.com/pgpu.", 2,
+            "default-scheduler")), "fail", "no node has 1 free nvidia.com/pgpu: ",
+            cl=dataclasses.replace(cluster(), nodes=None)),
+        # kubelet's admission-failure handler (pkg/kubelet/preemption) under the same status
+        # reason as the device manager's Allocate error
+        pr("kubelet-admission-preemption", pod(
+            None, phase="Failed", reason="UnexpectedAdmissionError", containers=(), events=(),
+            message="Pod was rejected: unexpected error while attempting to recover from "
+            "admission failure: preemption: error finding a set of pods to preempt: no set of "
+            "running pods found to reclaim resources: [(res: nvidia.com/pgpu, q: 1), ]"),
+            "fail", "could not allocate nvidia.com/pgpu"),
+        pr("kubelet-admission-no-message", pod(
+            None, phase="Failed", reason="UnexpectedAdmissionError", containers=(), events=()),
+            "fail", "could not allocate nvidia.com/pgpu: "),
         pr("insufficient-trailing-dot", unscheduled(warn(
             "FailedScheduling", "0/1 nodes are available: 1 Insufficient nvidia.com/pgpu.", 1,
             "default-scheduler"), count=2), "fail", "no node has 2 free nvidia.com/pgpu"),
@@ -773,6 +788,21 @@ def _not_run() -> list[Vector]:
             warn("FailedScheduling", "0/1 nodes are available: 1 cannot allocate all claims."),
             request_mode="claim"), "fail", "the profile's driver devices: gpu-a",
             cl=dra_cluster("gpu-a", driver=None), profile=claim_profile()),
+        # an empty slice and another driver's slice (NVIDIA's compute-domain driver) offer no
+        # GPU: only gpu-a publishes one
+        pr("dra-unallocatable-empty-and-foreign-slices", unscheduled(
+            warn("FailedScheduling", "0/3 nodes are available: 3 cannot allocate all claims."),
+            request_mode="claim", target_node=None), "fail",
+            "on its node (nodes publishing gpu.nvidia.com devices: gpu-a)",
+            cl=dataclasses.replace(dra_cluster("gpu-a"), dra=DraEvidence(
+                api_versions=("v1",), driver="gpu.nvidia.com", slices=(
+                    DraSlice("gpu-a-gpu.nvidia.com-x", "gpu.nvidia.com", "gpu-a", 1, "gpu-a", 1),
+                    DraSlice("gpu-b-gpu.nvidia.com-x", "gpu.nvidia.com", "gpu-b", 1, "gpu-b", 0),
+                    DraSlice("gpu-c-compute-domain", "compute-domain.nvidia.com", "gpu-c", 1,
+                             "gpu-c", 1),
+                    DraSlice("all-nodes-gpu.nvidia.com", "gpu.nvidia.com", "pool-x", 1, None,
+                             2)))),
+            profile=claim_profile()),
         pr("dra-words-under-device-plugin", unscheduled(
             warn("FailedScheduling", "0/1 nodes are available: 1 cannot allocate all claims.")),
             "fail", "could not be scheduled: 0/1"),
@@ -805,6 +835,22 @@ def _not_run() -> list[Vector]:
             "failed to create containerd task: failed to create shim task: failed to hotplug "
             "VFIO device: QMP command failed: vfio 0000:41:00.0: group 45 is not viable"),
             events=()), "fail", "IOMMU group 45 (0000:41:00.0) is not viable"),
+        # QEMU hw/vfio vfio_get_group's hint when the group is held (the group form of the
+        # busy text: no /dev/vfio path in it)
+        pr("vfio-group-held", pending(events=(warn(
+            "FailedCreatePodSandBox", SANDBOX + "failed to create containerd task: failed to "
+            "create shim task: QMP command failed: vfio 0000:41:00.0: failed to setup container "
+            "for group 45: Failed to set iommu for container: Device or resource busy\nVerify "
+            "all devices in group 45 are bound to vfio-<bus> or pci-stub and not already in use"),
+        )), "fail", "(group 45 busy)"),
+        # the open driver's refusal without its first line (the collector keeps the last 200
+        # matching lines): no GPU address to name
+        pr("kata-text-in-guest-dmesg-partial", pod(dataclasses.replace(
+            h200_guest(), smi=None, complete=False, dmesg=(
+                "[    3.40] NVRM: installed in this system is not supported by open",
+                "[    3.40] NVRM: nvidia.ko because it does not include the required GPU",)),
+            phase="Failed", containers=(ContainerState("collector", "terminated", "Error",
+                                                       None, 1),)), "fail", "(no GSP)"),
         pr("kata-text-in-guest-dmesg", pod(dataclasses.replace(
             h200_guest(), smi=None, complete=False, dmesg=(
                 "[    3.40] NVRM: The NVIDIA GPU 0000:00:06.0 (PCI ID: 10de:1db4)",
@@ -840,6 +886,17 @@ def _not_run() -> list[Vector]:
         pr("smi-missing-exit-127-silent", pod(dataclasses.replace(
             h200_guest(), smi=None, smi_rc=127, smi_error=None, complete=False),
             phase="Failed", image=""), "fail", "(exit 127: not found)"),
+        pr("create-container-error", pod(None, phase="Pending", containers=(ContainerState(
+            "collector", "waiting", "CreateContainerError", 'failed to reserve container name '
+            '"collector_kgc-gpu-0_kgc-run1_3f1c_0": name "collector_kgc-gpu-0_kgc-run1_3f1c_0" '
+            'is reserved for "8d0c4f"'),)), "error", "CreateContainerError"),
+        pr("run-container-error", pod(None, phase="Running", containers=(ContainerState(
+            "collector", "waiting", "RunContainerError", 'failed to start containerd task '
+            '"8d0c4f": cannot start a stopped process: unknown', None, 2),)), "error",
+            "RunContainerError"),
+        pr("smi-missing-exit-127-not-run", pod(dataclasses.replace(
+            h200_guest(), smi=None, smi_rc=127, smi_error="sh: 1: nvidia-smi: not found",
+            complete=False), phase="Failed"), "fail", "(exit 127: sh: 1: nvidia-smi: not found)"),
         pr("oom-last-state", pod(None, phase="Running", timed_out=True, containers=(
             ContainerState("collector", "running", None, None, None, 1, "OOMKilled", 137),)),
             "fail", "was OOM-killed"),
@@ -863,6 +920,9 @@ def _not_run() -> list[Vector]:
                    f'configmap "c{i}" not found') for i in range(4)),
             PodEvent(None, None, "a warning without type or reason"))), "error",
             "(and 2 earlier)"),
+        pr("unknown-four-warnings", pending(events=tuple(
+            warn("FailedMount", f'MountVolume.SetUp failed for volume "v{i}" : configmap '
+                 f'"c{i}" not found') for i in range(4))), "error", "(and 1 earlier)"),
         pr("unknown-three-warnings", pod(None, phase=None, events=tuple(
             warn("FailedMount", f'MountVolume.SetUp failed for volume "v{i}"' + long_tail * 3)
             for i in range(3))), "error", "(phase unknown)"),

@@ -96,3 +96,13 @@ def test_an_unallocatable_claim_without_cluster_evidence_says_it_was_not_recorde
     c = classify(p)
     assert c.id == "dra-unallocatable"
     assert "(what the nodes publish was not recorded)" in c.summary
+
+
+def test_an_unsupported_gpu_without_its_address_line_is_still_named_cleanly() -> None:
+    """The refusal's first line (the GPU's address and PCI id) can fall outside the lines the
+    collector keeps: the summary then names no address (before: 'the GPU  (no GSP)')."""
+    g = dataclasses.replace(h200_guest(), smi=None, complete=False, dmesg=UNSUPPORTED[1:])
+    p = pod(g, phase="Failed", containers=(ContainerState("collector", "terminated", "Error",
+                                                          None, 1),))
+    assert classify(p).summary == ("the guest's open NVIDIA kernel driver does not support the "
+                                   "GPU (no GSP) passed through on gpu-a")

@@ -407,8 +407,9 @@ KATA: tuple[_Known, ...] = (
         re.compile(r"(?:NVIDIA GPU (?P<bdf>[0-9a-fA-F:.]{7,16}) \(PCI ID: (?P<id>[0-9a-fA-F:]"
                    r"{9})\)\s*" + _STAMP + r"(?:NVRM:\s*)?)?installed in this system is not "
                    r"supported by open\s*" + _STAMP + r"(?:NVRM:\s*)?nvidia\.ko"),
-        lambda m, n: (f"the guest's open NVIDIA kernel driver does not support the GPU "
-                      f"{_g(m, 'bdf')} ({_g(m, 'id', 'no GSP')}) passed through on {n}"),
+        lambda m, n: ("the guest's open NVIDIA kernel driver does not support the GPU "
+                      + "".join(f"{b} " for b in (_g(m, "bdf"),) if b)
+                      + f"({_g(m, 'id', 'no GSP')}) passed through on {n}"),
         lambda m, n: ("The open kernel modules need a GPU with a GSP (Turing or newer); this "
                       "GPU needs the proprietary nvidia.ko: build the Kata guest image with the "
                       "proprietary kernel module, or pass through a supported GPU (set "
