@@ -298,6 +298,61 @@ def _preflight() -> list[Vector]:
           {"gpu.nodes-advertise": "pass"},
           profile=h200_profile(resources=(RESOURCE, "nvidia.com/gpu")),
           words={"gpu.nodes-advertise": ("gpu-d nvidia.com/gpu=2",)}),
+        v("nodes-two-unhealthy-two-healthy",
+          cluster(a, b, node("gpu-c", 4, allocatable=0), node("gpu-d", 2, allocatable=1),
+                  node("gpu-e", 0)),
+          {"gpu.nodes-advertise": "fail"},
+          words={"gpu.nodes-advertise": ("2 GPU node(s) advertise no usable GPU: gpu-c "
+                                         "advertises nvidia.com/pgpu capacity 4, allocatable 0; "
+                                         "gpu-e labelled",
+                                         "(3 node(s) do: nvidia.com/pgpu=1 on gpu-a, "
+                                         "nvidia.com/pgpu=1 on gpu-b, nvidia.com/pgpu=1 on "
+                                         "gpu-d)")}),
+        v("nodes-two-resources-none-advertised", cluster(plain),
+          {"gpu.nodes-advertise": "fail"},
+          profile=h200_profile(resources=(RESOURCE, "nvidia.com/gpu")),
+          words={"gpu.nodes-advertise": ("advertises nvidia.com/pgpu or nvidia.com/gpu",)}),
+        v("nodes-both-resources-unhealthy",
+          cluster(dataclasses.replace(node("gpu-a", 2, allocatable=0), capacity={
+              **node("gpu-a", 2).capacity, "nvidia.com/gpu": "2"}, allocatable={
+              **node("gpu-a", 2, allocatable=0).allocatable, "nvidia.com/gpu": "0"})),
+          {"gpu.nodes-advertise": "fail"},
+          profile=h200_profile(resources=(RESOURCE, "nvidia.com/gpu")),
+          words={"gpu.nodes-advertise": ("nvidia.com/pgpu capacity 2, allocatable 0, "
+                                         "nvidia.com/gpu capacity 2, allocatable 0",)}),
+        v("nodes-two-labels-two-other-resources",
+          cluster(dataclasses.replace(node("gpu-a", 0), labels={
+              **node("gpu-a", 0).labels, "feature.node.kubernetes.io/pci-10de.present": "true"},
+              capacity={**node("gpu-a", 0).capacity, "nvidia.com/gpu": "1",
+                        "nvidia.com/mig-1g.18gb": "7"})),
+          {"gpu.nodes-advertise": "fail"},
+          profile=h200_profile(resources=(RESOURCE, "nvidia.com/vgpu")),
+          words={"gpu.nodes-advertise": (
+              "labelled nvidia.com/gpu.present=true, feature.node.kubernetes.io/pci-10de."
+              "present=true but advertises none of nvidia.com/pgpu, nvidia.com/vgpu; it "
+              "advertises nvidia.com/gpu=1, nvidia.com/mig-1g.18gb=7 instead",)}),
+        # a record whose capacity lost the resource the allocatable still lists
+        v("nodes-allocatable-without-capacity",
+          cluster(dataclasses.replace(node("gpu-a", 1), capacity={
+              k: v for k, v in node("gpu-a", 1).capacity.items() if k != RESOURCE})),
+          {"gpu.nodes-advertise": "fail"},
+          words={"gpu.nodes-advertise": ("capacity 0, allocatable 1",)}),
+        v("nodes-selector-picks-the-gpu-pool",
+          cluster(dataclasses.replace(node("cpu-0", 1), labels={"pool": "cpu"}),
+                  dataclasses.replace(a, labels={**a.labels, "pool": "gpu"})),
+          {"gpu.nodes-advertise": "pass", "gpu.device-plugin": "pass"},
+          profile=h200_profile(node_selector={"pool": "gpu"}),
+          words={"gpu.nodes-advertise": ("1 GPU node(s) advertise GPUs: gpu-a",)}),
+        v("overhead-memory-and-storage",
+          cluster(a, rcs=(runtime_class(overhead={"memory": "10240Mi",
+                                                  "ephemeral-storage": "1Gi"}),)),
+          {"gpu.runtimeclass-overhead": "warn"}),
+        v("plugin-unready-on-two",
+          dataclasses.replace(good, plugin_pods=(
+              plugin("gpu-a", False, "Running", "CrashLoopBackOff"),
+              plugin("gpu-b", False, "Pending", "ImagePullBackOff"))),
+          {"gpu.device-plugin": "fail"},
+          words={"gpu.device-plugin": ("(Running, CrashLoopBackOff); gpu-operator/",)}),
         v("plugin-missing-on-one", cluster(a, b, plugin_nodes=("gpu-a",)),
           {"gpu.device-plugin": "fail"},
           words={"gpu.device-plugin": ("in gpu-operator on gpu-b",)}),
@@ -441,6 +496,20 @@ def _per_pod() -> list[Vector]:
                                                    for d in h.nvidia_gpus)), a2, count=2),
             {"gpu.pci-function": "pass", "gpu.smi-count": "pass", "gpu.memory": "pass",
              "gpu.mig": "pass"}, cl=cluster(a2)),
+        # a BAR0 line of all zeros is dropped from the resource file: no BAR0 at all
+        one("no-bar0-at-all", pod(bars(h, (Bar(2, 0x100000000000, 256 << 30, 0x14220c),
+                                            Bar(4, 0x104000000000, 32 << 20, 0x14220c)))),
+            {"gpu.pci-function": "fail"}, checks=("gpu.pci-function",),
+            words={"gpu.pci-function": ("BAR0 (registers) is not assigned",)}),
+        one("two-gpus-bars-unplaced", pod(dataclasses.replace(bars(dataclasses.replace(
+            h, pci=h.pci + tuple(dataclasses.replace(d, bdf="0000:00:07.0")
+                                 for d in h.nvidia_gpus)),
+            (Bar(0, 0x104002000000, 16 << 20, 0x40200),)), dmesg=tuple(
+                f"[    0.9{i}] pci 0000:00:0{6 + i % 2}.0: BAR {2 + 2 * (i % 2)} [mem size "
+                f"0x4000000000 64bit pref]: can't assign; no space" for i in range(12))),
+            a2, count=2), {"gpu.pci-function": "fail"}, cl=cluster(a2),
+            checks=("gpu.pci-function",),
+            words={"gpu.pci-function": ("is assigned; 0000:00:07.0: no prefetchable",)}),
         # nvidia-smi
         one("smi-timeout", pod(dataclasses.replace(h, smi_rc=124, smi=None)),
             {"gpu.smi-count": "fail"}, checks=("gpu.smi-count",)),
@@ -464,6 +533,24 @@ def _per_pod() -> list[Vector]:
             h, smi_rc=255, smi=None, smi_error="Segmentation fault (core dumped)",
             dmesg=("[    3.02] NVRM: Xid (PCI:0000:00:06): 79, pid=1, GPU has fallen off "
                    "the bus.",))), {"gpu.smi-count": "fail"}, checks=("gpu.smi-count",)),
+        # a driver that fails to bind prints NVRM lines by the dozen: ten are kept
+        one("smi-unnamed-failure-many-nvrm", pod(dataclasses.replace(
+            h, smi_rc=255, smi=None, smi_error="Segmentation fault (core dumped)",
+            dmesg=tuple(f"[    3.{i:02d}] NVRM: GPU 0000:00:06.0: RmInitAdapter failed! "
+                        f"(0x22:0x56:{700 + i})" for i in range(12)))),
+            {"gpu.smi-count": "fail"}, checks=("gpu.smi-count",)),
+        one("smi-named-failure-many-nvrm", pod(dataclasses.replace(
+            h, smi_rc=9, smi=None, smi_error="NVIDIA-SMI has failed because it couldn't "
+            "communicate with the NVIDIA driver.",
+            dmesg=tuple(f"[    3.{i:02d}] NVRM: GPU 0000:00:06.0: RmInitAdapter failed! "
+                        f"(0x22:0x56:{700 + i})" for i in range(12)))),
+            {"gpu.smi-count": "fail"}, checks=("gpu.smi-count",)),
+        one("smi-attached-three-listed-two", pod(smi(with_smi_gpus(h, 2), attached_gpus=3),
+                                                 a2, count=3),
+            {"gpu.smi-count": "fail"}, cl=cluster(a2), checks=("gpu.smi-count",)),
+        one("smi-attached-one-listed-none", pod(smi(h, gpus=(), attached_gpus=1)),
+            {"gpu.smi-count": "fail"}, checks=("gpu.smi-count",),
+            words={"gpu.smi-count": ("but lists 0: none;",)}),
         one("smi-xml-cut", pod(dataclasses.replace(
             h, smi=None, smi_xml_error="no element found: line 812, column 0")),
             {"gpu.smi-count": "error", "gpu.product": "skip"},
@@ -507,6 +594,14 @@ def _per_pod() -> list[Vector]:
             profile=h200_profile(product_pattern=None), words={"gpu.product": ("sees ?",)}),
         one("product-other-model", pod(h), {"gpu.product": "fail"}, checks=("gpu.product",),
             profile=h200_profile(product_pattern="A100|H100")),
+        one("product-two-unnamed-not-set", pod(smi(with_smi_gpus(h, 2), gpu_product_name=None),
+                                               a2, count=2),
+            {"gpu.product": "skip"}, cl=cluster(a2), checks=("gpu.product",),
+            profile=h200_profile(product_pattern=None), words={"gpu.product": ("sees ?, ?",)}),
+        one("product-two-other-model", pod(with_smi_gpus(h, 2), a2, count=2),
+            {"gpu.product": "fail"}, cl=cluster(a2), checks=("gpu.product",),
+            profile=h200_profile(product_pattern=r"\bB200\b"),
+            words={"gpu.product": ("'NVIDIA H200', 'NVIDIA H200' does not match",)}),
         # MIG
         one("mig-on-whole-profile", pod(smi(h, gpu_mig_current="Enabled", gpu_mig_pending=
                                              "Enabled", gpu_mig_devices=(
@@ -545,6 +640,18 @@ def _per_pod() -> list[Vector]:
                                             gpu_mig_pending=None, gpu_health={})),
             {"gpu.mig": "skip", "gpu.memory": "pass", "gpu.health": "skip"},
             checks=("gpu.mig", "gpu.memory", "gpu.health")),
+        one("mig-mode-missing-two-gpus", pod(smi(with_smi_gpus(h, 2), gpu_mig_current=None,
+                                                 gpu_mig_pending=None), a2, count=2),
+            {"gpu.mig": "error"}, cl=cluster(a2), checks=("gpu.mig",)),
+        one("mig-wanted-two-gpus-off", pod(with_smi_gpus(h, 2), a2, count=2),
+            {"gpu.mig": "fail"}, cl=cluster(a2), checks=("gpu.mig",),
+            profile=h200_profile(allocation="mig")),
+        one("mig-pending-off-two-gpus", pod(smi(with_smi_gpus(h, 2), gpu_mig_current="Enabled",
+                                                gpu_mig_pending="Disabled", gpu_mig_devices=(
+                                                    SmiMigDevice(0, 1, 0, 71424, 66),)),
+                                            a2, count=2),
+            {"gpu.mig": "warn"}, cl=cluster(a2), checks=("gpu.mig",),
+            profile=h200_profile(allocation="mig")),
         # memory
         one("memory-not-set", pod(h), {"gpu.memory": "skip"}, checks=("gpu.memory",),
             profile=h200_profile(min_memory_mib=None)),
@@ -557,6 +664,16 @@ def _per_pod() -> list[Vector]:
                                                    count=2),
             {"gpu.memory": "fail", "gpu.mig": "fail"}, cl=cluster(a2),
             checks=("gpu.memory", "gpu.mig")),
+        one("memory-two-gpus-mig-empty", pod(smi(with_smi_gpus(h, 2), gpu_mig_current="Enabled",
+                                                 gpu_mig_pending="Enabled", gpu_mig_devices=()),
+                                             a2, count=2),
+            {"gpu.memory": "fail"}, cl=cluster(a2), checks=("gpu.memory",)),
+        one("memory-two-gpus-unknown", pod(smi(with_smi_gpus(h, 2), gpu_memory_total_mib=None),
+                                           a2, count=2),
+            {"gpu.memory": "error"}, cl=cluster(a2), checks=("gpu.memory",)),
+        one("memory-unknown-not-set", pod(smi(h, gpu_memory_total_mib=None)),
+            {"gpu.memory": "skip"}, checks=("gpu.memory",),
+            profile=h200_profile(min_memory_mib=None), words={"gpu.memory": (": ? MiB",)}),
         # health
         one("health-volatile-uncorrectable", pod(health(
             h, ecc_errors__volatile__dram_uncorrectable="3",
@@ -572,6 +689,10 @@ def _per_pod() -> list[Vector]:
             h, clocks_event_reasons__clocks_event_reason_hw_slowdown="Active",
             ecc_errors__volatile__dram_correctable="12")), {"gpu.health": "warn"},
             checks=("gpu.health",)),
+        one("health-ecc-and-recovery-action", pod(health(
+            h, ecc_errors__volatile__dram_uncorrectable="2", gpu_recovery_action="Reset")),
+            {"gpu.health": "fail"}, checks=("gpu.health",),
+            fix={"gpu.health": ("RMA process", "Do what NVIDIA's recovery action says")}),
         one("health-inforom", pod(dataclasses.replace(h, smi_messages=(
             "WARNING: infoROM is corrupted at gpu 00000000:00:06.0",))), {"gpu.health": "warn"},
             checks=("gpu.health", "gpu.smi-count")),
@@ -602,6 +723,11 @@ def _per_pod() -> list[Vector]:
                                                           product="NVIDIA-A100-SXM4-80GB")),
             checks=("gpu.node-labels",),
             words={"gpu.node-labels": ("sees NVIDIA H200, NVIDIA H200",)}),
+        one("label-under-the-profiles-key", pod(h, dataclasses.replace(node(product=None),
+                                                                    labels={
+            **node(product=None).labels, "gpu.example.com/model": "NVIDIA-H200"})),
+            {"gpu.node-labels": "pass"}, checks=("gpu.node-labels",),
+            profile=h200_profile(product_label="gpu.example.com/model")),
         # unique
         one("uuid-missing", pod(with_uuid(h, "")), {"gpu.unique": "error"},
             checks=("gpu.unique",)),
@@ -611,6 +737,26 @@ def _per_pod() -> list[Vector]:
             pod(h, node("gpu-b"), "kgc-gpu-3"), cl=cluster(a2, node("gpu-b"))),
             {"gpu.unique": "fail"}, checks=("gpu.unique",),
             words={"gpu.unique": ("kgc-run1/kgc-gpu-1 also sees GPU-296e81e0",)}),
+        Vector("uuid-shared-by-three", run(
+            pod(h, a2, "kgc-gpu-0"), pod(h, a2, "kgc-gpu-1"), pod(h, a2, "kgc-gpu-2"),
+            cl=cluster(a2)), {"gpu.unique": "fail"}, checks=("gpu.unique",),
+            words={"gpu.unique": ("kgc-run1/kgc-gpu-1 also sees GPU-296e81e0-41dc-e3a5-5798-"
+                                  "0bddebd2f1d0; kgc-run1/kgc-gpu-2 also sees",)}),
+        Vector("two-gpus-each-shared-and-distinct", run(
+            pod(with_smi_gpus(h, 2), node("gpu-a", 4), "kgc-gpu-0", count=2),
+            pod(with_smi_gpus(h, 2), node("gpu-a", 4), "kgc-gpu-1", count=2),
+            pod(with_uuid(h, "GPU-00000000-0000-0000-0000-0000000000b1"), node("gpu-a", 4),
+                "kgc-gpu-2"), cl=cluster(node("gpu-a", 4))),
+            {"gpu.unique": "fail"}, checks=("gpu.unique",),
+            words={"gpu.unique": ("also sees GPU-296e81e0-41dc-e3a5-5798-0bddebd2f100, "
+                                  "GPU-296e81e0-41dc-e3a5-5798-0bddebd2f101",)}),
+        Vector("two-gpus-distinct-from-a-peer", run(
+            pod(with_smi_gpus(h, 2), node("gpu-a", 4), "kgc-gpu-0", count=2),
+            pod(with_uuid(h, "GPU-00000000-0000-0000-0000-0000000000b1"), node("gpu-a", 4),
+                "kgc-gpu-1"), cl=cluster(node("gpu-a", 4))),
+            {"gpu.unique": "pass"}, checks=("gpu.unique",),
+            words={"gpu.unique": ("GPU(s) GPU-296e81e0-41dc-e3a5-5798-0bddebd2f100, GPU-296e81e0"
+                                  "-41dc-e3a5-5798-0bddebd2f101 are seen by none",)}),
         # compute
         one("probe-none", pod(probe(None)), {"gpu.compute": "skip"}, checks=("gpu.compute",)),
         one("probe-no-python", pod(probe({"python3": False})), {"gpu.compute": "skip"},
@@ -623,6 +769,11 @@ def _per_pod() -> list[Vector]:
             {"gpu.compute": "skip"}, checks=("gpu.compute",)),
         one("probe-torch-none-no-error", pod(probe({"torch": None})), {"gpu.compute": "skip"},
             checks=("gpu.compute",), words={"gpu.compute": ("(import failed)",)}),
+        # torch imported but its CUDA part did not: a failure, not a missing PyTorch
+        one("probe-torch-cuda-import-error", pod(probe({
+            "torch": "2.11.0+cu130", "available": False, "error": "ImportError: "
+            "libtorch_cuda.so: cannot open shared object file: No such file or directory"})),
+            {"gpu.compute": "fail"}, checks=("gpu.compute",)),
         one("probe-garbled", pod(probe({"error": "no JSON (exit 139): Segmentation fault"})),
             {"gpu.compute": "error"}, checks=("gpu.compute",)),
         one("probe-garbled-no-error", pod(probe({"torch": ""})), {"gpu.compute": "error"},

@@ -106,3 +106,14 @@ def test_an_unsupported_gpu_without_its_address_line_is_still_named_cleanly() ->
                                                           None, 1),))
     assert classify(p).summary == ("the guest's open NVIDIA kernel driver does not support the "
                                    "GPU (no GSP) passed through on gpu-a")
+
+
+def test_product_names_compare_without_the_separators_around_them() -> None:
+    """GFD's label and nvidia-smi's name meet in one spelling: lower case, runs of other
+    characters as one dash, none at either end (a name printed with a trailing space or
+    a label with a leading separator still agrees)."""
+    from kgc.layers.gpu.checks import normalize_product
+
+    assert normalize_product(" NVIDIA H200 ") == "nvidia-h200"
+    assert normalize_product("-NVIDIA-H100-80GB-HBM3-SHARED") == "nvidia-h100-80gb-hbm3"
+    assert normalize_product("NVIDIA-A100-SXM4-40GB-MIG-1g.5gb") == "nvidia-a100-sxm4-40gb"
