@@ -815,6 +815,9 @@ def health(subj: PodSubject, profile: Any) -> Outcome:
     worst = fails or bad
     if worst:
         fixes = list(dict.fromkeys(f.fix for f in worst))
+        # a remedy that another one already spells out is said once (the volatile-ECC remedy
+        # ends with the RMA step a failed row remapping asks for)
+        fixes = [f for f in fixes if not any(f in o for o in fixes if o != f)]
         what = "; ".join(f"{f.gpu}: {f.what}" for f in worst)
         make = failed if fails else warned
         return make(f"{pod.ref}: {what}", " ".join(fixes),

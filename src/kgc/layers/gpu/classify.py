@@ -63,6 +63,9 @@ def _fail(id_: str, summary: str, fix: str, matched: str | None = None) -> Cause
 
 
 # --------------------------------------------------------------------------- patterns
+# the timestamp plain `dmesg` puts before each kernel-log line (the collector's dmesg_pci
+# keeps it): "[    3.402117] "
+_STAMP = r"(?:\[\s{0,12}\d{1,10}\.\d{1,9}\]\s*)?"
 _RC_MISSING = re.compile(r'RuntimeClass "?([^"\s]{1,253})"? not found')
 _HANDLER = re.compile(r'no runtime for "([^"]{1,253})" is configured')
 _NOT_VIABLE = re.compile(r"(?:vfio )?(?:([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?"
@@ -400,11 +403,13 @@ KATA: tuple[_Known, ...] = (
     # nv.c; seen in negativo17/nvidia-driver#158, NVIDIA/open-gpu-kernel-modules#696)
     _Known(
         "gpu-unsupported-open-driver",
+        # the message spans kernel-log lines: each may carry dmesg's "[    3.400000] " stamp
         re.compile(r"(?:NVIDIA GPU (?P<bdf>[0-9a-fA-F:.]{7,16}) \(PCI ID: (?P<id>[0-9a-fA-F:]"
-                   r"{9})\)\s*(?:NVRM:\s*)?)?installed in this system is not supported by open"
-                   r"\s*(?:NVRM:\s*)?nvidia\.ko"),
-        lambda m, n: (f"the guest's open NVIDIA kernel driver does not support the GPU "
-                      f"{_g(m, 'bdf')} ({_g(m, 'id', 'no GSP')}) passed through on {n}"),
+                   r"{9})\)\s*" + _STAMP + r"(?:NVRM:\s*)?)?installed in this system is not "
+                   r"supported by open\s*" + _STAMP + r"(?:NVRM:\s*)?nvidia\.ko"),
+        lambda m, n: ("the guest's open NVIDIA kernel driver does not support the GPU "
+                      + "".join(f"{b} " for b in (_g(m, "bdf"),) if b)
+                      + f"({_g(m, 'id', 'no GSP')}) passed through on {n}"),
         lambda m, n: ("The open kernel modules need a GPU with a GSP (Turing or newer); this "
                       "GPU needs the proprietary nvidia.ko: build the Kata guest image with the "
                       "proprietary kernel module, or pass through a supported GPU (set "
