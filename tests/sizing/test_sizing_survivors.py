@@ -17,6 +17,7 @@ sizing code, not from kgc's model (sources in each docstring):
 
 from __future__ import annotations
 
+import math
 import types
 from dataclasses import replace
 from typing import Any
@@ -44,19 +45,33 @@ from kgc.layers.sizing.evidence import (
     resolve_config,
 )
 from kgc.layers.sizing.model import (
+    _F32_MAX,
+    ANN_CPU_PERIOD,
+    ANN_CPU_QUOTA,
+    ANN_CPU_SHARES,
+    ANN_MEMORY,
     KATA_PRESETS,
     MIB,
     HostCaps,
     KataSizing,
+    OciResources,
     PodShape,
     SizingInputError,
     VmSize,
     cpu_millis,
     expected_vm,
+    f32,
     fmt_cpu,
+    fmt_mib,
     go_calculate_sandbox_sizing,
+    go_sandbox_cpus,
+    go_sandbox_memory,
+    memory_bytes,
+    parse_quantity,
     pod_limits,
     pod_requests,
+    rs_setup_config,
+    sandbox_annotations,
 )
 from kgc.layers.sizing.profile import MemTotalTolerance, SizingProfile, shape_pod
 
@@ -2075,3 +2090,243 @@ def test_no_shape_judged_lists_every_shape_and_keeps_the_table() -> None:
                                        "simulated": False, "waited_s": None, "status": "skip",
                                        "reason": f"a: cannot predict: no Kata configuration for "
                                                  f"{RC_NV}"}
+
+
+# -- the full run of 2026-12-03 (every sizing.model mutant, stop 27) ---------------------------
+def _pod(cpu: str | None = None, mem: str | None = None, n: int = 1,
+         ann: dict[str, str] | None = None) -> dict[str, Any]:
+    lim = {k: v for k, v in (("cpu", cpu), ("memory", mem)) if v is not None}
+    return {"metadata": {"name": "p", "annotations": ann or {}},
+            "spec": {"containers": [{"name": f"c{i}", "resources": {"limits": lim}}
+                                    for i in range(n)]}}
+
+
+HV = "io.katacontainers.config.hypervisor."
+
+
+def test_runtime_rs_refuses_to_model_every_hypervisor_annotation_by_name() -> None:
+    k = replace(KATA_PRESETS["qemu-runtime-rs"], enable_annotations=(".*",))
+    with pytest.raises(SizingInputError) as e:
+        expected_vm(_pod("1", ann={HV + "default_vcpus": "2", HV + "default_memory": "4096"}), k)
+    assert str(e.value) == (f"Kata hypervisor annotations ({HV}default_memory, {HV}"
+                            "default_vcpus) are not modelled for runtime-rs")
+
+
+@pytest.mark.parametrize(("ann", "note"), [
+    ({"default_vcpus": "4"}, "annotation default_vcpus=4"),  # = the node's 4 CPUs: allowed
+    ({"default_memory": "256"}, "annotation default_memory=256"),  # = Kata's minimum
+    ({"default_max_vcpus": "4"}, "annotation default_max_vcpus=4"),
+])
+def test_hypervisor_annotations_at_their_limits_are_honoured_and_noted(ann: dict[str, str],
+                                                                       note: str) -> None:
+    k = replace(KATA_PRESETS["qemu"], enable_annotations=(".*",))
+    vm = expected_vm(_pod("1", ann={HV + a: v for a, v in ann.items()}), k, HostCaps(cpus=4))
+    assert (vm.refusal, note in vm.notes) == ("", True), (vm.refusal, vm.notes)
+
+
+def test_an_enable_annotations_pattern_that_is_no_regexp_enables_nothing() -> None:
+    k = replace(KATA_PRESETS["qemu"], enable_annotations=("[",))
+    vm = expected_vm(_pod("1", ann={HV + "default_vcpus": "2"}), k)
+    assert vm.refusal == (f"annotation {HV}default_vcpus is not enabled (enable_annotations = "
+                          "['[']): Kata refuses to create the sandbox")
+
+
+@pytest.mark.parametrize(("k", "msg"), [
+    (KataSizing(default_vcpus=math.nan), "default_vcpus = nan is not a finite number"),
+    (KataSizing(overhead_vcpus=math.inf), "overhead_vcpus = inf is not a finite number"),
+    (KataSizing(default_memory=-1), "default_memory = -1 is negative"),
+    (KataSizing(memory_slots=-2), "memory_slots = -2 is negative"),
+    (KataSizing(overhead_vcpus=-0.5), "overhead_vcpus = -0.5 is negative"),
+])
+def test_an_absurd_configuration_is_named(k: KataSizing, msg: str) -> None:
+    with pytest.raises(SizingInputError) as e:
+        expected_vm(_pod("1"), k)
+    assert str(e.value) == msg
+
+
+def test_go_maxvcpus_0_caps_the_hotplug_at_the_host_cpus() -> None:
+    vm = expected_vm(_pod("8"), KATA_PRESETS["qemu"], HostCaps(cpus=4))
+    assert (vm.vcpus, vm.notes) == (4, ("vCPUs capped at default_maxvcpus=4 (wanted 9)",))
+
+
+def test_go_dynamic_hotplug_of_one_mib_plugs_a_whole_block() -> None:
+    vm = expected_vm(_pod("1", "1Mi"), KATA_PRESETS["qemu"])
+    assert (vm.memory_mib, vm.boot_vcpus, vm.boot_memory_mib) == (2176, 1, 2048)
+
+
+def test_go_dynamic_hotplug_is_at_most_48_times_the_memory_per_step() -> None:
+    """sandbox.go: one ACPI hot-plug adds at most 48 x the current memory; 13000 MiB onto
+    256 MiB takes two (12288 MiB, then the rest rounded to 128 MiB blocks), with no
+    default_maxmemory bound (host memory unknown)."""
+    vm = expected_vm(_pod("1", "13000Mi"), KataSizing("go", False, default_memory=256))
+    assert (vm.memory_mib, vm.refusal, vm.notes) == (13312, "", ())
+    assert vm.explanation.endswith("memory = 256 + 13056 MiB (the peak Σ of memory limits, init "
+                                   "containers included, rounded up to 128 MiB blocks; never "
+                                   "returned) = 13312 MiB")
+
+
+def test_a_container_finding_maxmemory_reached_makes_no_hotplug() -> None:
+    """The first container's block reaches default_maxmemory exactly; the second has nothing
+    left to plug: one hot-plug, within memory_slots = 1."""
+    k = KataSizing("go", False, default_memory=2048, default_maxmemory=2176, memory_slots=1)
+    vm = expected_vm(_pod("1", "128Mi", n=2), k)
+    assert (vm.memory_mib, vm.refusal) == (2176, "")
+    assert vm.notes == ("memory capped at default_maxmemory=2176 MiB (wanted 2304)",)
+
+
+def test_go_dynamic_edges_of_the_caps() -> None:
+    vm = expected_vm(_pod("3"), KataSizing("go", False, default_maxvcpus=4))
+    assert (vm.vcpus, vm.notes) == (4, ())  # wants exactly the cap: not capped
+    vm = expected_vm(_pod("1"), KataSizing("go", False, default_memory=2048,
+                                           default_maxmemory=2048))
+    assert (vm.memory_mib, vm.refusal) == (2048, "")  # boots exactly at maxmem
+
+
+def test_go_static_at_qemus_240_vcpus_boots_and_explains_itself() -> None:
+    assert expected_vm(_pod("239"), KataSizing("go", True)).refusal == ""
+    vm = expected_vm(_pod("1", "1Gi"), KataSizing("go", True))
+    assert vm.explanation == ("Go static: vCPUs = ceil(1 + 1) = 2, memory = 2048 + 1024 = 3072 "
+                              "MiB, from the sandbox annotations quota=100000/period=100000, "
+                              "memory=1073741824 B (the pod's effective limits: init "
+                              "containers count as max(init, Σ app + sidecars))")
+
+
+def test_limits_of_zero_count_as_zero() -> None:
+    pod = PodShape.from_manifest(_pod("0", "0"))
+    assert pod_limits(pod) == (0, 0)
+    assert cpu_millis("0", "w") == 0
+
+
+def test_resource_errors_name_the_field() -> None:
+    for manifest, msg in (
+        (_pod("x"), "pod p: c0.resources.limits.cpu: 'x' is not a Kubernetes quantity"),
+        ({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "resources": {
+            "requests": {"cpu": "y"}}}]}},
+         "pod p: c.resources.requests.cpu: 'y' is not a Kubernetes quantity"),
+        ({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "resources": {
+            "limits": {"cpu": "1"}, "requests": {"cpu": "2"}}}]}},
+         "pod p: c.resources: requests.cpu '2' exceeds limits.cpu '1' (the API server rejects "
+         "such a pod)"),
+        ({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}],
+                                              "resources": "x"}},
+         "pod p: spec.resources: expected a mapping, got str"),
+        ({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}],
+                                              "resources": {"limits": {"cpu": "z"}}}},
+         "pod p: spec.resources.limits.cpu: 'z' is not a Kubernetes quantity"),
+        ({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}], "overhead": 1}},
+         "pod p: spec.overhead: expected a mapping, got int"),
+        ({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}],
+                                              "overhead": {"cpu": "q"}}},
+         "pod p: spec.overhead.cpu: 'q' is not a Kubernetes quantity"),
+        ({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}],
+                                              "overhead": {"memory": "q"}}},
+         "pod p: spec.overhead.memory: 'q' is not a Kubernetes quantity"),
+        ({"metadata": {"name": "p"}, "spec": {"containers": ["c"]}},
+         "pod p: spec.containers[0]: expected a mapping, got str"),
+        ({"metadata": {"name": "p"}, "spec": {"containers": [{"name": ""}]}},
+         "pod p: spec.containers[0].name: missing"),
+        ({"metadata": {"name": "p"}, "spec": {"initContainers": [{"name": "i"}]}},
+         "pod p: spec.containers is empty"),
+        ({"metadata": {"name": ""}, "spec": {}}, "metadata.name: missing"),
+        ({"metadata": {"name": 7}, "spec": {}}, "metadata.name: missing"),
+        ({"metadata": {"name": "p", "namespace": 7}, "spec": {}},
+         "metadata.namespace: not a string"),
+        ({"metadata": {"name": "p", "annotations": {"a": 1}}, "spec": {}},
+         "metadata.annotations['a']: not a string"),
+    ):
+        with pytest.raises(SizingInputError) as e:
+            PodShape.from_manifest(manifest)
+        assert str(e.value) == msg
+
+
+def test_hugepage_limits_add_up_per_container() -> None:
+    c = {"name": "c", "resources": {"limits": {"hugepages-2Mi": "1Gi", "hugepages-1Gi": "2Gi"}}}
+    pod = PodShape.from_manifest({"metadata": {"name": "p"}, "spec": {"containers": [
+        c, {"name": "d"}]}})
+    assert [x.hugepages_limit for x in pod.containers] == [3 << 30, 0]
+
+
+def test_a_refused_runtime_rs_vm_has_no_size_and_says_why() -> None:
+    k = replace(KATA_PRESETS["qemu-runtime-rs"], overhead_memory=0)
+    vm = expected_vm(_pod("1"), k)
+    msg = ("computed sandbox memory is 0 MiB: set a memory limit or a non-zero "
+           "default_memory/overhead_memory (runtime-rs refuses the sandbox)")
+    assert (vm.vcpus, vm.memory_mib, vm.explanation, vm.refusal) == (0, 0, msg, msg)
+    assert rs_setup_config(default_vcpus=1, overhead_vcpus=0, default_memory=0,
+                           overhead_memory=1, default_maxmemory=0, vcpu=1.0, mem_mb=0,
+                           static=True).memory == 1  # 1 MiB is not 0
+    assert rs_setup_config(default_vcpus=1, overhead_vcpus=0, default_memory=0,
+                           overhead_memory=0, default_maxmemory=0, vcpu=0.0, mem_mb=1,
+                           static=True).memory == 1  # a memory of 1 MiB applies the limits
+
+
+def test_runtime_rs_with_a_cpu_limit_of_one_uses_the_overheads() -> None:
+    vm = expected_vm(_pod("1"), KATA_PRESETS["qemu-runtime-rs"])
+    assert (vm.vcpus, vm.memory_mib, vm.mode, vm.boot_vcpus) == (2, 32, "runtime-rs static", 2)
+    assert vm.settings == ("default_vcpus=1, default_memory=2048, overhead_vcpus=0.2, "
+                           "overhead_memory=32")
+    assert KATA_PRESETS["qemu-runtime-rs"].settings() == vm.settings
+
+
+def test_quantities_at_the_edges_of_what_kgc_sizes() -> None:
+    """The largest CPU quantity is INT64_MAX // 100000 millicores (its CFS quota must fit an
+    int64); anything that rounds up past it, or a memory past INT64_MAX bytes, is named; a
+    huge exponent is refused at once (it used to raise decimal.Overflow for a CPU and to hang
+    building a billion-digit integer for a memory) and a tiny one still rounds up to 1."""
+    assert cpu_millis("92233720368547m", "w") == 92233720368547
+    for q in ("92233720368547.5m", "92233720368548m", "1e999999999"):
+        with pytest.raises(SizingInputError) as e:
+            cpu_millis(q, "w")
+        assert str(e.value) == f"w: {q!r} is too large a CPU quantity to size"
+    assert memory_bytes("9223372036854775807", "w") == (1 << 63) - 1
+    for q in ("9223372036854775807.5", "1e999999999"):
+        with pytest.raises(SizingInputError) as e:
+            memory_bytes(q, "w")
+        assert str(e.value) == f"w: {q!r} exceeds what Kubernetes can represent"
+    assert (cpu_millis("1e-999999999", "w"), memory_bytes("1e-999999999", "w")) == (1, 1)
+    assert cpu_millis("1.0000000000000000000000000000001", "w") == 1001  # beyond 28 digits
+
+
+def test_quantity_errors_name_the_value() -> None:
+    for value, msg in ((1.5, "w: 1.5 is not a Kubernetes quantity"),
+                       ("9e99999999999999999999", "w: '9e99999999999999999999' is not a "
+                        "Kubernetes quantity (Invalid number format: 9e99999999999999999999)")):
+        with pytest.raises(SizingInputError) as e:
+            parse_quantity(value, "w")
+        assert str(e.value) == msg
+
+
+def test_f32_keeps_its_largest_finite_value() -> None:
+    assert f32(_F32_MAX) == _F32_MAX
+    assert fmt_mib(3 * MIB // 2) == "1.5"
+
+
+def test_go_parse_int_ranges_as_strconv() -> None:
+    """ParseUint: [0, 2^64); ParseInt: [-2^63, 2^63 - 1]; out of range is a failure -> 0
+    (Kata logs it and goes on), seen through CalculateSandboxSizing."""
+    def sizing(**ann: str) -> tuple[float, int]:
+        keys = {"period": ANN_CPU_PERIOD, "quota": ANN_CPU_QUOTA, "shares": ANN_CPU_SHARES,
+                "memory": ANN_MEMORY}
+        return go_calculate_sandbox_sizing({keys[k]: v for k, v in ann.items()})
+
+    assert sizing(period=str(1 << 64), quota="100000") == (0.0, 0)
+    assert sizing(period=str((1 << 64) - 1), quota="100000")[0] == f32(
+        f32(100000) / f32((1 << 64) - 1))
+    assert sizing(period="-100000", quota="200000") == (0.0, 0)  # unsigned: no sign
+    assert sizing(period="100000", quota=str(1 << 63)) == (0.0, 0)
+    assert sizing(period="100000", quota=str((1 << 63) - 1))[0] == f32(
+        f32((1 << 63) - 1) / f32(100000))
+    assert sizing(quota=str(-(1 << 63)), shares="2048") == (2.0, 0)  # no quota: the shares
+    assert sizing(quota=str(-(1 << 63) - 1), shares="2048") == (0.0, 0)
+    assert sizing(quota="-1", shares="1") == (1.0, 0)
+    assert sizing(memory=str((1 << 63) + MIB)) == (0.0, 0)  # signed: out of range
+
+
+def test_kata_go_sums_as_calculate_sandbox() -> None:
+    assert go_sandbox_cpus([OciResources(cpuset_count=1)]) == 1.0  # no quota: the cpuset
+    assert go_sandbox_memory([OciResources(memory_limit=1)]) == 1
+
+
+def test_sandbox_annotations_of_a_pod_without_resources() -> None:
+    assert sandbox_annotations(PodShape.from_manifest(_pod())) == {
+        ANN_CPU_PERIOD: "100000", ANN_CPU_QUOTA: "0", ANN_CPU_SHARES: "2", ANN_MEMORY: "0"}
