@@ -2263,6 +2263,10 @@ def test_a_refused_runtime_rs_vm_has_no_size_and_says_why() -> None:
 def test_runtime_rs_with_a_cpu_limit_of_one_uses_the_overheads() -> None:
     vm = expected_vm(_pod("1"), KATA_PRESETS["qemu-runtime-rs"])
     assert (vm.vcpus, vm.memory_mib, vm.mode, vm.boot_vcpus) == (2, 32, "runtime-rs static", 2)
+    assert vm.explanation == ("runtime-rs static: the pod has limits, so vCPUs = ceil(max(0.2 + "
+                              "1, 1)) = 2 and memory = 32 + 0 = 32 MiB (default_vcpus/"
+                              "default_memory are not used)")
+    assert vm.notes == ("no memory limit: the VM gets only overhead_memory=32 MiB",)
     assert vm.settings == ("default_vcpus=1, default_memory=2048, overhead_vcpus=0.2, "
                            "overhead_memory=32")
     assert KATA_PRESETS["qemu-runtime-rs"].settings() == vm.settings
@@ -2330,3 +2334,11 @@ def test_kata_go_sums_as_calculate_sandbox() -> None:
 def test_sandbox_annotations_of_a_pod_without_resources() -> None:
     assert sandbox_annotations(PodShape.from_manifest(_pod())) == {
         ANN_CPU_PERIOD: "100000", ANN_CPU_QUOTA: "0", ANN_CPU_SHARES: "2", ANN_MEMORY: "0"}
+
+
+def test_the_48x_step_counts_against_the_memory_slots() -> None:
+    """256 MiB + 19744 MiB: 12288 MiB (48 x 256) then 7552 MiB, two hot-plugs, within
+    memory_slots = 2; a smaller first step would need a third."""
+    k = KataSizing("go", False, default_memory=256, memory_slots=2)
+    vm = expected_vm(_pod("1", "19744Mi"), k)
+    assert (vm.memory_mib, vm.refusal) == (20096, "")

@@ -111,9 +111,9 @@ _EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)
 
 
 def _ceil_int(q: Decimal) -> int:
-    """``q`` rounded up to an integer; callers bound ``q`` first (a huge exponent would make a
-    number of as many digits)."""
-    return int(q.to_integral_value(rounding=ROUND_CEILING, context=_EXACT))
+    """``q`` rounded up to an integer (exactly: the context's precision does not apply);
+    callers bound ``q`` first (a huge exponent would make a number of as many digits)."""
+    return int(q.to_integral_value(rounding=ROUND_CEILING))
 
 
 def cpu_millis(value: object, where: str) -> int:
