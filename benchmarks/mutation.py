@@ -18,7 +18,10 @@ its ``mutants/`` tree nor its configuration touches the work tree. Survivors tha
 equivalent mutants (no test can tell them apart from the original) are listed with the
 reason in ``benchmarks/mutation_equivalent.json``; the script prints per module the raw
 score (killed / all), the score with those excluded, and every survivor that is not listed
--- it exits 1 if any module has one, or a raw score under the goal.
+-- it exits 1 if any module has one, or a raw score under the goal. A mutant mutmut files as
+"check was interrupted by user" (pytest's exit 2: the tests could not be collected with it)
+counts as killed once a fresh ``--collect-only`` with it active fails where the original
+collects; the JSON gives their number (``collection_kills``) and names.
 """
 
 from __future__ import annotations
@@ -195,6 +198,9 @@ _settings.load_profile("kgc-mutation")
 # ``@CHECKS.check(...)`` evaluator would be left out of its figure; in the scratch copy the
 # registration is moved below the function (``f = CHECKS.check(...)(f)``, the same Check
 # object, registered in the same order) so the evaluators' bodies are mutated too
+# the fast tests, as mutmut runs them (its pytest_add_cli_args)
+PYTEST_ARGS = ("-m", "not lab and not slow", "-p", "no:cacheprovider", "-p", "no:randomly", "-q")
+
 REGISTERING = ("CHECKS.check", "_scoped")
 
 
@@ -249,9 +255,8 @@ def scratch_copy(dest: Path, tests: list[str], mutate: list[str]) -> None:
         "source_paths = src\n"
         "only_mutate =\n" + "".join(f"    {m}\n" for m in mutate)
         + "pytest_add_cli_args_test_selection =\n" + "".join(f"    {t}\n" for t in tests)
-        + "pytest_add_cli_args =\n    -m\n    not lab and not slow\n    -p\n    no:cacheprovider\n"
-        "    -p\n    no:randomly\n    -q\n"
-        "timeout_multiplier = 10.0\n"
+        + "pytest_add_cli_args =\n" + "".join(f"    {a}\n" for a in PYTEST_ARGS)
+        + "timeout_multiplier = 10.0\n"
         "use_git_change_detection = false\n"
         # what the tests read besides tests/ (mutmut runs them inside mutants/)
         "also_copy =\n    profiles\n    fixtures\n    conftest.py\n    README.md\n    conformance\n"
@@ -268,6 +273,37 @@ def statuses(work: Path) -> dict[str, str]:
         if sep and name:
             out[name] = status.strip()
     return out
+
+
+# mutmut's status for pytest's exit code 2 (INTERRUPTED). In an unattended run it means the
+# tests could not even be collected with the mutant active (e.g. a quantity parser refusing
+# the profile's defaults, which are built at import): the tests did fail. Each such mutant is
+# confirmed before it counts as killed (see collection_kill)
+INTERRUPTED = "check was interrupted by user"
+
+
+def _collect(work: Path, tests: list[str], mutant: str) -> tuple[int, str]:
+    """``pytest --collect-only`` of the module's tests in a fresh process in mutmut's tree,
+    with ``mutant`` active ("" = the original code), importing the mutated sources first as
+    mutmut's runner does."""
+    tree = work / "mutants"
+    env = dict(os.environ, MUTANT_UNDER_TEST=mutant,
+               PYTHONPATH=os.pathsep.join([str(tree / "src"), str(tree),
+                                           os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    res = subprocess.run([sys.executable, "-m", "pytest", "--rootdir=.", "--collect-only",
+                          *PYTEST_ARGS, *tests], cwd=tree, env=env, text=True,
+                         capture_output=True, check=False, timeout=600)
+    return res.returncode, res.stdout + res.stderr
+
+
+def collection_kill(work: Path, tests: list[str], mutant: str) -> bool:
+    """Whether ``mutant`` (filed by mutmut as interrupted) makes the tests fail before any
+    runs: collecting them with it active fails (pytest exit 2, errors during collection, or 4,
+    a conftest that cannot be imported — in a fresh process the conftest imports the mutated
+    module itself), where the very same command collects cleanly without it (the caller
+    checks that once per run). Exit 5 (nothing collected) is not a failure."""
+    rc, _ = _collect(work, tests, mutant)
+    return rc in (1, 2, 3, 4)
 
 
 def in_scope(name: str, select: tuple[str, ...]) -> bool:
@@ -320,8 +356,16 @@ def run_module(m: Module, max_children: int, tests: list[str] | None, keep: bool
         if st and all(v == "not checked" for v in st.values()):  # e.g. the clean run failed
             return {"module": m.name, "error": "mutmut ran no mutant",
                     "output": (run.stdout[-3000:] + "\n" + run.stderr[-3000:]).strip()}
-        killed = sorted(k for k, v in st.items() if v == "killed")
-        survived = sorted(k for k, v in st.items() if v != "killed")
+        interrupted = sorted(k for k, v in st.items() if v == INTERRUPTED)
+        collection: list[str] = []
+        if interrupted:
+            rc, out = _collect(work, sel_tests, "")
+            if rc != 0:
+                return {"module": m.name, "error": f"the original code's tests do not collect "
+                        f"(pytest exited {rc})", "output": out[-3000:]}
+            collection = [k for k in interrupted if collection_kill(work, sel_tests, k)]
+        killed = sorted(k for k, v in st.items() if v == "killed" or k in collection)
+        survived = sorted(k for k in st if k not in killed)
         unexplained = [k for k in survived if k not in equivalent]
         n = len(st)
         adj_n = n - (len(survived) - len(unexplained))
@@ -333,6 +377,9 @@ def run_module(m: Module, max_children: int, tests: list[str] | None, keep: bool
                 "population": population or n, "sampled": bool(population > n),
                 "score_95ci": [round(lo, 4), round(hi, 4)],
                 "survived": len(survived), "by_status": by_status,
+                # killed at collection (pytest exit 2, confirmed), included in "killed"
+                "collection_kills": len(collection), "collection_killed": collection,
+                "interrupted_unconfirmed": [k for k in interrupted if k not in collection],
                 "score": round(len(killed) / n, 4) if n else 0.0,
                 "score_without_equivalent": round(len(killed) / adj_n, 4) if adj_n else 0.0,
                 "equivalent": len(survived) - len(unexplained),

@@ -321,7 +321,7 @@ def vm_matches_limits(ev: SizingEvidence, profile: Any) -> Outcome:
         return errored(f"no shape was measured: {why}", NO_SHAPE)
     results = [
         ShapeResult(o.shape, Status.SKIP, f"{o.shape}: not run: {o.error}", row={
-            "shape": o.shape, "runtime_class": o.runtime_class, "status": "skip"})
+            "shape": o.shape, "runtime_class": o.runtime_class})
         if o.error.startswith("not applicable") else judge_shape(o, ev.configs.get(o.runtime_class),
                                                                    sp.memtotal)
         for o in ev.shapes
@@ -334,7 +334,7 @@ def vm_matches_limits(ev: SizingEvidence, profile: Any) -> Outcome:
     sim = " [simulated pods: recorded guest evidence]" if simulated else ""
     if by[Status.FAIL]:
         return failed("; ".join(r.reason for r in by[Status.FAIL]) + sim,
-                      _remediation(by[Status.FAIL], ev), expected=expected, found=found,
+                      _remediation(by[Status.FAIL]), expected=expected, found=found,
                       shapes=rows)
     if by[Status.ERROR]:
         return errored("; ".join(r.reason for r in by[Status.ERROR]) + sim,
@@ -356,8 +356,8 @@ def vm_matches_limits(ev: SizingEvidence, profile: Any) -> Outcome:
                   expected=expected, found=found, shapes=rows)
 
 
-def _remediation(fails: list[ShapeResult], ev: SizingEvidence) -> str:
-    srcs = sorted({r.row.get("source", "") for r in fails if r.row.get("source")})
+def _remediation(fails: list[ShapeResult]) -> str:
+    srcs = sorted({s for r in fails if (s := r.row.get("source"))})
     return ("The VM Kata booted differs from what its configuration implies ("
             + ", ".join(srcs) + "). Check that the handler really uses that file "
             "(`kata-runtime env --json` on the node), that no annotation overrides "
@@ -374,11 +374,15 @@ class _KataPod:
     overhead_source: str
 
 
+def _obj(v: Any) -> Mapping[str, Any]:
+    """A field of an API object that should be an object ({} when it is not)."""
+    return v if isinstance(v, Mapping) else {}
+
+
 def _runtime_classes(ev: SizingEvidence) -> dict[str, Mapping[str, Any]]:
     out: dict[str, Mapping[str, Any]] = {}
     for rc in ev.cluster.runtime_classes if ev.cluster else ():
-        name = (rc.get("metadata") or {}).get("name") if isinstance(rc.get("metadata"),
-                                                                   Mapping) else None
+        name = _obj(rc.get("metadata")).get("name")
         if isinstance(name, str):
             out[name] = rc
     return out
@@ -410,18 +414,15 @@ def _rc_overhead(name: str, rc: Mapping[str, Any] | None) -> tuple[int | None, s
     return memory_bytes(pf["memory"], f"{where}.podFixed.memory"), "RuntimeClass"
 
 
-def _kata_pods(ev: SizingEvidence, profile: Any) -> tuple[list[_KataPod], list[str], int]:
-    """Kata pods that are placed and not finished; unreadable pods as reasons; and the
-    number of non-Kata pods seen."""
+def _kata_pods(ev: SizingEvidence, profile: Any) -> tuple[list[_KataPod], list[str]]:
+    """Kata pods that are placed and not finished, and unreadable pods as reasons."""
     rcs = _runtime_classes(ev)
     out: list[_KataPod] = []
     bad: list[str] = []
-    others = 0
     for i, obj in enumerate(ev.cluster.pods if ev.cluster else ()):
-        spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
-        rc = spec.get("runtimeClassName") if isinstance(spec, Mapping) else None
+        spec = _obj(obj.get("spec"))
+        rc = spec.get("runtimeClassName")
         if not isinstance(rc, str) or not _is_kata(rc, rcs, ev, profile):
-            others += 1
             continue
         try:
             p = PodShape.from_manifest(obj)
@@ -433,7 +434,7 @@ def _kata_pods(ev: SizingEvidence, profile: Any) -> tuple[list[_KataPod], list[s
         if p.phase in FINISHED_PHASES:
             continue
         out.append(_KataPod(p, rc, (ov or 0) / MIB, src or "none"))
-    return out, bad, others
+    return out, bad
 
 
 UNREADABLE = ("kgc's sizing model could not read these pods' resources: look at them with "
@@ -465,7 +466,7 @@ def starved_pods(ev: SizingEvidence, profile: Any) -> Outcome:
     the pod's requests (ceil(Σ cpu requests) vCPUs, Σ memory requests MiB)."""
     if ev.cluster is None:
         return _no_cluster(ev)
-    pods, bad, _ = _kata_pods(ev, profile)
+    pods, bad = _kata_pods(ev, profile)
     if not pods:
         if bad:
             return errored("no readable running Kata pod to inspect; unreadable: "
@@ -525,11 +526,11 @@ def starved_pods(ev: SizingEvidence, profile: Any) -> Outcome:
 
 # -- sizing.node-overcommit --------------------------------------------------------------------
 def _node_alloc(obj: Mapping[str, Any]) -> tuple[str, int | None, int | None, str]:
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-    name = meta.get("name") if isinstance(meta, Mapping) else None
-    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
-    alloc = status.get("allocatable") if isinstance(status, Mapping) else None
-    cap = status.get("capacity") if isinstance(status, Mapping) else None
+    meta = _obj(obj.get("metadata"))
+    name = meta.get("name")
+    status = _obj(obj.get("status"))
+    alloc = status.get("allocatable")
+    cap = status.get("capacity")
     if not isinstance(name, str):
         return "", None, None, "a node without metadata.name"
     if not isinstance(alloc, Mapping) or "memory" not in alloc:
@@ -559,7 +560,7 @@ def node_overcommit(ev: SizingEvidence, profile: Any) -> Outcome:
     sp = sizing_profile(profile)
     if ev.cluster is None:
         return _no_cluster(ev)
-    pods, bad, _ = _kata_pods(ev, profile)
+    pods, bad = _kata_pods(ev, profile)
     placed = [kp for kp in pods if kp.pod.node]
     if not placed:
         if bad:
@@ -578,9 +579,9 @@ def node_overcommit(ev: SizingEvidence, profile: Any) -> Outcome:
     if sp.overcommit_counts_other_pods:
         rcs = _runtime_classes(ev)
         for obj in ev.cluster.pods:
-            spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
-            rc = spec.get("runtimeClassName") if isinstance(spec, Mapping) else None
-            node = spec.get("nodeName") if isinstance(spec, Mapping) else None
+            spec = _obj(obj.get("spec"))
+            rc = spec.get("runtimeClassName")
+            node = spec.get("nodeName")
             if not isinstance(node, str) or (
                 isinstance(rc, str) and _is_kata(rc, rcs, ev, profile)
             ):

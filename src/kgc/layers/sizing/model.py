@@ -30,7 +30,7 @@ import re
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, ROUND_CEILING, Context, Decimal, InvalidOperation
 from typing import Any, Literal
 
 from kubernetes.utils.quantity import parse_quantity as _k8s_parse_quantity
@@ -105,24 +105,31 @@ def parse_quantity(value: object, where: str) -> Decimal:
     return q
 
 
+# exact decimal arithmetic (a quantity is a few digits with any exponent; the default context
+# rounds to 28 digits, overflows past 1e999999 and flushes tiny values to 0)
+_EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)
+
+
 def _ceil_int(q: Decimal) -> int:
+    """``q`` rounded up to an integer (exactly: the context's precision does not apply);
+    callers bound ``q`` first (a huge exponent would make a number of as many digits)."""
     return int(q.to_integral_value(rounding=ROUND_CEILING))
 
 
 def cpu_millis(value: object, where: str) -> int:
     """``Quantity.MilliValue()``: rounds up to a whole millicore ("0.1m" -> 1)."""
-    m = _ceil_int(parse_quantity(value, where) * 1000)
-    if m > INT64_MAX // CFS_PERIOD_US:
+    milli = _EXACT.multiply(parse_quantity(value, where), 1000)
+    if milli > INT64_MAX // CFS_PERIOD_US:  # ceil(x) > n <=> x > n for an integer n
         raise SizingInputError(f"{where}: {value!r} is too large a CPU quantity to size")
-    return m
+    return _ceil_int(milli)
 
 
 def memory_bytes(value: object, where: str) -> int:
     """``Quantity.Value()``: rounds up to a whole byte ("0.1m" -> 1, "2.5Gi" -> 2684354560)."""
-    b = _ceil_int(parse_quantity(value, where))
-    if b > INT64_MAX:
+    q = parse_quantity(value, where)
+    if q > INT64_MAX:
         raise SizingInputError(f"{where}: {value!r} exceeds what Kubernetes can represent")
-    return b
+    return _ceil_int(q)
 
 
 def fmt_mib(b: int) -> str:
@@ -630,10 +637,10 @@ class VmSize:
 class _Effective:
     dv: float
     dm: int
-    maxv: int | None
-    maxm: int | None
-    slots: int
-    notes: tuple[str, ...]
+    maxv: int | None = None  # Go only: the caps and slots the hot-plug reads
+    maxm: int | None = None
+    slots: int = GO_DEFAULT_MEM_SLOTS
+    notes: tuple[str, ...] = ()
     refusal: str = ""
 
 
@@ -708,10 +715,9 @@ def _effective(k: KataSizing, host: HostCaps) -> _Effective:
                    f"{RS_MIN_QEMU_MEMORY_MIB} MiB: the configuration does not load")
     if host.memory_mib is not None and dm > host.memory_mib:
         dm = host.memory_mib
-    maxm = k.default_maxmemory
-    maxm_r = host.memory_mib if (maxm == 0 or (host.memory_mib is not None
-                                              and maxm > host.memory_mib)) else maxm
-    return _Effective(dv, dm, maxv_r, maxm_r, k.memory_slots, tuple(notes), refusal)
+    # a static runtime-rs VM is sized once: no cap or slot count is read after this, and
+    # default_maxmemory does not bound it (setup_config raises max_mem to the sandbox memory)
+    return _Effective(dv, dm, notes=tuple(notes), refusal=refusal)
 
 
 def _annotation_overrides(pod: PodShape, k: KataSizing, eff: _Effective,
@@ -821,7 +827,6 @@ def _go_static(p: PodShape, k: KataSizing, eff: _Effective) -> VmSize:
     ann = sandbox_annotations(p)
     w_cpu, w_mem = go_calculate_sandbox_sizing(ann)
     nf = f32(eff.dv + w_cpu)
-    notes: list[str] = []
     if nf == 0:  # validateHypervisorConfig: NumVCPUsF == 0 -> 1
         nf = 1.0
     vcpus = go_round_up_vcpus(nf)
@@ -838,7 +843,7 @@ def _go_static(p: PodShape, k: KataSizing, eff: _Effective) -> VmSize:
             f"period={ann[ANN_CPU_PERIOD]}, memory={ann[ANN_MEMORY]} B (the pod's effective "
             "limits: init containers count as max(init, Σ app + sidecars))")
     return VmSize(vcpus, mem, k.mode, expl, boot_vcpus=vcpus, boot_memory_mib=mem,
-                  refusal=refusal, notes=tuple(notes))
+                  refusal=refusal)
 
 
 def _go_dynamic(p: PodShape, k: KataSizing, eff: _Effective) -> VmSize:
@@ -921,15 +926,13 @@ def _go_dynamic(p: PodShape, k: KataSizing, eff: _Effective) -> VmSize:
 
 def _rs_static(p: PodShape, k: KataSizing, eff: _Effective) -> VmSize:
     ann = sandbox_annotations(p)
-    period = _go_parse_int(ann[ANN_CPU_PERIOD], unsigned=True)
-    quota = _go_parse_int(ann[ANN_CPU_QUOTA], unsigned=False)
-    memory = _go_parse_int(ann[ANN_MEMORY], unsigned=False)
+    # sandbox_annotations writes decimal integers >= 0, which runtime-rs parses as such
+    period, quota, memory = (int(ann[a]) for a in (ANN_CPU_PERIOD, ANN_CPU_QUOTA, ANN_MEMORY))
     vcpu, mem_mb = rs_initial_size(period, quota, memory)
-    refusal = ""
     try:
         sized = rs_setup_config(
             default_vcpus=eff.dv, overhead_vcpus=k.overhead_vcpus, default_memory=eff.dm,
-            overhead_memory=k.overhead_memory, default_maxmemory=eff.maxm or 0,
+            overhead_memory=k.overhead_memory, default_maxmemory=k.default_maxmemory,
             vcpu=vcpu, mem_mb=mem_mb, static=True)
     except SizingInputError as exc:
         return VmSize(0, 0, k.mode, str(exc), refusal=str(exc))
@@ -946,4 +949,4 @@ def _rs_static(p: PodShape, k: KataSizing, eff: _Effective) -> VmSize:
         expl = (f"runtime-rs static: no limits, so the configured defaults: {vcpus} vCPU / "
                 f"{sized.memory} MiB")
     return VmSize(vcpus, sized.memory, k.mode, expl, boot_vcpus=vcpus,
-                  boot_memory_mib=sized.memory, refusal=refusal, notes=tuple(notes))
+                  boot_memory_mib=sized.memory, notes=tuple(notes))
