@@ -181,7 +181,7 @@ def out_of_order(marks: Mapping[str, float], first: str = CHAIN[0],
 def _when(marks: Mapping[str, float], m: str) -> str:
     t0 = marks.get("trigger")
     if t0 is not None and m != "trigger":
-        return f"{MILESTONE_TITLES[m]} at +{marks[m] - t0:.3f} s"
+        return f"{MILESTONE_TITLES[m]} at {marks[m] - t0:+.3f} s"  # -x.xxx s: before it
     return f"{MILESTONE_TITLES[m]} at {marks[m]:.3f} s (client monotonic)"
 
 
