@@ -152,3 +152,41 @@ def test_the_profile_warning_names_both_digests() -> None:
                  "'lab' (digest sha256:aaaaaaaaaaaa… vs sha256:bbbbbbbbbbbb…): what changed is "
                  "the profile too, not only the target")
 
+
+
+# -- a second sample (100, seed `wt3-unseen-a`) ---------------------------------------------
+def test_a_renamed_target_keeps_its_blockers_and_its_environment_figures() -> None:
+    # one target each, named after the image files: the same blocker failing in both is no
+    # regression, and the per-target environment keys are compared across the rename
+    old = verdict(full_node("image:n1", **{"iommu.enabled": "fail"}),
+                  environment={"image:n1.round_trips": "1", "guest.vcpus": "4"})
+    new = verdict(full_node("image:n2", **{"iommu.enabled": "fail"}),
+                  environment={"image:n2.round_trips": "3", "guest.vcpus": "8"})
+    r = d(old, new)
+    assert not r.regressed, [f.text for f in r.regressions]
+    assert r.targets[0].still_failing == 1
+    assert [(f.field, f.old, f.new) for f in r.run_figures] == [
+        ("environment.image:n2.round_trips", 1.0, 3.0), ("environment.guest.vcpus", 4.0, 8.0)]
+
+
+def test_a_failure_that_now_warns_is_fixed() -> None:
+    r = d(verdict(full_node(**{"vfio.driver": "fail"})),
+          verdict(full_node(**{"vfio.driver": "warn"})))
+    assert [(c.check, c.old, c.new) for c in r.targets[0].fixed] == [
+        ("vfio.driver", "fail", "warn")]
+    assert r.targets[0].changed == []
+
+
+def test_a_target_only_in_new_is_headed_as_such() -> None:
+    r = d(verdict(full_node("a") + full_node("b")), verdict(full_node("a") + full_node("c")))
+    (tc,) = [t for t in r.targets if t.target == "c"]
+    assert (tc.old_name, tc.new_name) == (None, "c")
+    assert "-- c (only in NEW)" in gdiff.render(r).splitlines()
+
+
+def test_evidence_keys_on_one_side_only_are_no_figures() -> None:
+    rs_old, rs_new = full_node(), full_node()
+    rs_old[0] = dict(rs_old[0], evidence={"units": 2, "gone": 7})
+    rs_new[0] = dict(rs_new[0], evidence={"units": 3, "added": 9})
+    figs = d(verdict(rs_old), verdict(rs_new)).targets[0].figures
+    assert [(f.field, f.old, f.new) for f in figs] == [("evidence.units", 2.0, 3.0)]
