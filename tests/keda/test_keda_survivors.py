@@ -1066,3 +1066,87 @@ def test_scale_downs_name_their_class_repetition_and_what_went_wrong() -> None:
     assert v.status is Status.SKIP
     assert v.reason == ("scale-down not recorded for 1 repetition(s): kata r2: scale-down "
                         "observed before the trigger was lowered")
+
+
+# -- keda/phases.py, a second sample (100, seed `wt3-unseen-a`) ---------------------------------
+def test_a_row_never_takes_the_trigger_or_scale_down_stall() -> None:
+    from kedasynth import stamp
+
+    from kgc.layers.keda.evidence import Stall
+    from kgc.layers.keda.phases import NOT_REACHED, repetition_phases
+    from kgc.layers.keda.phases import STALLED as CENSORED
+
+    down = Stall("scale-down", 60.0, 60.0, "pods left after cooldown", None, stamp(1600.0))
+    trig = Stall("trigger", 30.0, 30.0, "metric never raised", None, stamp(1030.0))
+    dec = Stall("decision", 120.0, 120.0, "desired replicas never 2", None, stamp(1120.0))
+    rows = repetition_phases(_rep(target_replicas=2, stalls=(down, trig, dec)))
+    assert rows[1].pod is None and rows[1].stall == dec
+    v = rows[1].values["decision"]
+    assert (v.status, v.note) == (CENSORED, "desired replicas never 2")
+    assert v.seconds == pytest.approx(120.0)  # from the trigger (1000 s) to the give-up
+    c = rows[1].values["creation"]
+    assert (c.measure, c.status, c.seconds, c.note) == ("creation", NOT_REACHED, None,
+                                                        "stalled in decision")
+    s = rows[1].values["startup"]
+    assert (s.status, s.seconds, s.note) == (NOT_REACHED, None, "stalled in decision")
+    alone = repetition_phases(_rep(target_replicas=2, stalls=(down, trig)))
+    assert alone[1].stall is None
+    assert alone[1].values["decision"].note == "never observed Ready"
+
+
+def test_every_value_names_its_measure() -> None:
+    from kedasynth import stamp
+
+    from kgc.layers.keda.evidence import PodRecord
+    from kgc.layers.keda.phases import OUT_OF_ORDER, repetition_phases
+
+    rep = _rep()
+    p = rep.pods[0]
+    swapped = PodRecord(p.name, {**p.observed, "sandbox_ready": stamp(1000.5)}, p.api, p.node)
+    (row,) = repetition_phases(dataclasses.replace(rep, pods=(swapped,)))
+    assert row.values["sandbox"].status == OUT_OF_ORDER
+    assert all(v.measure == m for m, v in row.values.items()) and set(row.values) == set(MEASURES)
+
+
+def test_a_clock_that_stepped_is_estimated_by_the_median_midpoint() -> None:
+    from kgc.layers.keda.phases import estimate_clock_offset
+
+    # intervals [9.9, 11.0] and [19.9, 21.0] (midpoints 10.45 and 20.45) do not meet: the
+    # upper median 20.45, give or take the spread 10 plus the widest half-width 0.55
+    c = estimate_clock_offset([(5.0, math.nan, 6.0), (0.0, 10.0, 0.1), (0.0, 20.0, 0.1)])
+    assert c is not None and c.samples == 2
+    assert c.offset_s == pytest.approx(20.45) and c.uncertainty_s == pytest.approx(10.55)
+
+
+def test_receipt_lags_add_the_offset_and_skip_unusable_stamps() -> None:
+    from kgc.layers.keda.evidence import PodRecord, Stamp
+    from kgc.layers.keda.phases import receipt_lags
+
+    ev = synth({"kata": [[pod()]]}, clock=ClockOffset(2.0, 0.05, 20, "test"))
+    rep = ev.kata.repetitions[0]  # type: ignore[union-attr]
+    p = rep.pods[0]
+    obs = {**p.observed, "started": Stamp(p.observed["started"].mono, math.nan)}
+    api = {"unknown": 5.0, **p.api}  # a stamp the record has no receipt for, first
+    q = PodRecord(p.name, obs, api, p.node)
+    ev = dataclasses.replace(ev, kata=dataclasses.replace(  # type: ignore[arg-type]
+        ev.kata, repetitions=(dataclasses.replace(rep, pods=(q,)),)))
+    lags = {lag.milestone: lag.lag_s for lag in receipt_lags(ev)}
+    assert set(lags) == {"created", "scheduled", "sandbox_ready", "ready"}  # started: nan
+    for m, lag in lags.items():
+        assert lag == pytest.approx(obs[m].wall + 2.0 - api[m]), m
+
+
+def test_a_scale_down_within_a_second_or_at_once_is_measured() -> None:
+    from kedasynth import stamp
+
+    from kgc.layers.keda.evidence import Repetition
+    from kgc.layers.keda.phases import MISSING, OK, ScaleDown, scale_downs
+
+    run = synth({"kata": uniform(1, 1)}).kata
+    t = stamp(1500.0)
+    reps = (Repetition(1, 1, t, lowered=t, scaled_down=t),
+            Repetition(2, 1, t, lowered=t, scaled_down=stamp(1500.5)),
+            Repetition(3, 1, t, scaled_down=t))
+    assert scale_downs(dataclasses.replace(run, repetitions=reps)) == (  # type: ignore[arg-type]
+        ScaleDown("kata", 1, 0.0, OK), ScaleDown("kata", 2, 0.5, OK),
+        ScaleDown("kata", 3, None, MISSING, "trigger lowering not recorded"))

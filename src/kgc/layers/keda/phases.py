@@ -194,7 +194,7 @@ def _reversed(who: str, marks: Mapping[str, float], pairs: list[tuple[str, str]]
 
 
 def _values(marks: Mapping[str, float], bad: Mapping[str, str],
-            stall: Stall | None, who: str = "pod") -> dict[str, PhaseValue]:
+            stall: Stall | None, who: str) -> dict[str, PhaseValue]:
     """All measures of one pod from its chain marks (``who`` names the pod in notes)."""
     out: dict[str, PhaseValue] = {}
     stall_at = stall.at.mono if stall is not None and stall.at is not None else None
