@@ -169,7 +169,8 @@ MODULES: dict[str, Module] = {m.name: m for m in (
            "the classifier's scheduling/Kata stages (DRA causes incl.) + the waiter's settled"),
     Module("gate.evaluate", (_GATE,),
            _funcs(_GATE, "evaluate", "_accept", "_check_finding", "_target_scopes",
-                  "_skip_summary"), GATE_TESTS, "kgc gate: evaluate and its helpers"),
+                  "_skip_summary", "_run_findings", "_missing_checks"), GATE_TESTS,
+           "kgc gate: evaluate and its helpers"),
     _file_module("core.policy", "src/kgc/core/policy.py", GATE_TESTS, "gate policy"),
     Module("gate.diff", (_DIFF,),
            _funcs(_DIFF, "diff", "pair_targets", "figures", "_numbers", "_leaves",
@@ -178,7 +179,8 @@ MODULES: dict[str, Module] = {m.name: m for m in (
            "kgc diff (rendering and to_dict excluded)"),
     Module("fleet.merge", (_FLEET,),
            _funcs(_FLEET, "merge", "judge_node", "_valid_verdict", "_node_error",
-                  "NodeOutcome.judged"), FLEET_TESTS,
+                  "NodeOutcome.judged", "_not_this_nodes", "check_distinct_hosts",
+                  "_merge_selection", "_same_run_fields", "_rank"), FLEET_TESTS,
            "kgc fleet collect: judge_node and merge (with their helpers)"),
 )}
 
