@@ -162,3 +162,69 @@ def test_simulated_results_not_accepted_say_why() -> None:
     (f,) = gate(verdict(rs), Policy(require_layers=("iommu",),
                                     accept_replayed=False)).not_accepted
     assert f.text.endswith("replayed from a bundle (policy accepts live results only)")
+
+
+# -- a sample (100, seed `s27`, stop 27) of evaluate and its helpers ----------------------------
+def test_every_missing_blocker_is_named_after_one_resting_on_a_stand_in() -> None:
+    """A simulated (stand-in) result of one blocker does not hide the next blocker that left
+    no verdict at all: each is its own finding, with the concrete check and the remedy."""
+    from kgc.gate.gate import NOT_ACCEPTED, WHOLE_LAYERS
+
+    rs = [dict(result("iommu.cmdline", simulated=True), simulated_why="kwok node"),
+          result("iommu.enabled")]
+    checks = {"iommu": {"iommu.cmdline": "critical", "iommu.enabled": "blocker",
+                        "iommu.groups": "blocker"}}
+    res = gate(verdict(rs), Policy(require_layers=("iommu",)), checks=checks)  # type: ignore[arg-type]
+    got = [(f.kind, f.check, f.layer, f.status, f.severity, f.remediation, f.text)
+           for f in res.blocking if f.layer == "iommu"]
+    assert got == [  # the most severe first
+        ("check", "iommu.groups", "iommu", "missing", "blocker", WHOLE_LAYERS,
+         "iommu.groups on node-a: no verdict (not run: left out of the selection; a blocker "
+         "check the policy blocks on: it must be judged)"),
+        ("check", "iommu.cmdline", "iommu", "missing", "critical", NOT_ACCEPTED,
+         "iommu.cmdline on node-a: no accepted verdict (its result is simulated (kwok node); "
+         "a critical check the policy blocks on: it must be judged)"),
+    ]
+
+
+def test_a_check_of_unknown_severity_may_block_and_must_be_judged() -> None:
+    rs = [result("iommu.enabled")]
+    res = gate(verdict(rs), Policy(require_layers=("iommu",)),
+               checks={"iommu": ["iommu.enabled", "iommu.groups"]})
+    (f,) = [f for f in res.blocking if f.check == "iommu.groups"]
+    assert f.text == ("iommu.groups on node-a: no verdict (not run: left out of the selection; "
+                      "a check the policy may block on: it must be judged)")
+    assert f.severity == ""
+
+
+def test_a_verdict_without_a_profile_name_says_none() -> None:
+    res = gate(verdict(full_node(), profile=""), Policy(require_layers=("iommu",)))
+    (f,) = [f for f in res.blocking if f.kind == "run"]
+    assert f.text == ("the verdict was judged against profile '(none)', not 'lab': a "
+                      "certification for 'lab' needs a run with --profile lab")
+
+
+def test_a_digest_from_another_kgc_version_says_which() -> None:
+    from kgc import __version__
+
+    doc = verdict(full_node(), digest="sha256:" + "c" * 64)
+    doc["run"]["kgc_version"] = "0.0.1"
+    (f,) = [f for f in gate(doc, Policy(require_layers=("iommu",))).blocking if f.kind == "run"]
+    assert f.text == (
+        f"the verdict was judged against a profile named 'lab' whose content is not the "
+        f"policy's profile 'lab' (digest sha256:cccccccccccccccc… in the verdict, "
+        f"{DIGEST[:23]}… here; judged by kgc 0.0.1, this is kgc {__version__} (a newer kgc "
+        "may fill in new profile defaults)): an edited or lenient copy under that name does "
+        "not certify under it")
+    doc["run"]["kgc_version"] = __version__  # the same kgc: no version note
+    (f,) = [f for f in gate(doc, Policy(require_layers=("iommu",))).blocking if f.kind == "run"]
+    assert "judged by kgc" not in f.text and f.text.endswith(
+        "here): an edited or lenient copy under that name does not certify under it")
+
+
+def test_three_skip_reasons_show_two_and_count_one() -> None:
+    rs = [result("reboot.a", "skip", reason="one"), result("reboot.b", "skip", reason="two"),
+          result("reboot.c", "skip", reason="three"), result("iommu.enabled")]
+    (f,) = [f for f in gate(verdict(rs), Policy(require_layers=("iommu",))).not_run
+            if f.layer == "reboot"]
+    assert f.text == "reboot on node-a: 3 skipped — one; two (+1 other reasons)"
