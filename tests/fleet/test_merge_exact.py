@@ -267,3 +267,47 @@ def test_the_fleet_run_times_are_utc(monkeypatch) -> None:  # type: ignore[no-un
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", run[k]), run[k]
         t = datetime.strptime(run[k], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
         assert abs((now - t).total_seconds()) < 120, (k, run[k])
+
+
+# -- a second sample (100, seed `wt3-unseen-a`) -------------------------------------------------
+def test_why_a_valid_verdict_is_not_this_nodes_in_words() -> None:
+    import json
+
+    from .test_collect import boot_id, info, log_of, node_verdict, pod, with_results
+
+    v = node_verdict("a")
+    who = "pod kgc-node-a on node a"
+    no_mode = "\n".join(ln for ln in log_of("a", v).splitlines()
+                        if not ln.startswith(protocol.MODE))
+    o = fc.judge_node("a", pod("a"), no_mode, info("a"))
+    assert o.problem == (f"{who} saw no running kernel under its host mount (KGC-MODE "
+                         "missing): it judged files, not the running node")
+    rows = [dict(r, target=t) for r, t in zip(json.loads(v)["results"][:2], ("c", "b"),
+                                               strict=True)]
+    o = fc.judge_node("a", pod("a"), log_of("a", with_results(v, rows, targets=["a"])),
+                      info("a"))
+    assert o.problem == f"{who} printed a verdict that judges 'b', 'c': not node a"
+    o = fc.judge_node("a", pod("a"), log_of("a", v, boot="x-1"), info("a"))
+    assert o.problem == (f"{who} read a kernel with boot id x-1, but node a's kubelet reports "
+                         f"boot id {boot_id('a')}: the verdict is not from this node's running "
+                         "kernel (a pod under Kata? the node rebooted since?)")
+
+
+def test_a_pod_that_is_not_running_and_printed_nothing_never_started() -> None:
+    from .test_collect import pod
+
+    p = pod("a", phase="Pending")
+    o = fc.judge_node("a", p, "pulling image ...")
+    assert o.problem == "pod kgc-node-a Pending; the node-run never started"
+    o = fc.judge_node("a", p, f"{protocol.NODE} a\n")
+    assert o.problem == "pod kgc-node-a Pending; no verdict in its log"
+
+
+def test_nodes_judged_against_different_profiles_name_both() -> None:
+    a = fc.NodeOutcome("a", verdict=verdict("a", ["iommu.enabled"]))
+    b = fc.NodeOutcome("b", verdict={**verdict("b", ["iommu.enabled"]),
+                                     "run": {"profile": "strict", "profile_source": "file x",
+                                             "layers": ["iommu"]}})
+    _, run = fc.merge([a, b], CHECKS, namespace="n", daemonset="d", layer_order=ORDER)
+    assert run["profile"] == "lab, strict"
+    assert run["profile_source"] == "built-in lab, file x"
