@@ -190,3 +190,29 @@ def test_evidence_keys_on_one_side_only_are_no_figures() -> None:
     rs_new[0] = dict(rs_new[0], evidence={"units": 3, "added": 9})
     figs = d(verdict(rs_old), verdict(rs_new)).targets[0].figures
     assert [(f.field, f.old, f.new) for f in figs] == [("evidence.units", 2.0, 3.0)]
+
+
+# -- a third sample (100, seed `wt3-unseen-b`) ----------------------------------------------
+def test_a_text_whose_words_changed_is_no_figure() -> None:
+    def run(found: str) -> dict:
+        rs = full_node()
+        rs[0] = dict(rs[0], found=found)
+        return verdict(rs)
+
+    assert d(run("boot 3 s"), run("halt 5 s")).targets[0].figures == []
+    assert [(f.field, f.old, f.new) for f in d(run("boot 3 s"), run("boot 5 s"))
+            .targets[0].figures] == [("found", 3.0, 5.0)]
+
+
+def test_a_new_only_targets_rows_carry_their_severity() -> None:
+    r = d(verdict(full_node("a") + full_node("b")),
+          verdict(full_node("a") + full_node("c", **{"iommu.enabled": "fail"})))
+    (tc,) = [t for t in r.targets if t.target == "c"]
+    assert {c.check: c.severity for c in tc.new_failures + tc.changed} == {
+        x["check"]: x["severity"] for x in full_node()}
+
+
+def test_the_profile_warning_names_a_missing_old_profile() -> None:
+    (w,) = d(verdict(full_node(), profile=""), verdict(full_node())).warnings
+    assert w == ("warning: OLD was judged against profile '(none)', NEW against 'lab': what "
+                 "changed is the profile too, not only the target")
