@@ -1150,3 +1150,41 @@ def test_a_scale_down_within_a_second_or_at_once_is_measured() -> None:
     assert scale_downs(dataclasses.replace(run, repetitions=reps)) == (  # type: ignore[arg-type]
         ScaleDown("kata", 1, 0.0, OK), ScaleDown("kata", 2, 0.5, OK),
         ScaleDown("kata", 3, None, MISSING, "trigger lowering not recorded"))
+
+
+# -- keda/phases.py, a third sample (100, seed `wt3-unseen-b`) ----------------------------------
+def test_a_non_finite_ready_stamp_is_invalid_not_a_stall() -> None:
+    from kgc.layers.keda.evidence import PodRecord, Stamp
+    from kgc.layers.keda.phases import INVALID, repetition_phases
+
+    rep = _rep()
+    p = rep.pods[0]
+    bad = PodRecord(p.name, {**p.observed, "ready": Stamp(math.nan, math.nan)}, p.api, p.node)
+    (row,) = repetition_phases(dataclasses.replace(rep, pods=(bad,)))
+    for m in ("ready", "startup", "e2e"):
+        assert (row.values[m].status, row.values[m].note) == (
+            INVALID, "pod Ready: non-finite timestamp"), m
+
+
+def test_a_stalled_rows_values_name_their_measures() -> None:
+    from kgc.layers.keda.phases import repetition_phases
+
+    rows = repetition_phases(synth({"kata": [[pod(), STALLED]]}).kata.repetitions[0])  # type: ignore[union-attr]
+    assert all(v.measure == m for m, v in rows[1].values.items())
+    assert set(rows[1].values) == set(MEASURES)
+
+
+def test_a_pod_never_created_is_named_so_in_an_out_of_order_note() -> None:
+    from kedasynth import stamp
+
+    from kgc.layers.keda.evidence import ScaleMark
+    from kgc.layers.keda.phases import OUT_OF_ORDER, repetition_phases
+
+    rep = _rep()
+    early = ScaleMark("deployment", 2, stamp(999.5))  # replicas 2 seen before the trigger
+    rows = repetition_phases(dataclasses.replace(rep, target_replicas=2,
+                                                 scale=(*rep.scale, early)))
+    v = rows[1].values["decision"]
+    assert v.status == OUT_OF_ORDER
+    assert v.note == ("kata r1 #2 (never created): out of order: replicas raised at -0.500 s "
+                      "observed 0.500 s before trigger raised at 1000.000 s (client monotonic)")
