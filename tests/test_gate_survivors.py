@@ -228,3 +228,85 @@ def test_three_skip_reasons_show_two_and_count_one() -> None:
     (f,) = [f for f in gate(verdict(rs), Policy(require_layers=("iommu",))).not_run
             if f.layer == "reboot"]
     assert f.text == "reboot on node-a: 3 skipped — one; two (+1 other reasons)"
+
+
+# -- a second sample (100, seed `wt3-unseen-a`) -------------------------------------------------
+def test_per_check_skip_names_every_check_of_a_required_layer_never_run() -> None:
+    rs = [r for r in full_node() if r["layer"] != "iommu"]
+    pol = Policy(require_layers=("iommu",), skip="per-check")
+    res = gate(verdict(rs), pol, checks={"iommu": {"iommu.enabled": "blocker",
+                                                   "iommu.groups": "minor"}})
+    got = {(f.check, f.text) for f in res.blocking if f.kind == "check"}
+    assert got == {(c, f"{c} on node-a: no verdict (not run: left out of the selection; "
+                       "policy skip: per-check needs every check of a required layer)")
+                   for c in ("iommu.enabled", "iommu.groups")}
+
+
+def test_a_missing_check_quotes_the_whole_selection() -> None:
+    doc = verdict(full_node(), markers="host", keywords="not cmdline")
+    res = gate(doc, Policy(require_layers=("iommu",)),
+               checks={"iommu": {"iommu.enabled": "blocker", "iommu.groups": "blocker"}})
+    (f,) = [f for f in res.blocking if f.check == "iommu.groups"]
+    assert f.text == ("iommu.groups on node-a: no verdict (not run: left out of the selection "
+                      "-m 'host' -k 'not cmdline'; a blocker check the policy blocks on: it "
+                      "must be judged)")
+    assert f.target == "node-a"
+    # the layer itself was judged on node-a (its other checks ran), the finding names the gap
+    assert res.judged == {"iommu": ("node-a",)}
+
+
+def test_a_blocker_resting_on_a_stand_in_is_a_finding_on_its_target() -> None:
+    rs = [dict(result("iommu.groups", simulated=True), simulated_why="kwok"),
+          result("iommu.enabled")]
+    res = gate(verdict(rs), Policy(require_layers=("iommu",)),
+               checks={"iommu": {"iommu.enabled": "blocker", "iommu.groups": "blocker"}})
+    (f,) = [f for f in res.blocking if f.check == "iommu.groups"]
+    assert (f.target, f.layer, f.status) == ("node-a", "iommu", "missing")
+    assert "iommu" not in res.judged  # a blocker judged only by a stand-in: never "judged"
+
+
+def test_run_findings_carry_their_remedies() -> None:
+    from kgc.gate.gate import RERUN
+
+    (f,) = [f for f in gate(verdict(full_node(), digest=None),
+                            Policy(require_layers=("iommu",))).blocking if f.kind == "run"]
+    assert f.remediation == RERUN
+    doc = verdict(full_node(), digest="sha256:" + "c" * 64)
+    (f,) = [f for f in gate(doc, Policy(require_layers=("iommu",))).blocking if f.kind == "run"]
+    assert f.remediation == (
+        "Judge the run with the policy's own profile (--profile lab, the same file the gate "
+        "reads) and gate that verdict; if the run's profile is the one that should decide, "
+        "gate with it: kgc gate VERDICT --profile FILE.")
+
+
+def test_a_target_is_scoped_by_its_results_when_the_selection_lists_none() -> None:
+    doc = verdict(full_node())
+    doc["run"]["selection"]["targets"] = {}
+    res = gate(doc, Policy(require_layers=("iommu",)))
+    assert res.green, [f.text for f in res.blocking]
+    assert res.judged == {"iommu": ("node-a",)}
+
+
+def test_findings_about_targets_and_layers_name_them() -> None:
+    doc = verdict(full_node(), targets={"node-a": "node"})
+    doc["run"]["targets"].append("ghost")
+    (f,) = [f for f in gate(doc, Policy(require_layers=("iommu",))).blocking
+            if "ghost" in f.text]
+    assert (f.kind, f.target) == ("run", "ghost")
+    res = gate(verdict(full_node()), Policy(require_layers=("gpu",)), LAYERS)
+    (f,) = [f for f in res.blocking if f.layer == "gpu"]
+    assert (f.kind, f.text) == ("layer", "required layer gpu was not judged: the run had no "
+                                "cluster target")
+
+
+def test_blocking_findings_sort_by_status_then_check_whatever_the_file_order() -> None:
+    rs = [result("iommu.groups", "fail"), result("iommu.cmdline", "fail"),
+          result("iommu.enabled", "error")]
+    doc = verdict(rs)
+    doc["results"] = [doc["results"][i] for i in (2, 0, 1)]  # groups, cmdline, enabled
+    res = gate(doc, Policy(require_layers=("iommu",)),
+               checks={"iommu": {"iommu.enabled": "critical", "iommu.groups": "critical",
+                                 "iommu.cmdline": "critical", "iommu.dmar": "critical"}})
+    assert [(f.check, f.status) for f in res.blocking] == [
+        ("iommu.enabled", "error"), ("iommu.cmdline", "fail"), ("iommu.groups", "fail"),
+        ("iommu.dmar", "missing")]
