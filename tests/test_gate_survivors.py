@@ -310,3 +310,28 @@ def test_blocking_findings_sort_by_status_then_check_whatever_the_file_order() -
     assert [(f.check, f.status) for f in res.blocking] == [
         ("iommu.enabled", "error"), ("iommu.cmdline", "fail"), ("iommu.groups", "fail"),
         ("iommu.dmar", "missing")]
+
+
+# -- a third sample (100, seed `wt3-unseen-b`) --------------------------------------------------
+def test_run_findings_in_words() -> None:
+    pol = Policy(require_layers=("iommu",))
+    texts = [f.text for f in gate(verdict(full_node(), incomplete=True), pol).blocking
+             if f.kind == "run"]
+    assert texts == ["the run did not finish (verdict marked incomplete): run it again to the "
+                     "end"]
+    texts = [f.text for f in gate(verdict(full_node(), digest=None), pol).blocking
+             if f.kind == "run"]
+    assert texts == ["the verdict was written before kgc recorded the profile digest "
+                     "(run.profile_digest): it cannot show which profile content judged it — "
+                     "run it again"]
+    texts = [f.text for f in gate(verdict([]), pol).blocking if f.kind == "run"]
+    assert "the verdict holds no result: nothing was judged" in texts
+
+
+def test_missing_checks_of_known_and_unknown_severity_sort_known_first() -> None:
+    rs = [result("iommu.enabled"), result("vfio.driver")]
+    res = gate(verdict(rs), Policy(require_layers=("iommu", "vfio")),
+               checks={"iommu": {"iommu.enabled": "blocker", "iommu.groups": "blocker"},
+                       "vfio": ["vfio.driver", "vfio.bound"]})  # type: ignore[dict-item]
+    assert [(f.check, f.severity) for f in res.blocking] == [("iommu.groups", "blocker"),
+                                                             ("vfio.bound", "")]
