@@ -162,3 +162,176 @@ def test_simulated_results_not_accepted_say_why() -> None:
     (f,) = gate(verdict(rs), Policy(require_layers=("iommu",),
                                     accept_replayed=False)).not_accepted
     assert f.text.endswith("replayed from a bundle (policy accepts live results only)")
+
+
+# -- a sample (100, seed `s27`, stop 27) of evaluate and its helpers ----------------------------
+def test_every_missing_blocker_is_named_after_one_resting_on_a_stand_in() -> None:
+    """A simulated (stand-in) result of one blocker does not hide the next blocker that left
+    no verdict at all: each is its own finding, with the concrete check and the remedy."""
+    from kgc.gate.gate import NOT_ACCEPTED, WHOLE_LAYERS
+
+    rs = [dict(result("iommu.cmdline", simulated=True), simulated_why="kwok node"),
+          result("iommu.enabled")]
+    checks = {"iommu": {"iommu.cmdline": "critical", "iommu.enabled": "blocker",
+                        "iommu.groups": "blocker"}}
+    res = gate(verdict(rs), Policy(require_layers=("iommu",)), checks=checks)  # type: ignore[arg-type]
+    got = [(f.kind, f.check, f.layer, f.status, f.severity, f.remediation, f.text)
+           for f in res.blocking if f.layer == "iommu"]
+    assert got == [  # the most severe first
+        ("check", "iommu.groups", "iommu", "missing", "blocker", WHOLE_LAYERS,
+         "iommu.groups on node-a: no verdict (not run: left out of the selection; a blocker "
+         "check the policy blocks on: it must be judged)"),
+        ("check", "iommu.cmdline", "iommu", "missing", "critical", NOT_ACCEPTED,
+         "iommu.cmdline on node-a: no accepted verdict (its result is simulated (kwok node); "
+         "a critical check the policy blocks on: it must be judged)"),
+    ]
+
+
+def test_a_check_of_unknown_severity_may_block_and_must_be_judged() -> None:
+    rs = [result("iommu.enabled")]
+    res = gate(verdict(rs), Policy(require_layers=("iommu",)),
+               checks={"iommu": ["iommu.enabled", "iommu.groups"]})
+    (f,) = [f for f in res.blocking if f.check == "iommu.groups"]
+    assert f.text == ("iommu.groups on node-a: no verdict (not run: left out of the selection; "
+                      "a check the policy may block on: it must be judged)")
+    assert f.severity == ""
+
+
+def test_a_verdict_without_a_profile_name_says_none() -> None:
+    res = gate(verdict(full_node(), profile=""), Policy(require_layers=("iommu",)))
+    (f,) = [f for f in res.blocking if f.kind == "run"]
+    assert f.text == ("the verdict was judged against profile '(none)', not 'lab': a "
+                      "certification for 'lab' needs a run with --profile lab")
+
+
+def test_a_digest_from_another_kgc_version_says_which() -> None:
+    from kgc import __version__
+
+    doc = verdict(full_node(), digest="sha256:" + "c" * 64)
+    doc["run"]["kgc_version"] = "0.0.1"
+    (f,) = [f for f in gate(doc, Policy(require_layers=("iommu",))).blocking if f.kind == "run"]
+    assert f.text == (
+        f"the verdict was judged against a profile named 'lab' whose content is not the "
+        f"policy's profile 'lab' (digest sha256:cccccccccccccccc… in the verdict, "
+        f"{DIGEST[:23]}… here; judged by kgc 0.0.1, this is kgc {__version__} (a newer kgc "
+        "may fill in new profile defaults)): an edited or lenient copy under that name does "
+        "not certify under it")
+    doc["run"]["kgc_version"] = __version__  # the same kgc: no version note
+    (f,) = [f for f in gate(doc, Policy(require_layers=("iommu",))).blocking if f.kind == "run"]
+    assert "judged by kgc" not in f.text and f.text.endswith(
+        "here): an edited or lenient copy under that name does not certify under it")
+
+
+def test_three_skip_reasons_show_two_and_count_one() -> None:
+    rs = [result("reboot.a", "skip", reason="one"), result("reboot.b", "skip", reason="two"),
+          result("reboot.c", "skip", reason="three"), result("iommu.enabled")]
+    (f,) = [f for f in gate(verdict(rs), Policy(require_layers=("iommu",))).not_run
+            if f.layer == "reboot"]
+    assert f.text == "reboot on node-a: 3 skipped — one; two (+1 other reasons)"
+
+
+# -- a second sample (100, seed `wt3-unseen-a`) -------------------------------------------------
+def test_per_check_skip_names_every_check_of_a_required_layer_never_run() -> None:
+    rs = [r for r in full_node() if r["layer"] != "iommu"]
+    pol = Policy(require_layers=("iommu",), skip="per-check")
+    res = gate(verdict(rs), pol, checks={"iommu": {"iommu.enabled": "blocker",
+                                                   "iommu.groups": "minor"}})
+    got = {(f.check, f.text) for f in res.blocking if f.kind == "check"}
+    assert got == {(c, f"{c} on node-a: no verdict (not run: left out of the selection; "
+                       "policy skip: per-check needs every check of a required layer)")
+                   for c in ("iommu.enabled", "iommu.groups")}
+
+
+def test_a_missing_check_quotes_the_whole_selection() -> None:
+    doc = verdict(full_node(), markers="host", keywords="not cmdline")
+    res = gate(doc, Policy(require_layers=("iommu",)),
+               checks={"iommu": {"iommu.enabled": "blocker", "iommu.groups": "blocker"}})
+    (f,) = [f for f in res.blocking if f.check == "iommu.groups"]
+    assert f.text == ("iommu.groups on node-a: no verdict (not run: left out of the selection "
+                      "-m 'host' -k 'not cmdline'; a blocker check the policy blocks on: it "
+                      "must be judged)")
+    assert f.target == "node-a"
+    # the layer itself was judged on node-a (its other checks ran), the finding names the gap
+    assert res.judged == {"iommu": ("node-a",)}
+
+
+def test_a_blocker_resting_on_a_stand_in_is_a_finding_on_its_target() -> None:
+    rs = [dict(result("iommu.groups", simulated=True), simulated_why="kwok"),
+          result("iommu.enabled")]
+    res = gate(verdict(rs), Policy(require_layers=("iommu",)),
+               checks={"iommu": {"iommu.enabled": "blocker", "iommu.groups": "blocker"}})
+    (f,) = [f for f in res.blocking if f.check == "iommu.groups"]
+    assert (f.target, f.layer, f.status) == ("node-a", "iommu", "missing")
+    assert "iommu" not in res.judged  # a blocker judged only by a stand-in: never "judged"
+
+
+def test_run_findings_carry_their_remedies() -> None:
+    from kgc.gate.gate import RERUN
+
+    (f,) = [f for f in gate(verdict(full_node(), digest=None),
+                            Policy(require_layers=("iommu",))).blocking if f.kind == "run"]
+    assert f.remediation == RERUN
+    doc = verdict(full_node(), digest="sha256:" + "c" * 64)
+    (f,) = [f for f in gate(doc, Policy(require_layers=("iommu",))).blocking if f.kind == "run"]
+    assert f.remediation == (
+        "Judge the run with the policy's own profile (--profile lab, the same file the gate "
+        "reads) and gate that verdict; if the run's profile is the one that should decide, "
+        "gate with it: kgc gate VERDICT --profile FILE.")
+
+
+def test_a_target_is_scoped_by_its_results_when_the_selection_lists_none() -> None:
+    doc = verdict(full_node())
+    doc["run"]["selection"]["targets"] = {}
+    res = gate(doc, Policy(require_layers=("iommu",)))
+    assert res.green, [f.text for f in res.blocking]
+    assert res.judged == {"iommu": ("node-a",)}
+
+
+def test_findings_about_targets_and_layers_name_them() -> None:
+    doc = verdict(full_node(), targets={"node-a": "node"})
+    doc["run"]["targets"].append("ghost")
+    (f,) = [f for f in gate(doc, Policy(require_layers=("iommu",))).blocking
+            if "ghost" in f.text]
+    assert (f.kind, f.target) == ("run", "ghost")
+    res = gate(verdict(full_node()), Policy(require_layers=("gpu",)), LAYERS)
+    (f,) = [f for f in res.blocking if f.layer == "gpu"]
+    assert (f.kind, f.text) == ("layer", "required layer gpu was not judged: the run had no "
+                                "cluster target")
+
+
+def test_blocking_findings_sort_by_status_then_check_whatever_the_file_order() -> None:
+    rs = [result("iommu.groups", "fail"), result("iommu.cmdline", "fail"),
+          result("iommu.enabled", "error")]
+    doc = verdict(rs)
+    doc["results"] = [doc["results"][i] for i in (2, 0, 1)]  # groups, cmdline, enabled
+    res = gate(doc, Policy(require_layers=("iommu",)),
+               checks={"iommu": {"iommu.enabled": "critical", "iommu.groups": "critical",
+                                 "iommu.cmdline": "critical", "iommu.dmar": "critical"}})
+    assert [(f.check, f.status) for f in res.blocking] == [
+        ("iommu.enabled", "error"), ("iommu.cmdline", "fail"), ("iommu.groups", "fail"),
+        ("iommu.dmar", "missing")]
+
+
+# -- a third sample (100, seed `wt3-unseen-b`) --------------------------------------------------
+def test_run_findings_in_words() -> None:
+    pol = Policy(require_layers=("iommu",))
+    texts = [f.text for f in gate(verdict(full_node(), incomplete=True), pol).blocking
+             if f.kind == "run"]
+    assert texts == ["the run did not finish (verdict marked incomplete): run it again to the "
+                     "end"]
+    texts = [f.text for f in gate(verdict(full_node(), digest=None), pol).blocking
+             if f.kind == "run"]
+    assert texts == ["the verdict was written before kgc recorded the profile digest "
+                     "(run.profile_digest): it cannot show which profile content judged it — "
+                     "run it again"]
+    texts = [f.text for f in gate(verdict([]), pol).blocking if f.kind == "run"]
+    assert "the verdict holds no result: nothing was judged" in texts
+
+
+def test_missing_checks_of_known_and_unknown_severity_sort_known_first() -> None:
+    rs = [result("iommu.enabled"), result("vfio.driver")]
+    res = gate(verdict(rs), Policy(require_layers=("iommu", "vfio")),
+               checks={"iommu": {"iommu.enabled": "blocker", "iommu.groups": "blocker"},
+                       "vfio": ["vfio.driver", "vfio.bound"]})  # type: ignore[dict-item]
+    assert [(f.check, f.severity) for f in res.blocking] == [("iommu.groups", "blocker"),
+                                                             ("vfio.bound", "")]

@@ -201,3 +201,113 @@ def test_many_judges_are_cut_to_three_names() -> None:
     assert [r["reason"] for r in miss] == [
         "node e: vfio.driver is absent from its verdict, while a, b, c ... judged it "
         "(deselected on this node, or its run stopped early)"]
+
+
+# -- a sample (100, seed `s27`, stop 27) of judge_node, merge and their helpers ------------------
+def test_a_pod_whose_pytest_did_not_finish_is_named_with_the_exit_status() -> None:
+    from .test_collect import info, log_of, node_verdict, pod
+
+    v = node_verdict("a")
+    for line, why in ((f"{protocol.EXIT} 2", "2 (interrupted)"),
+                      (f"{protocol.EXIT} 7", "7 (not 0 or 1)")):
+        o = fc.judge_node("a", pod("a"), log_of("a", v, exit_line=line), info("a"))
+        assert o.problem == f"pod kgc-node-a on node a: pytest exited {why}: the run did not finish"
+    o = fc.judge_node("a", pod("a"), log_of("a", v, printed_node="b"), info("a"))
+    assert o.problem == ("pod kgc-node-a on node a printed KGC-NODE b: its verdict is not this "
+                         "node's (KGC_NODE_NAME must come from the downward API, "
+                         "spec.nodeName)")
+    # an exit status without a verdict after it
+    cut = log_of("a", v).split(protocol.BEGIN, 1)[0]
+    o = fc.judge_node("a", pod("a"), cut, info("a"))
+    assert not o.judged
+    assert o.problem == f"{o.state}; pytest exited 0 but no verdict followed"
+    # the verdict's own error is prefixed with where it came from
+    o = fc.judge_node("a", pod("a"), log_of("a", '{"schema": "x"}'), info("a"))
+    assert o.problem.startswith("verdict of pod kgc-node-a: not a kgc verdict"), o.problem
+
+
+def test_the_selection_is_not_merged_when_a_node_recorded_none() -> None:
+    sel = {"markers": "host", "keywords": "", "targets": {"a": "node"},
+           "layers_not_selected": [], "checks_not_run": {}}
+    assert fc._merge_selection([sel, None], ["a", "b"]) is None
+    a = fc.NodeOutcome("a", verdict=verdict("a", ["iommu.enabled"], selection=sel))
+    b = fc.NodeOutcome("b", verdict=verdict("b", ["iommu.enabled"], selection=None))
+    _, run = fc.merge([a, b], CHECKS, namespace="n", daemonset="d", layer_order=ORDER)
+    assert "selection" not in run and run["fleet"]["disagree"] == ["selection"]
+
+
+def test_run_fields_equal_up_to_key_order_are_one() -> None:
+    a = fc.NodeOutcome("a", verdict=verdict("a", ["iommu.enabled"], ssh={"x": 1, "y": 2}))
+    b = fc.NodeOutcome("b", verdict=verdict("b", ["iommu.enabled"], ssh={"y": 2, "x": 1}))
+    _, run = fc.merge([a, b], CHECKS, namespace="n", daemonset="d", layer_order=ORDER)
+    assert run["ssh"] == {"x": 1, "y": 2} and run["fleet"]["disagree"] == []
+
+
+def test_a_layer_outside_the_order_comes_after_the_ordered_ones() -> None:
+    a = fc.NodeOutcome("a", verdict=verdict("a", ["iommu.enabled"], layers=["nri", "iommu"]))
+    _, run = fc.merge([a], CHECKS, namespace="n", daemonset="d", layer_order=ORDER)
+    assert run["layers"] == ["iommu", "nri"]
+
+
+def test_the_fleet_run_times_are_utc(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import re
+    import time
+    from datetime import UTC, datetime
+
+    monkeypatch.setenv("TZ", "Asia/Kolkata")  # +05:30: a local time would be 5.5 h off
+    time.tzset()
+    try:
+        _, run = fc.merge([fc.NodeOutcome("x", problem="p")], CHECKS, namespace="n",
+                          daemonset="d", layer_order=ORDER)
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    now = datetime.now(UTC)
+    for k in ("started_at", "finished_at"):
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", run[k]), run[k]
+        t = datetime.strptime(run[k], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        assert abs((now - t).total_seconds()) < 120, (k, run[k])
+
+
+# -- a second sample (100, seed `wt3-unseen-a`) -------------------------------------------------
+def test_why_a_valid_verdict_is_not_this_nodes_in_words() -> None:
+    import json
+
+    from .test_collect import boot_id, info, log_of, node_verdict, pod, with_results
+
+    v = node_verdict("a")
+    who = "pod kgc-node-a on node a"
+    no_mode = "\n".join(ln for ln in log_of("a", v).splitlines()
+                        if not ln.startswith(protocol.MODE))
+    o = fc.judge_node("a", pod("a"), no_mode, info("a"))
+    assert o.problem == (f"{who} saw no running kernel under its host mount (KGC-MODE "
+                         "missing): it judged files, not the running node")
+    rows = [dict(r, target=t) for r, t in zip(json.loads(v)["results"][:2], ("c", "b"),
+                                               strict=True)]
+    o = fc.judge_node("a", pod("a"), log_of("a", with_results(v, rows, targets=["a"])),
+                      info("a"))
+    assert o.problem == f"{who} printed a verdict that judges 'b', 'c': not node a"
+    o = fc.judge_node("a", pod("a"), log_of("a", v, boot="x-1"), info("a"))
+    assert o.problem == (f"{who} read a kernel with boot id x-1, but node a's kubelet reports "
+                         f"boot id {boot_id('a')}: the verdict is not from this node's running "
+                         "kernel (a pod under Kata? the node rebooted since?)")
+
+
+def test_a_pod_that_is_not_running_and_printed_nothing_never_started() -> None:
+    from .test_collect import pod
+
+    p = pod("a", phase="Pending")
+    o = fc.judge_node("a", p, "pulling image ...")
+    assert o.problem == "pod kgc-node-a Pending; the node-run never started"
+    o = fc.judge_node("a", p, f"{protocol.NODE} a\n")
+    assert o.problem == "pod kgc-node-a Pending; no verdict in its log"
+
+
+def test_nodes_judged_against_different_profiles_name_both() -> None:
+    a = fc.NodeOutcome("a", verdict=verdict("a", ["iommu.enabled"]))
+    b = fc.NodeOutcome("b", verdict={**verdict("b", ["iommu.enabled"]),
+                                     "run": {"profile": "strict", "profile_source": "file x",
+                                             "layers": ["iommu"]}})
+    _, run = fc.merge([a, b], CHECKS, namespace="n", daemonset="d", layer_order=ORDER)
+    assert run["profile"] == "lab, strict"
+    assert run["profile_source"] == "built-in lab, file x"

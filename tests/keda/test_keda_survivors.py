@@ -954,3 +954,237 @@ def test_an_hpa_step_that_stalled_quotes_how_long_it_was_waited_for() -> None:
     v = judge("keda.scaling-config", ev, prof(compare_baseline=False))
     assert v.status is Status.WARN, v.reason
     assert "HPA scale-up (pods 2..K) p50 > 120 s (stalled)" in v.reason
+
+
+# -- keda/phases.py, a sample (100, seed `s27`, stop 27) --------------------------------------
+def _rep(**over):  # type: ignore[no-untyped-def]
+    from kedasynth import repetition
+
+    return dataclasses.replace(repetition(1, [pod()]), **over)
+
+
+def test_pods_without_a_created_stamp_are_ranked_by_their_first_milestone() -> None:
+    from kedasynth import stamp
+
+    from kgc.layers.keda.evidence import PodRecord
+    from kgc.layers.keda.phases import repetition_phases
+
+    # the watch missed both pods' ADDED event: "zz" was scheduled first, "aa" later, so the
+    # HPA's first replica is "zz" (by name "aa" would come first)
+    zz = PodRecord("zz", {"scheduled": stamp(1001.0), "ready": stamp(1002.0)}, {})
+    aa = PodRecord("aa", {"scheduled": stamp(1005.0), "ready": stamp(1006.0)}, {})
+    rows = repetition_phases(_rep(pods=(aa, zz), target_replicas=2))
+    assert [(r.rank, r.pod) for r in rows] == [(1, "zz"), (2, "aa")]
+    # a pod with no usable stamp at all comes after those with one
+    nan = PodRecord("a0", {"scheduled": stamp(math.nan)}, {})
+    rows = repetition_phases(_rep(pods=(nan, aa), target_replicas=2))
+    assert [r.pod for r in rows] == ["aa", "a0"]
+
+
+def test_a_non_finite_trigger_time_says_so_in_every_measure_from_the_trigger() -> None:
+    from kgc.layers.keda.evidence import Stamp
+    from kgc.layers.keda.phases import MISSING, OK, repetition_phases
+
+    (row,) = repetition_phases(_rep(trigger=Stamp(math.nan, math.nan)))
+    for m in ("decision", "e2e"):
+        assert row.values[m].status == MISSING
+        assert row.values[m].note == "trigger time non-finite timestamp"
+    assert row.values["startup"].status == OK and "trigger" not in row.marks
+
+
+def test_a_milestone_before_the_trigger_is_printed_with_its_minus_sign() -> None:
+    """Issue 21's note: the out-of-order text printed "pod Ready at +-1.000 s"."""
+    from kedasynth import stamp
+
+    from kgc.layers.keda.evidence import PodRecord
+    from kgc.layers.keda.phases import OUT_OF_ORDER, repetition_phases
+
+    rep = _rep()
+    p = rep.pods[0]
+    early = PodRecord(p.name, {**p.observed, "ready": stamp(999.0)}, p.api, p.node)
+    (row,) = repetition_phases(dataclasses.replace(rep, pods=(early,)))
+    v = row.values["e2e"]
+    assert v.status == OUT_OF_ORDER
+    assert "+-" not in v.note
+    assert v.note.startswith("kata r1 #1 p1-1: out of order: pod Ready at -1.000 s observed "
+                             "1.000 s before trigger raised at 1000.000 s (client monotonic)")
+
+
+def test_a_stalled_value_is_no_duration_and_rel_counts_from_the_trigger() -> None:
+    from kedasynth import stamp
+
+    from kgc.layers.keda.evidence import Stall
+    from kgc.layers.keda.phases import STALLED as CENSORED
+    from kgc.layers.keda.phases import repetition_phases
+
+    never = Stall("decision", 300.0, 300.0, "desired replicas never 1", None, stamp(1300.0))
+    (row,) = repetition_phases(_rep(pods=(), scale=(), active=None, stalls=(never,)))
+    assert row.values["decision"].status == CENSORED
+    assert row.values["decision"].seconds == pytest.approx(300.0)  # the lower bound is kept
+    assert row.seconds("decision") is None  # ... but it is no duration
+    assert row.seconds("e2e") is None and row.seconds("no-such-measure") is None
+    (ok,) = repetition_phases(_rep())
+    assert ok.rel("trigger") == 0.0 and ok.rel("ready") == pytest.approx(1.67)
+    assert ok.rel("sandbox_ready") == pytest.approx(1.37)
+    assert row.rel("created") is None  # never created
+    (blind,) = repetition_phases(_rep(trigger=None))
+    assert blind.rel("ready") is None  # no trigger
+
+
+def test_a_clock_whose_samples_disagree_says_how_many_and_how() -> None:
+    from kgc.layers.keda.phases import estimate_clock_offset
+
+    c = estimate_clock_offset([(0.0, 10.0, 0.1), (0.0, 20.0, 0.1), (5.0, math.nan, 6.0)])
+    assert c is not None and c.samples == 2
+    assert c.method == "median of per-sample midpoints (intervals disagree: clock stepped?)"
+    c = estimate_clock_offset([(0.0, 10.0, 0.1), (0.2, 10.0, 0.3)])
+    assert c is not None and c.samples == 2
+    assert c.method == "interval intersection of whole-second API timestamps"
+
+
+def test_scale_downs_name_their_class_repetition_and_what_went_wrong() -> None:
+    from kgc.layers.keda.evidence import Repetition, Stall
+    from kgc.layers.keda.phases import MISSING, OUT_OF_ORDER, ScaleDown, scale_downs
+    from kgc.layers.keda.phases import STALLED as CENSORED
+
+    ev = synth({"kata": uniform(1, 1)})
+    run = ev.kata
+    rep = run.repetitions[0]  # type: ignore[union-attr]
+    rep2 = Repetition(2, 1, rep.trigger, lowered=rep.scaled_down, scaled_down=rep.lowered)
+    rep3 = Repetition(3, 1, rep.trigger, lowered=rep.lowered)
+    st = Stall("scale-down", 60.0, 61.5, "", None, None)
+    rep4 = dataclasses.replace(rep, index=4, stalls=(st,))
+    run = dataclasses.replace(run, repetitions=(rep2, rep3, rep4))  # type: ignore[arg-type]
+    assert scale_downs(run) == (
+        ScaleDown("kata", 2, None, OUT_OF_ORDER,
+                  "scale-down observed before the trigger was lowered"),
+        ScaleDown("kata", 3, None, MISSING, "scale-down to 0 not recorded"),
+        ScaleDown("kata", 4, 61.5, CENSORED, "not back to 0 within 60 s"),
+    )
+    ev = dataclasses.replace(ev, kata=dataclasses.replace(run, repetitions=(rep2,)))
+    v = judge("keda.scale-down-completes", ev, prof(compare_baseline=False))
+    assert v.status is Status.SKIP
+    assert v.reason == ("scale-down not recorded for 1 repetition(s): kata r2: scale-down "
+                        "observed before the trigger was lowered")
+
+
+# -- keda/phases.py, a second sample (100, seed `wt3-unseen-a`) ---------------------------------
+def test_a_row_never_takes_the_trigger_or_scale_down_stall() -> None:
+    from kedasynth import stamp
+
+    from kgc.layers.keda.evidence import Stall
+    from kgc.layers.keda.phases import NOT_REACHED, repetition_phases
+    from kgc.layers.keda.phases import STALLED as CENSORED
+
+    down = Stall("scale-down", 60.0, 60.0, "pods left after cooldown", None, stamp(1600.0))
+    trig = Stall("trigger", 30.0, 30.0, "metric never raised", None, stamp(1030.0))
+    dec = Stall("decision", 120.0, 120.0, "desired replicas never 2", None, stamp(1120.0))
+    rows = repetition_phases(_rep(target_replicas=2, stalls=(down, trig, dec)))
+    assert rows[1].pod is None and rows[1].stall == dec
+    v = rows[1].values["decision"]
+    assert (v.status, v.note) == (CENSORED, "desired replicas never 2")
+    assert v.seconds == pytest.approx(120.0)  # from the trigger (1000 s) to the give-up
+    c = rows[1].values["creation"]
+    assert (c.measure, c.status, c.seconds, c.note) == ("creation", NOT_REACHED, None,
+                                                        "stalled in decision")
+    s = rows[1].values["startup"]
+    assert (s.status, s.seconds, s.note) == (NOT_REACHED, None, "stalled in decision")
+    alone = repetition_phases(_rep(target_replicas=2, stalls=(down, trig)))
+    assert alone[1].stall is None
+    assert alone[1].values["decision"].note == "never observed Ready"
+
+
+def test_every_value_names_its_measure() -> None:
+    from kedasynth import stamp
+
+    from kgc.layers.keda.evidence import PodRecord
+    from kgc.layers.keda.phases import OUT_OF_ORDER, repetition_phases
+
+    rep = _rep()
+    p = rep.pods[0]
+    swapped = PodRecord(p.name, {**p.observed, "sandbox_ready": stamp(1000.5)}, p.api, p.node)
+    (row,) = repetition_phases(dataclasses.replace(rep, pods=(swapped,)))
+    assert row.values["sandbox"].status == OUT_OF_ORDER
+    assert all(v.measure == m for m, v in row.values.items()) and set(row.values) == set(MEASURES)
+
+
+def test_a_clock_that_stepped_is_estimated_by_the_median_midpoint() -> None:
+    from kgc.layers.keda.phases import estimate_clock_offset
+
+    # intervals [9.9, 11.0] and [19.9, 21.0] (midpoints 10.45 and 20.45) do not meet: the
+    # upper median 20.45, give or take the spread 10 plus the widest half-width 0.55
+    c = estimate_clock_offset([(5.0, math.nan, 6.0), (0.0, 10.0, 0.1), (0.0, 20.0, 0.1)])
+    assert c is not None and c.samples == 2
+    assert c.offset_s == pytest.approx(20.45) and c.uncertainty_s == pytest.approx(10.55)
+
+
+def test_receipt_lags_add_the_offset_and_skip_unusable_stamps() -> None:
+    from kgc.layers.keda.evidence import PodRecord, Stamp
+    from kgc.layers.keda.phases import receipt_lags
+
+    ev = synth({"kata": [[pod()]]}, clock=ClockOffset(2.0, 0.05, 20, "test"))
+    rep = ev.kata.repetitions[0]  # type: ignore[union-attr]
+    p = rep.pods[0]
+    obs = {**p.observed, "started": Stamp(p.observed["started"].mono, math.nan)}
+    api = {"unknown": 5.0, **p.api}  # a stamp the record has no receipt for, first
+    q = PodRecord(p.name, obs, api, p.node)
+    ev = dataclasses.replace(ev, kata=dataclasses.replace(  # type: ignore[arg-type]
+        ev.kata, repetitions=(dataclasses.replace(rep, pods=(q,)),)))
+    lags = {lag.milestone: lag.lag_s for lag in receipt_lags(ev)}
+    assert set(lags) == {"created", "scheduled", "sandbox_ready", "ready"}  # started: nan
+    for m, lag in lags.items():
+        assert lag == pytest.approx(obs[m].wall + 2.0 - api[m]), m
+
+
+def test_a_scale_down_within_a_second_or_at_once_is_measured() -> None:
+    from kedasynth import stamp
+
+    from kgc.layers.keda.evidence import Repetition
+    from kgc.layers.keda.phases import MISSING, OK, ScaleDown, scale_downs
+
+    run = synth({"kata": uniform(1, 1)}).kata
+    t = stamp(1500.0)
+    reps = (Repetition(1, 1, t, lowered=t, scaled_down=t),
+            Repetition(2, 1, t, lowered=t, scaled_down=stamp(1500.5)),
+            Repetition(3, 1, t, scaled_down=t))
+    assert scale_downs(dataclasses.replace(run, repetitions=reps)) == (  # type: ignore[arg-type]
+        ScaleDown("kata", 1, 0.0, OK), ScaleDown("kata", 2, 0.5, OK),
+        ScaleDown("kata", 3, None, MISSING, "trigger lowering not recorded"))
+
+
+# -- keda/phases.py, a third sample (100, seed `wt3-unseen-b`) ----------------------------------
+def test_a_non_finite_ready_stamp_is_invalid_not_a_stall() -> None:
+    from kgc.layers.keda.evidence import PodRecord, Stamp
+    from kgc.layers.keda.phases import INVALID, repetition_phases
+
+    rep = _rep()
+    p = rep.pods[0]
+    bad = PodRecord(p.name, {**p.observed, "ready": Stamp(math.nan, math.nan)}, p.api, p.node)
+    (row,) = repetition_phases(dataclasses.replace(rep, pods=(bad,)))
+    for m in ("ready", "startup", "e2e"):
+        assert (row.values[m].status, row.values[m].note) == (
+            INVALID, "pod Ready: non-finite timestamp"), m
+
+
+def test_a_stalled_rows_values_name_their_measures() -> None:
+    from kgc.layers.keda.phases import repetition_phases
+
+    rows = repetition_phases(synth({"kata": [[pod(), STALLED]]}).kata.repetitions[0])  # type: ignore[union-attr]
+    assert all(v.measure == m for m, v in rows[1].values.items())
+    assert set(rows[1].values) == set(MEASURES)
+
+
+def test_a_pod_never_created_is_named_so_in_an_out_of_order_note() -> None:
+    from kedasynth import stamp
+
+    from kgc.layers.keda.evidence import ScaleMark
+    from kgc.layers.keda.phases import OUT_OF_ORDER, repetition_phases
+
+    rep = _rep()
+    early = ScaleMark("deployment", 2, stamp(999.5))  # replicas 2 seen before the trigger
+    rows = repetition_phases(dataclasses.replace(rep, target_replicas=2,
+                                                 scale=(*rep.scale, early)))
+    v = rows[1].values["decision"]
+    assert v.status == OUT_OF_ORDER
+    assert v.note == ("kata r1 #2 (never created): out of order: replicas raised at -0.500 s "
+                      "observed 0.500 s before trigger raised at 1000.000 s (client monotonic)")

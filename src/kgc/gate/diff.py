@@ -48,7 +48,7 @@ _TIMING_KEY = re.compile(r"(^|_)(wait|waited|elapsed|took|wall|duration|handshak
 def is_timing(field: str) -> bool:
     """Is the figure at ``field`` (a dotted path, ``evidence.waited_s``) timing noise?"""
     last = re.sub(r"\[\d+\]|#\d+$", "", field).rsplit(".", 1)[-1]
-    return bool(_TIMING_KEY.search(last)) or field.endswith("(dmesg time)")
+    return bool(_TIMING_KEY.search(last))
 
 
 @dataclass(frozen=True)

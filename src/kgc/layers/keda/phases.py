@@ -181,7 +181,7 @@ def out_of_order(marks: Mapping[str, float], first: str = CHAIN[0],
 def _when(marks: Mapping[str, float], m: str) -> str:
     t0 = marks.get("trigger")
     if t0 is not None and m != "trigger":
-        return f"{MILESTONE_TITLES[m]} at +{marks[m] - t0:.3f} s"
+        return f"{MILESTONE_TITLES[m]} at {marks[m] - t0:+.3f} s"  # -x.xxx s: before it
     return f"{MILESTONE_TITLES[m]} at {marks[m]:.3f} s (client monotonic)"
 
 
@@ -194,7 +194,7 @@ def _reversed(who: str, marks: Mapping[str, float], pairs: list[tuple[str, str]]
 
 
 def _values(marks: Mapping[str, float], bad: Mapping[str, str],
-            stall: Stall | None, who: str = "pod") -> dict[str, PhaseValue]:
+            stall: Stall | None, who: str) -> dict[str, PhaseValue]:
     """All measures of one pod from its chain marks (``who`` names the pod in notes)."""
     out: dict[str, PhaseValue] = {}
     stall_at = stall.at.mono if stall is not None and stall.at is not None else None
