@@ -319,3 +319,39 @@ def test_a_profile_that_moves_paths_costs_no_extra_round_trip(tmp_path: Path):
     ctx2 = Context(target=target2, profile=moved, layers=layers)  # type: ignore[arg-type]
     assert ctx2.judge("runtime.nri-enabled").status is Status.FAIL
     assert target2.round_trips == 1  # the moved paths join the one batched script
+
+
+def test_stale_keys_in_two_hypervisor_sections_are_each_named(tmp_path: Path):
+    """Mutation survivor (node, stop 27): every stale key is named, one per section, in
+    the reason a user reads ("; " between them), not run together."""
+    cfg = ('[hypervisor.qemu]\ncold_plug_vfio = "root-port"\npcie_root_port = 8\n'
+           "hotplug_vfio_on_root_bus = true\n"
+           "[hypervisor.clh]\nhotplug_vfio_on_root_bus = false\n")
+    v = judge(tree(tmp_path, {"/etc/containerd/config.toml": KATA_V2, GPU_CFG: cfg}),
+              PROFILE.model_copy(update={
+        "runtime": PROFILE.runtime.model_copy(update={"kata_handler": "kata-qemu-nvidia-gpu"})}))
+    stale = v["runtime.kata-stale-keys"]
+    assert stale.status is Status.WARN, stale
+    assert stale.reason.endswith(
+        "[hypervisor.clh] hotplug_vfio_on_root_bus = False: removed in Kata 3.18; use "
+        'hot_plug_vfio / cold_plug_vfio = "root-port"; [hypervisor.qemu] '
+        "hotplug_vfio_on_root_bus = True: removed in Kata 3.18; use hot_plug_vfio / "
+        'cold_plug_vfio = "root-port"') or stale.reason.endswith(
+        "[hypervisor.qemu] hotplug_vfio_on_root_bus = True: removed in Kata 3.18; use "
+        'hot_plug_vfio / cold_plug_vfio = "root-port"; [hypervisor.clh] '
+        "hotplug_vfio_on_root_bus = False: removed in Kata 3.18; use hot_plug_vfio / "
+        'cold_plug_vfio = "root-port"'), stale.reason
+    assert len(stale.evidence["stale"]) == 2
+
+
+def test_cri_evidence_lists_no_load_rules_as_an_empty_list(tmp_path: Path):
+    """Mutation survivor (node, stop 27): a CRI state decided without load rules (e.g. from
+    containerd's own plugin list) records ``cri_load_rules: []`` -- a list like every other
+    run's, never null."""
+    from kgc.evidence.containerd_load import CriLoad
+    from kgc.layers.runtime.checks import _cri_evidence
+
+    ev = parse(tree(tmp_path, {"/etc/containerd/config.toml": KATA_V2}), PROFILE)
+    out = _cri_evidence(CriLoad(True, "containerd's plugin list"), ev)
+    assert out["cri_load_rules"] == [] and out["cri_loaded"] is True
+    assert out["cri_source"] == "containerd's plugin list"

@@ -162,10 +162,10 @@ def _per_device(kinds: set[str]) -> bool:
     severity=Severity.CRITICAL,
 )
 def load_order(ev: PersistenceEvidence, profile: Profile) -> Outcome:
-    if (dra := dra_binding_skip(profile, "persistence.load-order")) is not None:
-        return dra
     """Judged on the root filesystem (softdep/blacklist) and in early boot (the initramfs,
     the same judgement as persistence.initramfs)."""
+    if (dra := dra_binding_skip(profile, "persistence.load-order")) is not None:
+        return dra
     targets = _targets(ev, profile)
     if not targets:
         return no_targets(profile)
@@ -253,10 +253,10 @@ def load_order(ev: PersistenceEvidence, profile: Profile) -> Outcome:
     severity=Severity.CRITICAL,
 )
 def initramfs(ev: PersistenceEvidence, profile: Profile) -> Outcome:
-    if (dra := dra_binding_skip(profile, "persistence.initramfs")) is not None:
-        return dra
     """Per target: the host drivers that match it (its modalias; the profile's competing
     drivers when that is unknown) against the initramfs listing (see :func:`early_boot`)."""
+    if (dra := dra_binding_skip(profile, "persistence.initramfs")) is not None:
+        return dra
     targets = _targets(ev, profile)
     if not targets:
         return no_targets(profile)

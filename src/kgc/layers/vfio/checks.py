@@ -245,12 +245,12 @@ def group_viable(ev: VfioEvidence, profile: Profile) -> Outcome:
     severity=Severity.CRITICAL,
 )
 def competing_driver(ev: VfioEvidence, profile: Profile) -> Outcome:
-    if (dra := dra_binding_skip(profile, "vfio.competing-driver")) is not None:
-        return dra
     """Now and at boot: a host driver bound now, one that matches the device's modalias
     with nothing (softdep/blacklist/override) putting vfio-pci first, or one that the
     initramfs carries without vfio-pci -- the same early-boot judgement as
     persistence.initramfs."""
+    if (dra := dra_binding_skip(profile, "vfio.competing-driver")) is not None:
+        return dra
     targets = _targets(ev, profile)
     if not targets:
         return no_targets(profile)
