@@ -26,11 +26,13 @@ from gpu.synth import (
     IMAGE,
     RC,
     RESOURCE,
+    SCHEDULED,
     cases,
     cluster,
     cpu_guest,
     h200_profile,
     node,
+    pending,
     pod,
     run,
     runtime_class,
@@ -150,7 +152,6 @@ def warn(reason: str, message: str, count: int = 1, source: str = "kubelet") -> 
     return PodEvent("Warning", reason, message, count, source)
 
 
-SCHEDULED = (PodCondition("PodScheduled", "True"),)
 SANDBOX = "Failed to create pod sandbox: rpc error: code = Unknown desc = "
 # a real-length kubelet sandbox error: the wrappers containerd and the Kata shim add around
 # QEMU's line make these messages several hundred characters long
@@ -159,15 +160,6 @@ LONG_SHIM = ("failed to create containerd task: failed to create shim task: Fail
              "qemu-system-x86_64: -device vfio-pci,host=0000:41:00.0,x-pci-vendor-id=0x10de,"
              "x-pci-device-id=0x2335,bus=rp0,id=vfio-41-00-0,romfile=: ")
 
-
-def pending(**kw: Any) -> GpuPodEvidence:
-    """A scheduled pod stuck in ContainerCreating until the budget ran out."""
-    base: dict[str, Any] = dict(phase="Pending", timed_out=True, waited_s=1200.0,
-                                containers=(ContainerState("collector", "waiting",
-                                                           "ContainerCreating"),),
-                                conditions=SCHEDULED, events=())
-    base.update(kw)
-    return pod(None, **base)
 
 
 def unscheduled(*events: PodEvent, **kw: Any) -> GpuPodEvidence:

@@ -122,6 +122,19 @@ def pod(guest: GuestEvidence | None, n: NodeInfo | None = None, name: str = "kgc
     return GpuPodEvidence(**base)
 
 
+SCHEDULED = (PodCondition("PodScheduled", "True"),)
+
+
+def pending(**kw: Any) -> GpuPodEvidence:
+    """A scheduled pod stuck in ContainerCreating until the budget ran out."""
+    base: dict[str, Any] = dict(phase="Pending", timed_out=True, waited_s=1200.0,
+                                containers=(ContainerState("collector", "waiting",
+                                                           "ContainerCreating"),),
+                                conditions=SCHEDULED, events=())
+    base.update(kw)
+    return pod(None, **base)
+
+
 def run(*pods: GpuPodEvidence, cl: ClusterGpuEvidence | None = None,
         notes: tuple[str, ...] = ()) -> GpuRunEvidence:
     return GpuRunEvidence(cl or cluster(), tuple(pods), notes)

@@ -15,23 +15,24 @@ from typing import Any
 
 import pytest
 
-from gpu.synth import cases, cluster, cpu_guest, h200_guest, h200_profile, node, pod, run
+from gpu.synth import (
+    SCHEDULED,
+    cases,
+    cluster,
+    cpu_guest,
+    h200_guest,
+    h200_profile,
+    node,
+    pending,
+    pod,
+    run,
+)
 from kgc.core.model import Status
 from kgc.layers.gpu.checks import CHECKS, PodSubject
 from kgc.layers.gpu.classify import classify, pod_ran
 from kgc.layers.gpu.evidence import ContainerState, PodCondition, PodEvent
 
 SANDBOX = "Failed to create pod sandbox: rpc error: code = Unknown desc = "
-SCHEDULED = (PodCondition("PodScheduled", "True"),)
-
-
-def pending(**kw: Any) -> Any:
-    base: dict[str, Any] = dict(phase="Pending", timed_out=True, waited_s=1200.0,
-                                containers=(ContainerState("collector", "waiting",
-                                                           "ContainerCreating"),),
-                                conditions=SCHEDULED, events=())
-    base.update(kw)
-    return pod(None, **base)
 
 
 def warn(reason: str, message: str, count: int = 1, source: str = "kubelet") -> PodEvent:
