@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -81,6 +82,15 @@ def _rows(verdicts: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
             if v["check"].startswith("sizing.")}
 
 
+_PLACED = re.compile(r"\(pod on ([\w.-]+)\): node \1:")
+
+
+def _placement_free(rows: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
+    """The rows with each shape pod's node replaced by ``N``; a mention whose two node names
+    differ is left as it is (and so fails the comparison)."""
+    return {c: (s, _PLACED.sub("(pod on N): node N:", r)) for c, (s, r) in rows.items()}
+
+
 def test_users_run_then_snapshot_and_evaluate_agree(lab: dict[str, Any],
                                                     tmp_path: Path) -> None:
     k = kube.connect(lab["kubeconfig"])  # the lab's admin arranges the workload
@@ -128,7 +138,11 @@ def test_users_run_then_snapshot_and_evaluate_agree(lab: dict[str, Any],
               cwd=tmp_path)
     assert ev.returncode == 0, ev.stdout[-3000:] + ev.stderr
     offline = _rows(json.loads(ev.stdout)["results"])
-    assert offline == got  # identical verdicts, live and replayed
+    # identical verdicts, live and replayed -- but the snapshot ran its own shape pods, and the
+    # real scheduler may place a shape on the other kwok node (both fit; CI run of e8069d6:
+    # memory-only on kgc-cpu-0 live, kgc-gpu-1 in the snapshot), so the placement is compared
+    # as "each shape names one node, the same in both of its mentions", not by name
+    assert _placement_free(offline) == _placement_free(got)
     rep = tmp_path / "replay"
     rerun = subprocess.run(
         [sys.executable, "-m", "pytest", "-m", "sizing", "--snapshot", str(bundle), "--profile",
@@ -136,7 +150,7 @@ def test_users_run_then_snapshot_and_evaluate_agree(lab: dict[str, Any],
         text=True, capture_output=True, timeout=600, env=_env(), check=False)
     assert rerun.returncode == 0, rerun.stdout[-3000:]
     replayed = json.loads((rep / "verdict.json").read_text())
-    assert _rows(replayed["results"]) == got
+    assert _rows(replayed["results"]) == offline  # the same bundle: exactly the same verdicts
     assert {v["origin"] for v in replayed["results"]} == {"bundle"}
 
 
