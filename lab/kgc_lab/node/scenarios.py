@@ -92,6 +92,21 @@ for d in {ADDR['accel0']} {ADDR['gpu0']}; do
 done
 """
 
+# undoes _BIND_ONE_OF_GROUP at runtime (what its reboot does): the overrides cleared, accel0
+# and gpu0 unbound from vfio-pci and reprobed (gpu0 back on e1000, accel0 driverless again)
+_UNBIND_ONE_OF_GROUP = f"""
+set -e
+for d in {ADDR['accel0']} {ADDR['gpu0']}; do
+  echo > /sys/bus/pci/devices/$d/driver_override
+  [ -e /sys/bus/pci/devices/$d/driver ] && echo $d > /sys/bus/pci/devices/$d/driver/unbind
+  echo $d > /sys/bus/pci/drivers_probe
+done
+d=$(readlink /sys/bus/pci/devices/{ADDR['gpu0']}/driver)
+[ "${{d##*/}}" = e1000 ] || {{ echo "gpu0 is on ${{d##*/}}, not e1000" >&2; exit 1; }}
+[ ! -e /sys/bus/pci/devices/{ADDR['accel0']}/driver ] \\
+  || {{ echo "accel0 still bound" >&2; exit 1; }}
+"""
+
 _DRIVERCTL = f"""
 set -e
 for d in {ADDR['accel0']} {ADDR['gpu0']} {ADDR['gpu0-fn1']}; do
@@ -173,6 +188,16 @@ class Scenario:
     share: str | None = None
     # the profile the scenario is judged with (None: profiles/lab.yaml)
     profile: Path | None = None
+    # the lab tier's real reboot: True where it is the proof for the scenario's binding
+    # mechanism (modprobe.d ids, kernel command line, driverctl, runtime-only, dra); False
+    # where another scenario proves the same mechanism live -- the lab tier then judges this
+    # one without a reboot and its recorded real reboot (fixtures/bundles/<name>.json) is
+    # judged offline by tests/node/test_bundles.py. `kgc lab run`, `kgc lab node scenarios`
+    # and a bundle refresh (KGC_LAB_BUNDLE_DIR) reboot every scenario.
+    reboot: bool = True
+    # on a shared VM, what undoes this scenario's runtime state when it is not rebooted
+    # before the next scenario (the reboot would have reset it)
+    reset: str = ""
 
 
 ALL_PASS = {
@@ -204,7 +229,7 @@ SCENARIO_SPECS: dict[str, Scenario] = {s.name: s for s in (
         "iommu-off",
         "Same persistent config as good, but the boot entry says intel_iommu=off: no IOMMU "
         "groups, vfio-pci cannot bind; iommu.* fail, vfio.* fail/skip pointing at the IOMMU.",
-        "iommu-off",
+        "iommu-off", reboot=False,
         expect={"vfio.driver": "fail", "vfio.device-node": "fail",
                 "vfio.group-viable": "skip", "vfio.host-kept": "pass",
                 "reboot.returned": "pass", "reboot.binding-persists": "fail"},
@@ -213,7 +238,8 @@ SCENARIO_SPECS: dict[str, Scenario] = {s.name: s for s in (
         "group-not-viable",
         "accel0 and gpu0 bound by driver_override at runtime; gpu0's group peer gpu0-fn1 "
         "stays on e1000: viability fails naming 0000:01:02.0 (e1000).",
-        "base", setup=_BIND_ONE_OF_GROUP, share="base",
+        "base", setup=_BIND_ONE_OF_GROUP, share="base", reboot=False,
+        reset=_UNBIND_ONE_OF_GROUP,
         expect={"vfio.driver": "fail", "vfio.group-viable": "fail", "vfio.host-kept": "pass",
                 "persistence.coverage": "fail", "reboot.returned": "pass",
                 "reboot.binding-persists": "fail"},
@@ -238,7 +264,7 @@ SCENARIO_SPECS: dict[str, Scenario] = {s.name: s for s in (
         "over-capture",
         "modprobe.d ids also list 8086:10d3, the host's own NIC (0000:00:06.0): vfio.host-kept "
         "fails naming it, persistence.over-capture warns.",
-        "over-capture",
+        "over-capture", reboot=False,
         expect={"vfio.driver": "pass", "vfio.group-viable": "pass", "vfio.host-kept": "fail",
                 "persistence.coverage": "pass", "persistence.over-capture": "warn",
                 "reboot.returned": "pass", "reboot.binding-persists": "pass",
@@ -265,7 +291,7 @@ SCENARIO_SPECS: dict[str, Scenario] = {s.name: s for s in (
         "binding: dra, as dra-rebindable plus an enabled unit whose process "
         "nvidia-persistenced (a stand-in) holds /dev/nvidia0 open: vfio.rebindable and, "
         "after the reboot, reboot.rebindable fail naming its pid and comm and the fix.",
-        "base", setup=_DRA_HELD, share="dra", profile=DRA_PROFILE,
+        "base", setup=_DRA_HELD, share="dra", profile=DRA_PROFILE, reboot=False,
         expect={**DRA_GOOD, "vfio.rebindable": "fail", "reboot.rebindable": "fail"},
     ),
     Scenario(
@@ -274,7 +300,7 @@ SCENARIO_SPECS: dict[str, Scenario] = {s.name: s for s in (
         "gpu0's ids 8086:100e to vfio-pci (softdep e1000 pre: vfio-pci). gpu0 is rebindable "
         "now, persistence.coverage warns naming the file, and the reboot brings gpu0 back "
         "on vfio-pci: reboot.rebindable fails citing the pre-binding.",
-        "base", setup=_DRA_PREBOUND, share="dra", profile=DRA_PROFILE,
+        "base", setup=_DRA_PREBOUND, share="dra", profile=DRA_PROFILE, reboot=False,
         expect={**DRA_GOOD, "persistence.coverage": "warn", "reboot.rebindable": "fail"},
     ),
 )}

@@ -1,106 +1,24 @@
-"""A read-only host run writes nothing anywhere on the node (issue 9): the whole filesystem
--- every file, link and directory on every disk-backed or tmpfs mount except /proc, /sys,
-/dev and /run -- is listed (path, size, mtime, mode, link target) before and after the host
-layers run over SSH, outside the suite's own temp directory (/tmp/kgc-*). Directories carry
-their mtime, so even a write that was cleaned up again (a work directory made and removed
-in /var/tmp) shows; only /tmp itself, where the suite's own temp directory comes and goes,
-may change.
-
-An SSH login itself writes login records (wtmp/lastlog, the journal). What one plain SSH
-session changes is measured first on the same node; the host run may change nothing beyond
-that, and that noise must stay under /var/log. Boots one lab node (QEMU, ~2 min)."""
+"""A read-only host run writes nothing anywhere on the node (issue 9): the whole-filesystem
+listing before and after the host layers run over SSH (kgc_lab.node.nowrites), measured on
+the good scenario's VM after its scenario (conftest.node_lab: no VM of its own). Only /tmp
+itself, where the suite's own temp directory comes and goes, may change; one plain SSH
+login's noise (login records) must stay under /var/log."""
 
 from __future__ import annotations
 
-import os
-import shutil
+from typing import Any
 
 import pytest
 
-from kgc.core.engine import Context
-from kgc.core.registry import load_layers
-from kgc.core.target import NodeTarget
-from kgc_lab.node.lab import Hardware, NodeVM, build_variant
-from kgc_lab.node.runner import lab_profile
-from kgc_lab.node.scenarios import VARIANTS
-
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
-MISSING = [t for t in ("qemu-system-x86_64", "qemu-img", "debootstrap", "ssh")
-           if shutil.which(t) is None]
 
-# every mounted filesystem that can hold files, minus kernel views and /run (runtime state
-# of services and login sessions, rebuilt at every boot); the suite's own temp dirs pruned
-LISTING = r"""
-set -e
-mounts=$(awk '{print $2, $3}' /proc/mounts | while read -r m t; do
-  case "$t" in proc|sysfs|devtmpfs|devpts|cgroup|cgroup2|securityfs|pstore|bpf|debugfs) continue;;
-    tracefs|mqueue|hugetlbfs|configfs|fusectl|autofs|binfmt_misc|efivarfs|nsfs) continue;; esac
-  case "$m" in /proc|/proc/*|/sys|/sys/*|/dev|/dev/*|/run|/run/*) continue;; esac
-  echo "$m"
-done | sort -u)
-for m in $mounts; do
-  find "$m" -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run \
-    -o -path '/tmp/kgc-*' -o -path '/var/tmp/kgc-*' \) -prune -o \
-    \( -type f -o -type l -o -type d \) -printf '%p %s %T@ %m %l\n' 2>/dev/null
-done | sort -u
-"""
-
-
-# A bare-metal node with CPU microcode packages boots an initramfs that starts with an
-# uncompressed "early" cpio (the microcode) before the compressed main archive; for such an
-# image unmkinitramfs (under lsinitramfs) copies the main archive into ${TMPDIR:-/var/tmp}.
-# The lab image has no microcode, so give its initramfs an early segment the same way
-# (the VM boots its kernel and initrd from the host: this changes nothing for the boot).
-EARLY_MICROCODE = r"""
-set -e
-k=$(uname -r); d=$(mktemp -d)
-mkdir -p "$d/kernel/x86/microcode"
-echo stand-in > "$d/kernel/x86/microcode/GenuineIntel.bin"
-(cd "$d" && find . | cpio -o -H newc --quiet) > /root/early.cpio
-cat /root/early.cpio "/boot/initrd.img-$k" > /boot/initrd.new
-mv /boot/initrd.new "/boot/initrd.img-$k"
-rm -rf "$d" /root/early.cpio
-sync
-"""
-
-
-def _listing(vm: NodeVM) -> set[str]:
-    return set(vm.ssh(LISTING, timeout=600).stdout.splitlines())
-
-
-def _changed(a: set[str], b: set[str]) -> set[str]:
-    return {line.split(" ", 1)[0] for line in a ^ b}
-
-
-def test_host_layers_write_nothing_on_the_whole_filesystem() -> None:
-    if MISSING or os.geteuid() != 0:
-        pytest.fail(f"the node lab needs root and {', '.join(MISSING) or 'its tools'}")
-    img = build_variant(VARIANTS["good"])
-    vm = NodeVM(f"nowrite-{os.getpid()}", img, Hardware())
-    try:
-        vm.start()
-        vm.ssh(EARLY_MICROCODE)
-        # what one plain SSH session writes on this node (login records)
-        a = _listing(vm)
-        vm.ssh("true")
-        b = _listing(vm)
-        noise = _changed(a, b)
-        assert all(p.startswith("/var/log") for p in noise), sorted(noise)
-        # the read-only host run: every host layer, through the real collector over SSH
-        layers = load_layers()
-        host = [n for n in ("iommu", "vfio", "persistence", "runtime") if n in layers]
-        target = NodeTarget(vm.spec, ssh_config=str(vm.ssh_config), timeout_s=60)
-        verdicts = Context(target, lab_profile(), layers).judge_all(host)
-        assert verdicts and target.round_trips == 1
-        c = _listing(vm)
-        # /tmp: the suite's own temp directory (kgc-initramfs.*) is made and removed there
-        written = _changed(b, c) - noise - {"/tmp"} - {
-            p for p in _changed(b, c) if p.startswith("/var/log/journal/")}
-        assert written == set(), sorted(written)
-        # the initramfs listing really ran over the two-segment image (it is what used to
-        # unpack into /var/tmp) and still found vfio_pci in the main archive
-        ini = next(v for v in verdicts if v.check == "persistence.initramfs")
-        assert ini.status.value != "skip" and "vfio" in str(ini.evidence), ini.reason
-    finally:
-        vm.stop()
+def test_host_layers_write_nothing_on_the_whole_filesystem(node_lab: Any) -> None:
+    got = node_lab.hook("no-writes")
+    assert all(p.startswith("/var/log") for p in got.noise), sorted(got.noise)
+    assert got.verdicts and got.round_trips == 1
+    assert got.written == set(), sorted(got.written)
+    # the initramfs listing really ran over the two-segment image (it is what used to
+    # unpack into /var/tmp) and still found vfio_pci in the main archive
+    ini = next(v for v in got.verdicts if v.check == "persistence.initramfs")
+    assert ini.status.value != "skip" and "vfio" in str(ini.evidence), ini.reason
