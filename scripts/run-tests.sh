@@ -17,9 +17,11 @@
 #           vm    the suites that boot TCG guests (node lab, node images, the cluster lab's
 #                 real node): CPU-bound emulation, one session, serial
 #           rest  the cluster / containerd labs, whose tests mostly wait on real clocks (HPA
-#                 syncs, sandbox delays, pod starts), and the SIGKILL cleanup tests
+#                 syncs, sandbox delays, pod starts), and the SIGKILL cleanup tests, on
+#                 KGC_REST_JOBS xdist workers (default 2, a file per worker)
 #         Each session has its own short --basetemp (UNIX socket paths under it stay < 108
 #         bytes) and its own log; both logs are printed, the vm one at the end.
+#         In `all` (make test) check runs beside both lab sessions, on one worker.
 #
 # Every test runs in `make test`: check runs what lab does not (`-m "not lab"` / `-m lab`
 # over the same tests/; lab/tests whole in the lab tier). Any non-zero exit — a failure, an
@@ -94,14 +96,37 @@ finish_vm() {
 }
 
 run_lab_rest() {
-  local base_rest ignore=() p rc
+  # the rest session's tests mostly wait on real clocks, so they run on KGC_REST_JOBS
+  # pytest-xdist workers (default 2), a test file per worker (--dist loadfile: a file's
+  # module fixtures stay on one worker); each worker brings up its own labs (session
+  # fixtures; every lab picks free ports and its own run directory)
+  local base_rest ignore=() p rc jobs=${KGC_REST_JOBS:-2} par=()
   base_rest=$(mktemp -d /tmp/kgc-t-rest.XXXXXX)
   for p in "${VM[@]}"; do ignore+=(--ignore "$p"); done
-  echo "[tests] lab session rest: the lab tier minus the vm suites"
-  "$PY" lab/tests tests "${ignore[@]}" -m lab "${COMMON[@]}" --basetemp "$base_rest" "$@"
+  [ "$jobs" -gt 1 ] && par=(-n "$jobs" --dist loadfile)
+  echo "[tests] lab session rest: the lab tier minus the vm suites, $jobs worker(s)"
+  "$PY" lab/tests tests "${ignore[@]}" -m lab "${par[@]}" "${COMMON[@]}" \
+    --basetemp "$base_rest" "$@"
   rc=$?
   rm -rf "$base_rest" 2>/dev/null || true
   return "$rc"
+}
+
+start_rest() {
+  # the rest session in the background (beside check), its output in its own log
+  rest_log=$(mktemp /tmp/kgc-tests-rest.XXXXXX.log)
+  echo "[tests] lab session rest in the background (log $rest_log)"
+  run_lab_rest "$@" >"$rest_log" 2>&1 &
+  rest_pid=$!
+  trap 'kill -TERM "$vm_pid" "$rest_pid" 2>/dev/null; wait; exit 143' INT TERM
+}
+
+finish_rest() {
+  wait "$rest_pid"
+  rest_rc=$?
+  echo "=============================== session rest output ==============================="
+  cat "$rest_log"
+  rm -f "$rest_log"
 }
 
 run_lab() {
@@ -122,15 +147,17 @@ case $mode in
   check) run_check "$@" ;;
   lab) run_lab "$@" ;;
   all)
-    # the vm session (one core, emulation) runs from the start, beside check and then the
-    # rest of the lab tier (mostly waits on real clocks); check gets the other core
+    # the three sessions side by side from the start: vm (one core, emulation), the rest
+    # of the lab tier (mostly waits on real clocks) and check (one worker, the other core)
     if [ -n "${KGC_TEST_SERIAL:-}" ]; then
       run_check "$@"; check_rc=$?
       run_lab "$@"; lab_rc=$?
     else
       start_vm "$@"
+      start_rest "$@"
       KGC_CHECK_JOBS=${KGC_CHECK_JOBS:-1} run_check "$@"; check_rc=$?
-      run_lab_rest "$@"; rest_rc=$?
+      echo "[tests] check: exit $check_rc; waiting for the lab sessions"
+      finish_rest
       echo "[tests] lab session rest: exit $rest_rc; waiting for session vm"
       finish_vm
       echo "[tests] lab session rest: exit $rest_rc, session vm: exit $vm_rc"
