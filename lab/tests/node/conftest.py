@@ -17,7 +17,6 @@ test_bundles.py, ``recorded_reboot`` below). ``KGC_LAB_REBOOT_ALL=1`` (and a bun
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Callable, Iterable
@@ -137,7 +136,3 @@ def node_lab(tmp_path_factory: pytest.TempPathFactory) -> NodeLabRuns:
                     "scripts/bootstrap.d/10-node-lab.sh as root")
     return NodeLabRuns(tmp_path_factory.mktemp("node-lab"),
                        hooks=[("no-writes", _no_writes), ("hang", _hang)])
-
-
-def bundle_doc(name: str) -> dict[str, Any]:
-    return json.loads((BUNDLES / f"{name}.json").read_text())

@@ -57,7 +57,7 @@ def test_dra_scenario_yields_its_documented_verdicts(dra: dict[str, ScenarioResu
     assert res.no_writes, res.writes_diff
     assert res.round_trips <= 3, f"{res.round_trips} round trips for one host run"
     assert digest(replay(res.bundle_path)) == digest(res.verdicts)
-    ret = next(v for v in reboot_verdicts(res) if v["check"] == "reboot.returned")
+    ret = verdict(res, "reboot.returned")
     assert ret["evidence"]["boot_id_before"] != ret["evidence"]["boot_id_after"]
 
 
@@ -86,7 +86,7 @@ def test_dra_rebindable_the_real_reboot_finds_gpu0_back_on_its_host_driver(
 def test_dra_held_both_checks_name_the_holder_and_the_fix(
         dra: dict[str, ScenarioResult]) -> None:
     res = dra["dra-held"]
-    after = next(v for v in reboot_verdicts(res) if v["check"] == "reboot.rebindable")
+    after = verdict(res, "reboot.rebindable")
     pids = []
     for v in (verdict(res, "vfio.rebindable"), after):
         assert "(nvidia-persiste)" in v["reason"] and "/dev/nvidia" in v["reason"], v["reason"]
