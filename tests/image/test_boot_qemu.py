@@ -4,6 +4,9 @@ mtools. The boots themselves: tests/image/test_image_boot.py (lab tier)."""
 
 from __future__ import annotations
 
+import json
+import socket
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +49,10 @@ def test_boot_vm_boots_the_disk_through_firmware_on_the_stand_in_machine(tmp_pat
     assert ADDR["root-disk"].endswith(":00:03.0") and ADDR["ssh-nic"].endswith(":00:02.0")
     assert "hostfwd=tcp:127.0.0.1:2222-:22" in joined and "drive=seed" in joined
     assert vm.spec == "ssh://debian@kgc-b"
+    # a guest reset ends QEMU (its warden starts it again, cold): OVMF under TCG did not
+    # always come back from a warm reset
+    assert "-no-reboot" in argv
+    assert f"unix:{tmp_path / 'qmp.sock'},server=on,wait=off" in argv
     bios = BootVM(name="b", workdir=tmp_path, disk=tmp_path / "img.raw",
                   access=_access(tmp_path, seed=False))._argv(tmp_path / "o.qcow2", 1)
     assert not any("pflash" in a or "seed" in a for a in bios)
@@ -110,3 +117,81 @@ def test_firmware_and_mtools_from_the_boot_tools_root(tmp_path: Path,
         find_ovmf()
     with pytest.raises(ImageError, match="apt install mtools"):
         mtool("mformat")
+
+
+# -- the warden: a guest reset is a power cycle ------------------------------------------
+def _qmp_server(path: Path, reasons: list[str]) -> threading.Thread:
+    """A QMP socket that, per connection, greets, takes qmp_capabilities, sends a SHUTDOWN
+    event with the next reason and hangs up (QEMU exiting); gone after the last."""
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(str(path))
+    srv.listen(1)
+
+    def serve() -> None:
+        for reason in reasons:
+            conn, _ = srv.accept()
+            with conn:
+                f = conn.makefile("rwb")
+                f.write(b'{"QMP": {"version": {}, "capabilities": []}}\n')
+                f.flush()
+                assert b"qmp_capabilities" in f.readline()
+                f.write(b'{"return": {}}\n')
+                f.write(json.dumps({"event": "SHUTDOWN", "data": {"guest": reason.startswith(
+                    "guest"), "reason": reason}}).encode() + b"\n")
+                f.close()  # the file holds the socket open: QEMU exiting closes both
+        srv.close()
+        path.unlink()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return t
+
+
+def _warded(tmp_path: Path, relaunch: list[str]) -> BootVM:
+    vm = BootVM(name="w", workdir=tmp_path, disk=tmp_path / "img.raw",
+                access=_access(tmp_path, seed=False), port=5555)
+    vm._argv = lambda overlay, port: [*relaunch, str(port)]  # type: ignore[method-assign]
+    vm._gone_within = lambda timeout_s: True  # type: ignore[method-assign]
+    return vm
+
+
+def test_a_guest_reset_restarts_qemu_cold_on_the_same_port(tmp_path: Path) -> None:
+    srv = _qmp_server(tmp_path / "qmp.sock", ["guest-reset", "guest-reset", "host-qmp-quit"])
+    vm = _warded(tmp_path, ["true"])
+    vm._watch(tmp_path / "overlay.qcow2")
+    srv.join(5)
+    assert vm.guest_resets == 2 and vm.warden_error == ""
+    assert (tmp_path / "qemu.cmd").read_text() == "true 5555\n"  # the same loopback port
+
+
+@pytest.mark.parametrize("reason", ["guest-shutdown", "host-qmp-quit", "host-signal"])
+def test_a_power_off_or_our_own_quit_is_not_restarted(tmp_path: Path, reason: str) -> None:
+    srv = _qmp_server(tmp_path / "qmp.sock", [reason])
+    vm = _warded(tmp_path, ["sh", "-c", "exit 1"])
+    vm._watch(tmp_path / "overlay.qcow2")
+    srv.join(5)
+    assert vm.guest_resets == 0 and vm.warden_error == ""
+    assert not (tmp_path / "qemu.cmd").exists()
+
+
+def test_a_restart_that_fails_says_why(tmp_path: Path) -> None:
+    srv = _qmp_server(tmp_path / "qmp.sock", ["guest-reset"])
+    vm = _warded(tmp_path, ["sh", "-c", "echo 'Could not set up host forwarding rule' >&2; exit 1"])
+    vm._watch(tmp_path / "overlay.qcow2")
+    srv.join(5)
+    assert vm.guest_resets == 0
+    assert vm.warden_error.startswith("QEMU did not start again after the guest's reset: ")
+    assert "host forwarding" in vm.warden_error
+
+
+def test_stopping_ends_the_warden_without_a_restart(tmp_path: Path) -> None:
+    srv = _qmp_server(tmp_path / "qmp.sock", ["guest-reset"])
+    vm = _warded(tmp_path, ["true"])
+    vm._stopping = True
+    vm._watch(tmp_path / "overlay.qcow2")
+    assert vm.guest_resets == 0
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:  # release the fake
+        s.connect(str(tmp_path / "qmp.sock"))
+        s.makefile("rwb").readline()
+        s.sendall(b'{"execute": "qmp_capabilities"}\n')
+    srv.join(5)

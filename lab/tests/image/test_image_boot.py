@@ -116,6 +116,9 @@ def test_good_image_boots_through_its_own_boot_loader_and_gates_green(tmp_path: 
             assert r["status"] == "skip", (cid, r["reason"])
     assert st["runtime.nri-socket"]["status"] == "pass"  # live: containerd runs on the node
     assert "rebooted in" in st["reboot.returned"]["reason"]
+    # the guest's reset ended QEMU (-no-reboot) and its warden started it again, cold, on
+    # the same disk and NVRAM: exactly once, for the one reboot (kgc.image.boot_qemu.BootVM)
+    assert im["guest_resets"] == 1 and "restart_error" not in im, im
     rc, gate = doc["_gate"]
     assert rc == 0, gate["blocking"]
 

@@ -22,13 +22,17 @@ firmware pair named by ``KGC_OVMF_CODE`` and ``KGC_OVMF_VARS``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
+import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,10 +149,22 @@ class BootVM(QemuVM):
     port: int = 0
     boot_s: float | None = None
     qemu_cmd: list[str] = field(default_factory=list)
+    # guest resets QEMU turned into a power cycle (-no-reboot: QEMU exits on the guest's
+    # reset, the warden starts it again on the same disk, NVRAM and port): OVMF under TCG
+    # did not always come back from a warm reset (on a clean-clone CI run the guest printed
+    # "reboot: Restarting system" and the firmware printed nothing for 900 s)
+    guest_resets: int = 0
+    warden_error: str = ""
+    _stopping: bool = False
+    _warden: threading.Thread | None = None
 
     @property
     def dir(self) -> Path:
         return self.workdir
+
+    @property
+    def qmp_socket(self) -> Path:
+        return self.dir / "qmp.sock"
 
     @property
     def spec(self) -> str:
@@ -172,9 +188,59 @@ class BootVM(QemuVM):
             "-device", "virtio-net-pci,netdev=n0,addr=0x2",
             "-serial", f"file:{self.console_log}",
             "-monitor", f"unix:{self.dir / 'monitor.sock'},server,nowait",
+            "-qmp", f"unix:{self.qmp_socket},server=on,wait=off", "-no-reboot",
             "-pidfile", str(self.dir / "qemu.pid"), "-daemonize",
         ]
         return self.qemu_cmd
+
+    def _shutdown_reason(self) -> str | None:
+        """Block on QMP until QEMU goes away; the reason of its last SHUTDOWN event
+        (``guest-reset``, ``guest-shutdown``, ``host-qmp-quit``, ...) or None."""
+        reason = None
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(10)
+            s.connect(str(self.qmp_socket))
+            fh = s.makefile("rwb")
+            fh.readline()  # the greeting
+            fh.write(b'{"execute": "qmp_capabilities"}\n')
+            fh.flush()
+            s.settimeout(None)
+            for line in fh:
+                with contextlib.suppress(ValueError):
+                    msg = json.loads(line)
+                    if msg.get("event") == "SHUTDOWN":
+                        reason = (msg.get("data") or {}).get("reason") or "unknown"
+        return reason
+
+    def _watch(self, overlay: Path) -> None:
+        """The warden: a guest reset ends QEMU (-no-reboot); start it again, cold, on the
+        same overlay, NVRAM and loopback port (the SSH configuration stays valid)."""
+        while not self._stopping:
+            try:
+                reason = self._shutdown_reason()
+            except OSError as exc:
+                if self._stopping or not self.alive():
+                    return
+                self.warden_error = f"QMP: {exc}"
+                return
+            if self._stopping or reason != "guest-reset":
+                return
+            if not self._gone_within(30):
+                self.warden_error = "QEMU did not exit after the guest's reset"
+                return
+            port = self.port
+            cmd = self._argv(overlay, port)
+            (self.dir / "qemu.cmd").write_text(shlex.join(cmd) + "\n")
+            res = subprocess.run(cmd, text=True, capture_output=True, check=False)
+            if res.returncode != 0:
+                self.warden_error = ("QEMU did not start again after the guest's reset: "
+                                     + " ".join(res.stderr.split())[:500])
+                return
+            self.guest_resets += 1
+
+    def stop(self, timeout_s: float = 30) -> None:
+        self._stopping = True
+        super().stop(timeout_s)
 
     def start(self) -> float:
         """Boot on a private overlay; return seconds from QEMU start to SSH answering. A
@@ -187,6 +253,9 @@ class BootVM(QemuVM):
         if self.firmware is not None:
             shutil.copyfile(self.firmware[1], self.dir / "OVMF_VARS.fd")
         t0 = self._launch(lambda port: self._argv(overlay, port), start_error=ImageError)
+        self._warden = threading.Thread(target=self._watch, args=(overlay,), daemon=True,
+                                        name=f"kgc-{self.name}-warden")
+        self._warden.start()
         self._write_ssh_files(self.access.user, self.access.identity, self.access.host_pub)
         self.wait_ssh(self.boot_timeout_s)
         self.boot_s = time.monotonic() - t0
@@ -303,10 +372,14 @@ def boot_image(image: str | Path, profile: Profile, *, report_dir: Path,
                 env[f"{tname}.distro"] = line.split("=", 1)[1].strip('"')
         secs = {"boot_to_ssh": round(boot_s, 1), "host_layers": round(host_s, 1),
                 "reboot_test": round(reboot_s, 1)}
+        im_meta = _image_meta(image, img.format, lay.scheme, firmware, access,
+                              snap.text("/proc/cmdline") or "", secs, work if keep else None)
+        # each guest reset was a power cycle of QEMU (see BootVM.guest_resets)
+        im_meta["guest_resets"] = vm.guest_resets
+        if vm.warden_error:
+            im_meta["restart_error"] = vm.warden_error
         run = _run_meta(started, profile, tname, node, judged, layers, command, env,
-                        _image_meta(image, img.format, lay.scheme, firmware, access,
-                                    snap.text("/proc/cmdline") or "", secs,
-                                    work if keep else None), results)
+                        im_meta, results)
         path = report.write_verdict_json(report_dir / "verdict.json", results, run)
         return BootRun(results, run, path, vm.console_tail(40))
     finally:
