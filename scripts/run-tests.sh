@@ -35,6 +35,40 @@ COMMON=(-p no:cacheprovider -q -rfEs --durations=15)
 # the TCG-guest suites (the vm session); everything else lab-marked is the rest session
 VM=(lab/tests/node lab/tests/image lab/tests/realnode)
 
+# CPU seconds per session (cgroup v1 cpuacct, where it is writable: root on this machine,
+# a cgroup per session that its daemonized QEMUs stay in too); the line "[tests] cpu: ..."
+# at the end says where the cores went (benchmarks/README.md). Nothing when unavailable.
+CG=
+CG_ROOT=/sys/fs/cgroup/cpuacct
+if [ -z "${KGC_TEST_NO_CPUACCT:-}" ] && [ -w "$CG_ROOT" ] && [ -e "$CG_ROOT/tasks" ]; then
+  CG="$CG_ROOT/kgc-tests-$$"
+  mkdir -p "$CG" 2>/dev/null || CG=
+fi
+T_START=$(date +%s)
+cg_join() {  # cg_join SESSION: this shell and what it starts are accounted to SESSION
+  if [ -n "$CG" ] && mkdir -p "$CG/$1" 2>/dev/null; then
+    echo "$BASHPID" >"$CG/$1/tasks" 2>/dev/null || true
+  fi
+}
+cg_run() {  # cg_run SESSION CMD...: run CMD (in a subshell) accounted to SESSION
+  local n=$1; shift
+  ( cg_join "$n"; exec "$@" )
+}
+cg_report() {
+  [ -n "$CG" ] || return 0
+  local d n line="" total=0 us
+  for d in "$CG"/*/; do
+    [ -e "$d/cpuacct.usage" ] || continue
+    n=$(basename "$d"); us=$(cat "$d/cpuacct.usage")
+    total=$((total + us / 1000000000))
+    line+=" $n $((us / 1000000000)) s,"
+  done
+  echo "[tests] cpu:${line} total $total s in $(( $(date +%s) - T_START )) s wall on $(nproc) cores"
+  for d in "$CG"/*/; do rmdir "$d" 2>/dev/null; done
+  rmdir "$CG" 2>/dev/null || true
+}
+trap cg_report EXIT
+
 mode=all
 case "${1:-}" in
   check|lab|all) mode=$1; shift ;;
@@ -67,7 +101,7 @@ run_check() {
   echo "[tests] check: tests/ -m 'not lab', ${KGC_CHECK_JOBS:-2} workers, lab tools hidden"
   PATH=$(lab_free_path "$scratch/bin") KGC_CACHE="$scratch/no-lab-cache" \
     KGC_ALLURE="$scratch/no-allure" \
-    "$PY" tests -m "not lab" -n "${KGC_CHECK_JOBS:-2}" "${COMMON[@]}" \
+    cg_run check "$PY" tests -m "not lab" -n "${KGC_CHECK_JOBS:-2}" "${COMMON[@]}" \
     --basetemp "$scratch/t" "$@"
   rc=$?
   rm -rf "$scratch" 2>/dev/null || true
@@ -80,7 +114,8 @@ start_vm() {
   logs=$(mktemp -d /tmp/kgc-tests.XXXXXX)
   base_vm=$(mktemp -d /tmp/kgc-t-vm.XXXXXX)
   echo "[tests] lab session vm: ${VM[*]} (log $logs/vm.log)"
-  "$PY" "${VM[@]}" -m lab "${COMMON[@]}" --basetemp "$base_vm" "$@" >"$logs/vm.log" 2>&1 &
+  { cg_join vm; exec "$PY" "${VM[@]}" -m lab "${COMMON[@]}" --basetemp "$base_vm" "$@"; } \
+    >"$logs/vm.log" 2>&1 &
   vm_pid=$!
   # if this script is stopped, stop the vm session too (its labs clean up on SIGTERM)
   trap 'kill -TERM "$vm_pid" 2>/dev/null; wait "$vm_pid"; exit 143' INT TERM
@@ -105,7 +140,7 @@ run_lab_rest() {
   for p in "${VM[@]}"; do ignore+=(--ignore "$p"); done
   [ "$jobs" -gt 1 ] && par=(-n "$jobs" --dist loadfile)
   echo "[tests] lab session rest: the lab tier minus the vm suites, $jobs worker(s)"
-  "$PY" lab/tests tests "${ignore[@]}" -m lab "${par[@]}" "${COMMON[@]}" \
+  cg_run rest "$PY" lab/tests tests "${ignore[@]}" -m lab "${par[@]}" "${COMMON[@]}" \
     --basetemp "$base_rest" "$@"
   rc=$?
   rm -rf "$base_rest" 2>/dev/null || true
