@@ -94,10 +94,42 @@ def test_headline_is_the_gates_word(bundle: Path, tmp_path: Path) -> None:
             assert "simulated results: prove the suite, not a" in head["reason"]
 
 
+# The kinds of headline a page can carry: (word, the kind of its reason).
+REASON_KINDS = (
+    ("blocking", re.compile(r"\d+ blocking check result")),
+    ("some-layers", re.compile(r"passed for [a-z, ]+ only \(not judged: ")),
+    ("simulated", re.compile(r"simulated results: ")),
+    ("not-gated", re.compile(r"not gated: ")),
+    # gated by name against a profile file whose content differs (issue 21: the digest)
+    ("profile-differs", re.compile(r"the verdict was judged against a profile named ")),
+)
+
+
+def headline_class(head: dict[str, str]) -> tuple[str, str]:
+    kind = next((k for k, rx in REASON_KINDS if rx.match(head["reason"])), None)
+    return head["word"], kind or ("certified" if head["word"] == "CERTIFIED" else head["reason"])
+
+
+# The real report in Chromium (lab tier, below) renders one case per headline class the
+# corpus holds (each property proven once live; every bundle's headline is judged offline
+# above): case -> (bundle, judged with the lenient policy?, the class it must show). The
+# test below keeps this list covering every class of every bundle.
+LIVE_CASES = {
+    "blocking": ("bundles/good.json", False, ("NOT CERTIFIED", "blocking")),
+    "some-layers": ("gpu/h200.bundle.json", False, ("NOT CERTIFIED", "some-layers")),
+    "certified": ("gpu/h200.bundle.json", True, ("CERTIFIED", "certified")),
+    # judged with a written copy of the built-in profile (its containerd paths), gated by
+    # name against the built-in file
+    "profile-differs": ("nri/seed-config.bundle.json", False,
+                        ("NOT CERTIFIED", "profile-differs")),
+}
+
+
 def test_both_words_and_both_reasons_occur(tmp_path: Path) -> None:
     """The corpus above is not one-sided: some verdicts certify under the lenient policy,
-    a run of some layers is told "passed for LAYERS only", a simulated one is told so."""
-    words, reasons = set(), []
+    a run of some layers is told "passed for LAYERS only", a simulated one is told so.
+    And the live Chromium cases (LIVE_CASES) cover every headline class it holds."""
+    words, reasons, classes = set(), [], set()
     for i, bundle in enumerate(BUNDLES):
         d = tmp_path / str(i)
         d.mkdir()
@@ -107,8 +139,16 @@ def test_both_words_and_both_reasons_occur(tmp_path: Path) -> None:
             assert got is not None
             words.add(got[0]["word"])
             reasons.append(got[0]["reason"])
+            classes.add(headline_class(got[0]))
     assert words == {"CERTIFIED", "NOT CERTIFIED"}
     assert any(re.match(r"passed for [a-z, ]+ only \(not judged: ", r) for r in reasons), reasons
+    assert classes <= {c for _b, _l, c in LIVE_CASES.values()}, classes
+    for name, (rel, lenient, cls) in LIVE_CASES.items():
+        d = tmp_path / f"live-{name}"
+        d.mkdir()
+        verdict = _verdict(REPO / "fixtures" / rel, d)
+        got = html_report.gated(verdict, str(_lenient(verdict, d)) if lenient else None)
+        assert got is not None and headline_class(got[0]) == cls, (name, got and got[0])
 
 
 def test_a_simulated_run_is_told_it_proves_the_suite(tmp_path: Path) -> None:
@@ -190,18 +230,25 @@ def _dom(index: Path) -> str:
 
 @pytest.mark.lab  # Allure 3 (node_modules) and Chromium: the lab tier
 @pytest.mark.slow
-@pytest.mark.parametrize("bundle", BUNDLES, ids=[b.name for b in BUNDLES])
-def test_html_headline_in_chromium_equals_the_gate(bundle: Path, tmp_path: Path) -> None:
-    """The conformance run over the bundle (`pytest --snapshot`), `kgc report`, the page
-    rendered by headless Chromium: its headline is `kgc gate`'s word on that verdict, and
-    the badge's source (Allure's exit code of the quality gate) agrees."""
+@pytest.mark.parametrize("case", sorted(LIVE_CASES))
+def test_html_headline_in_chromium_equals_the_gate(case: str, tmp_path: Path) -> None:
+    """The conformance run over the case's bundle (`pytest --snapshot`, with the bundle's
+    profile or its lenient copy), `kgc report`, the page rendered by headless Chromium: its
+    headline is `kgc gate`'s word on that verdict, of the case's class, and the badge's
+    source (Allure's exit code of the quality gate) agrees."""
+    rel, lenient, cls = LIVE_CASES[case]
+    bundle = REPO / "fixtures" / rel
     rdir = tmp_path / "reports"
     prof = fixture_verdicts.profile_for(bundle)
+    if lenient:
+        prof = str(_lenient(_verdict(bundle, tmp_path), tmp_path))
     subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
                     "--snapshot", str(bundle), "--profile", prof, "--report-dir", str(rdir)],
                    cwd=tmp_path, capture_output=True, timeout=300, check=False,
                    env={**__import__("os").environ, "KGC_PATH_ROOTS": "/tmp/kgc-"})
     word = _gate_word(rdir / "verdict.json", None)
+    got = html_report.gated(rdir / "verdict.json")
+    assert got is not None and headline_class(got[0]) == cls, (case, got and got[0])
     out = subprocess.run([sys.executable, "-m", "kgc.cli", "report", "--results",
                           str(rdir / "allure-results"), "--out", str(rdir / "html")],
                          cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
@@ -209,7 +256,7 @@ def test_html_headline_in_chromium_equals_the_gate(bundle: Path, tmp_path: Path)
     index = rdir / "html" / "index.html"
     dom = _dom(index)
     m = HEADLINE.search(dom)
-    assert m and m.group(1) == word, (bundle.name, m and m.group(1), word)
+    assert m and m.group(1) == word == cls[0], (case, m and m.group(1), word)
     gate = next(r for r in json.loads((rdir / "html" / "quality-gate.json").read_text())
                 if r["rule"] == "kgc-gate/kgcGate")
     assert gate["success"] is (word == "CERTIFIED")
