@@ -23,7 +23,8 @@ from kgc.fleet import manifests as fm
 
 pytestmark = [pytest.mark.slow]
 
-BUSYBOX = Path("~/.cache/kgc/sizing/busybox").expanduser()
+# the sizing lab's static busybox, in the labs' cache (KGC_CACHE, as every lab reads it)
+BUSYBOX = Path(os.environ.get("KGC_CACHE") or Path.home() / ".cache" / "kgc") / "sizing" / "busybox"
 PROBE = (
     "chroot /host /bin/sh -c '"
     'echo BOOT=$(cat /proc/sys/kernel/random/boot_id); echo CMDLINE=$(wc -c < /proc/cmdline); '
