@@ -197,3 +197,31 @@ def test_stopping_ends_the_warden_without_a_restart(tmp_path: Path) -> None:
         s.makefile("rwb").readline()
         s.sendall(b'{"execute": "qmp_capabilities"}\n')
     srv.join(5)
+
+
+def test_the_cli_says_when_the_guest_was_not_started_again(tmp_path: Path, monkeypatch,
+                                                           capsys) -> None:
+    """A restart that failed is printed beside the reboot test's timeout it causes."""
+    import argparse
+
+    from kgc.image import boot_qemu
+
+    res = [{"check": "reboot.returned", "layer": "reboot", "status": "error", "title": "t",
+            "severity": "blocker", "target": "image:x (booted)", "simulated": False,
+            "reason": "the node did not come back with a new boot_id within 900 s",
+            "remediation": "read the console"}]
+    run = {"image": {"path": "x.raw", "firmware": "UEFI (c)", "access": "seed",
+                     "cmdline": "root=/dev/vda2",
+                     "seconds": {"boot_to_ssh": 50.0, "host_layers": 9.0, "reboot_test": 900.0},
+                     "guest_resets": 0, "restart_error": "QEMU did not start again after the "
+                     "guest's reset: Could not set up host forwarding rule"},
+           "scope": "(node)"}
+    monkeypatch.setattr(boot_qemu, "boot_image", lambda *a, **k: boot_qemu.BootRun(
+        res, run, tmp_path / "verdict.json", ""))
+    a = argparse.Namespace(profile="lab", image="x.raw", report_dir=str(tmp_path),
+                           ssh_key=None, boot_host_key=None, ssh_user="root",
+                           boot_timeout=900, reboot_timeout=900, keep_tree=False)
+    assert boot_qemu.boot_check(a) == 1
+    out = capsys.readouterr().out
+    assert ("the guest's reset was not followed by a new start: QEMU did not start again "
+            "after the guest's reset: Could not set up host forwarding rule") in out

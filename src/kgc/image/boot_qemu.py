@@ -442,6 +442,9 @@ def boot_check(a: argparse.Namespace) -> int:
     else:
         print(f"{im['path']} did not boot through its own boot loader ({im['firmware']}); "
               f"console:\n{res.console_log}")
+    if im.get("restart_error"):
+        # the reboot test then errs on its timeout; this is why the guest never came back
+        print(f"the guest's reset was not followed by a new start: {im['restart_error']}")
     for line in report.summary_table(res.results):
         print(line)
     det = report.details(res.results)
