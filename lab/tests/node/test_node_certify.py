@@ -10,7 +10,6 @@ the variant copy crossed it); on a warm cache it reuses them. Either way it says
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -19,27 +18,14 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from kgc_lab.node.lab import base_root
+from kgc_lab import procs
+from kgc_lab.node.lab import base_root, cache_root
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 
-def _cache() -> Path:
-    return Path(os.environ.get("KGC_CACHE") or Path.home() / ".cache" / "kgc")
-
-
-def _mounts_under(tree: Path) -> list[str]:
-    root = str(tree.resolve())
-    out = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        m = line.split()[4].replace("\\040", " ")
-        if m == root or m.startswith(root + "/"):
-            out.append(m)
-    return out
-
-
 def test_make_certify_node_stage_certifies_the_good_node(tmp_path: Path) -> None:
-    node_cache = _cache() / "node"
+    node_cache = cache_root()
     built_before = (base_root() / ".kgc-base-done").exists()
     t0 = time.monotonic()
     proc = subprocess.run(
@@ -61,4 +47,5 @@ def test_make_certify_node_stage_certifies_the_good_node(tmp_path: Path) -> None
     assert not any(r["status"] in ("fail", "error") for r in doc["results"])
     assert (tmp_path / "html" / "index.html").stat().st_size > 100_000
     # the base tree and its variants are left with nothing mounted in them
-    assert not _mounts_under(node_cache), _mounts_under(node_cache)
+    left = procs.mounts_under(str(node_cache.resolve()))
+    assert not left, left
