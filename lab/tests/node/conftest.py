@@ -9,8 +9,9 @@ the session also runs the whole-filesystem no-writes proof (test_node_no_writes.
 the never-returning reboot (test_node_lab.py), so neither boots a VM of its own.
 
 Each property is proven live once (issue 17): a real reboot for each binding mechanism
-(``Scenario.reboot``: modprobe.d ids ``good``, kernel command line ``amd-iommu``,
-driverctl, runtime-only ``runtime-bind-only``, dra ``dra-rebindable``); the other scenarios'
+(``Scenario.reboot``: kernel command line ``amd-iommu``, driverctl, runtime-only
+``runtime-bind-only``, dra ``dra-rebindable``; modprobe.d ids: the ``good`` image's reboot in
+test_node_certify.py, ``kgc lab certify --stage node``); the other scenarios'
 real reboots were recorded (fixtures/bundles) and are judged offline (tests/node/
 test_bundles.py, ``recorded_reboot`` below). ``KGC_LAB_REBOOT_ALL=1`` (and a bundle refresh,
 ``KGC_LAB_BUNDLE_DIR``) reboots every scenario."""

@@ -4,8 +4,9 @@ scenario's evidence bundle replays to the identical verdicts, and that a node th
 returns yields an ``error`` verdict with the timeout and the console log.
 
 Costs: 6 VM boots (scenarios sharing the ``base`` image share one VM, the binding: dra ones
-another) and 5 real reboots, one per binding mechanism (``Scenario.reboot``; the other
-scenarios' recorded reboots are judged offline), ``KGC_LAB_PARALLEL`` (default 2) VMs at a
+another) and 4 real reboots, one per binding mechanism (``Scenario.reboot``; modprobe.d
+ids, ``good``, is rebooted by test_node_certify.py; the other scenarios' recorded reboots are
+judged offline), ``KGC_LAB_PARALLEL`` (default 2) VMs at a
 time. The VMs are booted through conftest.node_lab, shared with test_node_dra.py and
 test_node_no_writes.py (which run on the good scenario's VM).
 """
