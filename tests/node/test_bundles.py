@@ -7,12 +7,13 @@ Each is judged with its scenario's profile (profiles/lab.yaml; lab-dra.yaml for 
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 
 import pytest
 
-from kgc_lab.node.runner import replay, verdict_key
+from kgc_lab.node.runner import certify_stage, replay, verdict_key
 from kgc_lab.node.scenarios import _DRA_RESET, SCENARIO_SPECS
 
 BUNDLES = Path(__file__).resolve().parents[2] / "fixtures" / "bundles"
@@ -72,7 +73,12 @@ def test_every_binding_mechanism_keeps_a_live_reboot_and_every_other_reboot_is_r
     changed) whose verdicts are the documented reboot.* ones, and on a shared VM a scenario
     that is not last undoes its runtime state with a reset instead of the reboot."""
     live = {n for n, s in SCENARIO_SPECS.items() if s.reboot}
-    assert live == {"good", "amd-iommu", "runtime-bind-only", "driverctl", "dra-rebindable"}
+    assert live == {"amd-iommu", "runtime-bind-only", "driverctl", "dra-rebindable"}
+    # modprobe.d ids (``good``): `kgc lab certify --stage node` reboots the good image live
+    # with the lab profile (lab/tests/node/test_node_certify.py asserts its reboot.* pass)
+    stage = inspect.getsource(certify_stage)
+    assert 'VARIANTS["good"]' in stage and "--allow-reboot" in stage
+    assert "conformance/reboot" in stage and "LAB_PROFILE" in stage
     groups: dict[str, list[str]] = {}
     for n, s in SCENARIO_SPECS.items():
         if s.share:
