@@ -5,6 +5,7 @@ Every evaluator is pure: :class:`RuntimeEvidence` + :class:`Profile` in, an Outc
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kgc.core.model import Outcome, Registry, Severity, failed, passed, skipped, warned
@@ -26,7 +27,13 @@ from kgc.evidence.containerd import (
     place_handler,
     sizing_evidence,
 )
-from kgc.evidence.containerd_load import CriLoad, cri_state, nri_edits, render_edits
+from kgc.evidence.containerd_load import (
+    CriLoad,
+    Edit,
+    cri_state,
+    nri_edits,
+    render_edits,
+)
 from kgc.layers.runtime.collect import CONTAINERD_SOCKET
 
 CHECKS = Registry()
@@ -541,6 +548,85 @@ def kata_cfg(ev: RuntimeEvidence, profile: Profile) -> Outcome:
     )
 
 
+KATA_ROOT_PORTS = 8  # what Kata's NVIDIA configs set (kata-containers src/runtime/Makefile)
+
+
+def _vfio_results(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each hypervisor's VFIO plug keys, as Kata reads the merged configuration."""
+    return {
+        name: {
+            "cold_plug_vfio": hv.get("cold_plug_vfio"),
+            "hot_plug_vfio": hv.get("hot_plug_vfio"),
+            "pcie_root_port": hv.get("pcie_root_port", 0),
+            "pcie_switch_port": hv.get("pcie_switch_port"),
+        }
+        for name, hv in hypervisors(data).items()
+    }
+
+
+def _kata_layers(ev: RuntimeEvidence, kc: Any) -> list[tuple[str, Mapping[str, Any]]]:
+    """The Kata configuration's files in the order they merge (the base file, then its
+    config.d drop-ins by name), each with what it sets."""
+    out: list[tuple[str, Mapping[str, Any]]] = []
+    for path in (kc.path, *kc.dropins):
+        f = ev.kata_files.get(path)
+        if f is not None and f.text is not None and not f.error:
+            out.append((path, f.data))
+    return out
+
+
+def _kata_edit(
+    layers: list[tuple[str, Mapping[str, Any]]], hv: str, key: str, value: Any = None,
+    delete: bool = False,
+) -> list[Edit]:
+    """``key`` of ``[hypervisor.<hv>]`` edited where its value comes from: the last file
+    that sets it (a delete: every file that sets it); a key no file sets goes into the first
+    file with that table."""
+    table = ("hypervisor", hv)
+    has = [(p, hypervisors(d).get(hv)) for p, d in layers]
+    setters = [p for p, t in has if t is not None and key in t]
+    if delete:
+        return [Edit(p, table, key, delete=True, table_exists=True) for p in setters]
+    if setters:
+        return [Edit(setters[-1], table, key, value, table_exists=True)]
+    having = [p for p, t in has if t is not None]
+    if not having and not layers:
+        return []
+    return [Edit(having[0] if having else layers[0][0], table, key, value,
+                 table_exists=bool(having))]
+
+
+def _vfio_edits(
+    layers: list[tuple[str, Mapping[str, Any]]], results: Mapping[str, Mapping[str, Any]]
+) -> list[Edit]:
+    """What plugs every hypervisor's VFIO devices on a PCIe root port, computed from the
+    values there: an invalid or bridge port is changed in the key that sets it (with both
+    keys set Kata uses hot_plug_vfio's port: virtcontainers/sandbox.go coldOrHotPlugVFIO, so
+    adding cold_plug_vfio beside it would change nothing), cold_plug_vfio = "root-port" when
+    neither key plugs, and pcie_root_port only when a root port has none."""
+    edits: list[Edit] = []
+    for name, r in results.items():
+        ports = {k: r[k] for k in ("cold_plug_vfio", "hot_plug_vfio")}
+        for k, v in list(ports.items()):
+            if v is not None and (v not in VFIO_PORTS or v == "bridge-port"):
+                edits += _kata_edit(layers, name, k, "root-port")
+                ports[k] = "root-port"
+        if all(v in (None, "no-port") for v in ports.values()):
+            edits += _kata_edit(layers, name, "cold_plug_vfio", "root-port")
+            ports["cold_plug_vfio"] = "root-port"
+        n = r["pcie_root_port"]
+        if "root-port" in ports.values() and not (isinstance(n, int) and n > 0):
+            edits += _kata_edit(layers, name, "pcie_root_port", KATA_ROOT_PORTS)
+    return edits
+
+
+def _edits_text(edits: list[Edit], first: bool = True) -> str:
+    text = render_edits(edits)
+    if any(e.key == "pcie_root_port" and not e.delete for e in edits):
+        text += " (pcie_root_port: at least one root port per GPU passed through to a pod)"
+    return text[:1].upper() + text[1:] if first else text
+
+
 @CHECKS.check(
     "runtime.kata-vfio",
     title="Kata plugs VFIO devices on a PCIe root port (cold_plug_vfio / hot_plug_vfio)",
@@ -556,18 +642,11 @@ def kata_vfio(ev: RuntimeEvidence, profile: Profile) -> Outcome:
             "Fix runtime.kata-config first.",
             path=kc.path,
         )
-    results = {}
-    for name, hv in hypervisors(kc.data).items():
-        cold = hv.get("cold_plug_vfio")
-        hot = hv.get("hot_plug_vfio")
-        ports = hv.get("pcie_root_port", 0)
-        results[name] = {
-            "cold_plug_vfio": cold,
-            "hot_plug_vfio": hot,
-            "pcie_root_port": ports,
-            "pcie_switch_port": hv.get("pcie_switch_port"),
-        }
+    results = _vfio_results(kc.data)
     evidence: dict[str, Any] = {"path": kc.path, "hypervisors": results}
+    edits = _vfio_edits(_kata_layers(ev, kc), results)
+    if edits:
+        evidence["config_edits"] = [e.to_dict() for e in edits]
     if not results:
         return failed(
             f"{kc.path} has no [hypervisor.*] section, so nothing says how Kata plugs a VFIO "
@@ -576,10 +655,7 @@ def kata_vfio(ev: RuntimeEvidence, profile: Profile) -> Outcome:
             "configuration-qemu-nvidia-gpu.toml) or point the handler's ConfigPath at it.",
             **evidence,
         )
-    remedy = (
-        f'In {kc.path} under [hypervisor.<name>]: cold_plug_vfio = "root-port" and '
-        "pcie_root_port = 8 (at least one port per passed-through GPU)."
-    )
+    remedy = f"{_edits_text(edits)}." if edits else ""
     for name, r in results.items():
         for key in ("cold_plug_vfio", "hot_plug_vfio"):
             val = r[key]
@@ -654,11 +730,18 @@ def kata_stale(ev: RuntimeEvidence, profile: Profile) -> Outcome:
             if k in hv:
                 stale.append(f"[hypervisor.{name}] {k} = {hv[k]!r}: {why}")
     if stale:
+        layers = _kata_layers(ev, kc)
+        drop = [e for name, hv in hypervisors(kc.data).items() for k in STALE_KEYS if k in hv
+                for e in _kata_edit(layers, name, k, delete=True)]
+        plug = _vfio_edits(layers, _vfio_results(kc.data))
+        remedy = _edits_text(drop) if drop else f"Remove {', '.join(STALE_KEYS)} from {kc.path}"
+        if plug:  # the same fix runtime.kata-vfio gives: one story for both checks
+            remedy += f"; instead, as runtime.kata-vfio says: {_edits_text(plug, first=False)}"
         return warned(
             f"{kc.path}: " + "; ".join(stale),
-            f"Remove {', '.join(STALE_KEYS)} from {kc.path}; set "
-            'cold_plug_vfio = "root-port" and pcie_root_port = 8 instead.',
+            f"{remedy}.",
             path=kc.path,
             stale=stale,
+            config_edits=[e.to_dict() for e in (*drop, *plug)],
         )
     return passed(f"{kc.path}: no stale keys", path=kc.path)
