@@ -122,3 +122,20 @@ def test_the_root_cause_wins_over_its_consequence() -> None:
     cdi = next(c for c in CASES if c["id"] == "cdi-timeout")
     p = build({**gpu, "events": cdi["events"]})
     assert classify(p).id == "gpu-unsupported-open-driver"
+
+
+@pytest.mark.parametrize("text", [
+    # QEMU's wording (glibc strerror), the fixture's case
+    "vfio 0000:41:00.0: failed to open /dev/vfio/45: Permission denied",
+    # a Go component's os.PathError: Go's errno strings are lower case
+    # (go/src/syscall/zerrors_linux_amd64.go: EACCES "permission denied",
+    # EPERM "operation not permitted")
+    "failed to create shim task: open /dev/vfio/45: permission denied: unknown",
+    "open /dev/vfio/vfio: operation not permitted",
+])
+def test_a_vfio_device_node_refusal_is_named_in_either_wording(text: str) -> None:
+    base = build(next(c for c in CASES if c["id"] == "vfio-permission"))
+    p = dataclasses.replace(base, events=(PodEvent("Warning", "FailedCreatePodSandBox", text),))
+    c = classify(p)
+    assert c.id == "vfio-permission", (c.id, c.summary)
+    assert "/dev/vfio/" in c.summary

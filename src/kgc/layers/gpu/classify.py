@@ -245,11 +245,14 @@ KATA: tuple[_Known, ...] = (
                       "pcie_root_port >= the number of GPUs per pod in the [hypervisor.qemu] "
                       f"section of {_KATA_FIX_CONFIG}; see runtime.kata-vfio."),
     ),
-    # QEMU hw/vfio: "failed to open /dev/vfio/%d" with errno; kubevirt#6771
+    # QEMU hw/vfio: "failed to open /dev/vfio/%d" with errno (glibc strerror, capitalised;
+    # kubevirt#6771); a Go component (the Kata shim, a device plugin) says the same through
+    # os.PathError: "open /dev/vfio/45: permission denied" (Go's syscall errno table is
+    # lower case: EACCES "permission denied", EPERM "operation not permitted")
     _Known(
         "vfio-permission",
         re.compile(r"(?:failed to open|open|opening) (?P<node>/dev/vfio/(?:\d{1,6}|vfio))"
-                   r"[^\n]{0,40}?: (?:Permission denied|Operation not permitted)"),
+                   r"[^\n]{0,40}?: (?:[Pp]ermission denied|[Oo]peration not permitted)"),
         lambda m, n: (f"the hypervisor on {n} may not open {_g(m, 'node')}: "
                       f"\"{m.group(0)[:200]}\""),
         lambda m, n: (f"QEMU must be able to read and write {_g(m, 'node')} on {n}: check "

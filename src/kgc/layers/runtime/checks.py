@@ -655,7 +655,7 @@ def kata_vfio(ev: RuntimeEvidence, profile: Profile) -> Outcome:
             "configuration-qemu-nvidia-gpu.toml) or point the handler's ConfigPath at it.",
             **evidence,
         )
-    remedy = f"{_edits_text(edits)}." if edits else ""
+    remedy = f"{_edits_text(edits)}." if edits else None  # None: the check's own text
     for name, r in results.items():
         for key in ("cold_plug_vfio", "hot_plug_vfio"):
             val = r[key]
