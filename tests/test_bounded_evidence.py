@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -80,6 +81,34 @@ def test_exactly_at_the_limit_is_read_whole(tmp_path: Path) -> None:
     (d / "edge.conf").write_text(text)
     snap, _ = _collect(tmp_path)
     assert snap.files["/etc/modprobe.d/edge.conf"] == text and not snap.truncated
+
+
+def test_a_file_longer_than_its_stat_size_is_cut_at_the_limit(tmp_path: Path) -> None:
+    """stat's size is not the bound: a /proc file says 0 (a node's /proc/interrupts can hold
+    more than the limit) and a file may grow after stat. Reading stops at the limit and the
+    file is truncated evidence, never read whole or past the limit. Here a /proc file of a
+    child process (its cmdline: stat size 0, 300 KiB without a newline) stands behind a
+    link in the tree."""
+    _etc(tmp_path)
+    args = ["x" * 100_000, "y" * 100_000, "z" * 100_000]
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", *args])
+    try:
+        proc = Path(f"/proc/{child.pid}/cmdline")
+        deadline = time.monotonic() + 30
+        while len(proc.read_bytes()) <= MAX_FILE_BYTES:  # empty until the child has exec'd
+            assert time.monotonic() < deadline and child.poll() is None, "no child cmdline"
+            time.sleep(0.05)
+        assert proc.stat().st_size == 0
+        (tmp_path / "etc" / "other").symlink_to(proc)
+        snap, _ = _collect(tmp_path, limit_s=30)
+    finally:
+        child.kill()
+        child.wait()
+    p = "/etc/other"
+    assert p not in snap.files and snap.truncated[p] > MAX_FILE_BYTES, snap.truncated
+    with pytest.raises(FileNotRead, match=f"{p}: "):
+        snap.read(p)
+    assert snap.read("/etc/modprobe.d/good.conf") == "options vfio-pci ids=10de:2335\n"
 
 
 def test_a_sparse_256_mib_file_without_a_newline_is_not_read(tmp_path: Path) -> None:
