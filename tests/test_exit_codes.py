@@ -2,8 +2,9 @@
 it (issue 19.2, 18.5): real processes (the exit status, stderr and what was written are only
 a process's), from an empty directory, against loopback servers started here.
 
-- bad input (a scheme kgc has no transport for, a missing ``chroot://`` directory, a file
-  that is not a kubeconfig, refused credentials, an unwritable output): exit 2, at most one
+- bad input (a scheme kgc has no transport for, a missing ``chroot://`` directory, a
+  kubeconfig that is missing or not one, an unknown context, refused credentials, an
+  unwritable output): exit 2, at most one
   line on stderr, nothing written;
 - a valid target that does not answer (a closed port for ssh, a closed port for the API
   server): exit 1, every check of it one ``error`` sharing one reason, whose fix for ssh is
@@ -110,11 +111,14 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]
         g.close()
 
 
-def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def run(argv: list[str], cwd: Path, columns: int | None = None
+        ) -> subprocess.CompletedProcess[str]:
     cwd.mkdir(parents=True, exist_ok=True)
     home = cwd.parent / "home"  # the user's files (known_hosts ...) are not the run's output
     home.mkdir(exist_ok=True)
     env = {"PATH": "/usr/bin:/bin", "HOME": str(home)}
+    if columns:
+        env["COLUMNS"] = str(columns)
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=300, check=False)
 
@@ -139,6 +143,10 @@ BAD_INPUT: list[tuple[str, str, list[str], str]] = [
        "no directory '/no/such/tree'") for c, argv in NODE_COMMANDS.items()],
     *[("invalid kubeconfig", c, [*argv, "--kubeconfig", "{invalid}"], "not valid YAML")
       for c, argv in CLUSTER_COMMANDS.items()],
+    *[("missing kubeconfig", c, [*argv, "--kubeconfig", "{dir}/no-such-kubeconfig"],
+       "no such file") for c, argv in CLUSTER_COMMANDS.items()],
+    *[("unknown context", c, [*argv, "--kubeconfig", "{answers}", "--context", "nope"],
+       "context 'nope' not found") for c, argv in CLUSTER_COMMANDS.items()],
     *[("refused credentials", c, [*argv, "--kubeconfig", "{refused}"],
        "rejected the credentials of context 'ctx' (401 Unauthorized)")
       for c, argv in CLUSTER_COMMANDS.items()],
@@ -188,10 +196,33 @@ def test_an_unreachable_ssh_node_is_probed_once_and_every_path_says_the_same(
         tmp_path: Path) -> None:
     port = closed_port()
     spec = f"ssh://root@127.0.0.1:{port}"
-    live = run([*PYTEST, "-m", "host", "--hosts", spec], tmp_path / "live")
+    live = run([*PYTEST, "-m", "host", "--hosts", spec], tmp_path / "live", columns=120)
     assert live.returncode == 1, live.stdout[-2000:] + live.stderr[-1000:]
     results = json.loads((tmp_path / "live" / "reports" / "verdict.json").read_text())["results"]
     reason = _one_reason(results, NODE_LAYERS)
+    # the console: the broken target is one row of the verdict table (its nri and reboot
+    # checks skip for their flags, as on any node) and one entry of "what to fix", and
+    # the overall line is the last
+    lines = live.stdout.rstrip("\n").splitlines()
+    assert lines[-1].startswith("overall: FAIL "), lines[-5:]
+    kgc = lines[next(i for i, ln in enumerate(lines) if "kata-gpu-conformance verdicts" in ln):]
+    rows = [i for i, ln in enumerate(kgc) if ln.startswith("    ERROR ")]
+    assert len(rows) == 1, kgc[:40]
+    assert kgc[rows[0]].startswith(
+        "    ERROR 29 checks (iommu, vfio, persistence, runtime): evidence could not"), kgc[:5]
+    row = [kgc[rows[0]]]
+    for ln in kgc[rows[0] + 1:]:
+        if not ln.startswith(" " * 10):
+            break
+        row.append(ln)
+    assert " ".join(" ".join(row).split()).endswith(" ".join(reason.split())), row
+    head = next(i for i, ln in enumerate(kgc) if "what to fix: 29 could not decide" in ln)
+    entry = kgc[head + 1:next(i for i, ln in enumerate(kgc) if i > head and
+                              (ln.startswith("==") or ln.startswith("report:")))]
+    while entry and not entry[-1]:
+        entry.pop()
+    assert len(entry) <= 5 and entry[0].startswith("[ERROR] 29 checks of "), entry
+    assert len(row) + len(entry) <= 7, (row, entry)  # was 29 rows + the entry
     rems = {r["remediation"] for r in results if r["status"] == "error"}
     assert len(rems) == 1 and f"`ssh -p {port} root@127.0.0.1 true`" in rems.pop()
     snap = run([*KGC, "snapshot", "--hosts", spec, "-o", "b.json"], tmp_path / "snap")
