@@ -260,3 +260,16 @@ def test_an_unreachable_api_server_is_exit_1_everywhere_with_one_reason(
         assert len(lines) == 2 and "cannot reach the API server" in lines[0], proc.stderr
         assert lines[1].startswith("  fix: "), proc.stderr
         assert not list((tmp_path / name.replace(" ", "-")).iterdir())
+
+
+@pytest.mark.parametrize("argv,says", [([*PYTEST, "--help"], "--profile=NAME|PATH"),
+                                       ([*PYTEST, "--markers"], "@pytest.mark.iommu"),
+                                       ([*KGC, "certify", "--help"], "--profile=NAME|PATH")],
+                         ids=["pytest --help", "pytest --markers", "kgc certify --help"])
+def test_help_writes_nothing(argv: list[str], says: str, tmp_path: Path) -> None:
+    """Asking for help is not a run: it wrote an empty reports/allure-results/ where it
+    was asked."""
+    cwd = tmp_path / "run"
+    proc = run(argv, cwd)
+    assert proc.returncode == 0 and says in proc.stdout, proc.stdout[-2000:] + proc.stderr
+    assert not list(cwd.iterdir()), list(cwd.rglob("*"))
