@@ -135,6 +135,8 @@ CLUSTER_COMMANDS = {
     "kgc snapshot": [*KGC, "snapshot", "-o", "bundle.json"],
     "kgc cleanup": [*KGC, "cleanup", "--all", "--wait", "0"],
     "kgc fleet collect": [*KGC, "fleet", "collect"],
+    "kgc kubeconfig": [*KGC, "kubeconfig", "--service-account", "kgc-system/kgc-certify",
+                       "-o", "sa.kubeconfig"],
 }
 BAD_INPUT: list[tuple[str, str, list[str], str]] = [
     *[("unknown scheme", c, [*argv, "--hosts", "sshh://root@gpu-a"],
@@ -252,8 +254,9 @@ def test_an_unreachable_api_server_is_exit_1_everywhere_with_one_reason(
     offline = json.loads(off.stdout)["results"]
     assert off.returncode == 1 and _one_reason(offline, CLUSTER_LAYERS) == reason
     for name, argv in {"kgc cleanup": [*KGC, "cleanup", "--all", "--kubeconfig", kc],
-                       "kgc fleet collect": [*KGC, "fleet", "collect", "--kubeconfig", kc]
-                       }.items():
+                       "kgc fleet collect": [*KGC, "fleet", "collect", "--kubeconfig", kc],
+                       "kgc kubeconfig": [*CLUSTER_COMMANDS["kgc kubeconfig"],
+                                          "--kubeconfig", kc]}.items():
         proc = run(argv, tmp_path / name.replace(" ", "-"))
         assert proc.returncode == 1, f"{name}: {proc.returncode} {proc.stderr}"
         lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
