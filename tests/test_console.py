@@ -204,3 +204,26 @@ def test_one_broken_target_is_a_few_lines_of_kgc_output() -> None:
     body = secs[0][1]
     assert body[0] == "[ERROR] 15 checks of iommu, runtime, vfio on far (blocker): t", body
     assert len(table) - 2 + len(body) <= 7, (table, body)  # less the heading and the counts
+
+
+def test_an_unreachable_target_with_skips_is_one_error_row() -> None:
+    """`pytest -m host --hosts ssh://root@127.0.0.1:1`: the node's 29 judged checks share
+    one error, and its nri and reboot checks skip for their flags (--nri-probe,
+    --allow-reboot), as they do on every node. The error was 29 rows "(the same as …)";
+    now it is one row, the skips keep theirs."""
+    why = "evidence could not be collected: 127.0.0.1:1: Connection refused"
+    rows = [{"target": "far", "check": f"{lay}.c{i}", "layer": lay, "status": "error",
+             "reason": why} for lay in ("iommu", "vfio", "runtime") for i in range(5)]
+    rows += [{"target": "far", "check": f"reboot.c{i}", "layer": "reboot", "status": "skip",
+              "reason": "not run: needs --allow-reboot"} for i in range(2)]
+    table = report.summary_table(rows, width=120)
+    errors = [ln for ln in table if ln.lstrip().startswith("ERROR")]
+    assert errors == [f"    ERROR 15 checks (iommu, vfio, runtime): {why}"], table
+    assert [" ".join(ln.split()) for ln in table if ln.lstrip().startswith("SKIP")] == [
+        "SKIP reboot.c0 not run: needs --allow-reboot",
+        "SKIP reboot.c1 (the same as reboot.c0)"], table
+    assert table[-1] == "  2 skip, 15 error"
+    # one check of it that did not say the same thing: every row is shown again
+    rows[0] = dict(rows[0], status="fail", reason="something else")
+    table = report.summary_table(rows, width=120)
+    assert len([ln for ln in table if ln.lstrip().startswith(("ERROR", "FAIL"))]) == 15

@@ -2,8 +2,9 @@
 it (issue 19.2, 18.5): real processes (the exit status, stderr and what was written are only
 a process's), from an empty directory, against loopback servers started here.
 
-- bad input (a scheme kgc has no transport for, a missing ``chroot://`` directory, a file
-  that is not a kubeconfig, refused credentials, an unwritable output): exit 2, at most one
+- bad input (a scheme kgc has no transport for, a missing ``chroot://`` directory, a
+  kubeconfig that is missing or not one, an unknown context, refused credentials, an
+  unwritable output): exit 2, at most one
   line on stderr, nothing written;
 - a valid target that does not answer (a closed port for ssh, a closed port for the API
   server): exit 1, every check of it one ``error`` sharing one reason, whose fix for ssh is
@@ -110,11 +111,14 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]
         g.close()
 
 
-def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def run(argv: list[str], cwd: Path, columns: int | None = None
+        ) -> subprocess.CompletedProcess[str]:
     cwd.mkdir(parents=True, exist_ok=True)
     home = cwd.parent / "home"  # the user's files (known_hosts ...) are not the run's output
     home.mkdir(exist_ok=True)
     env = {"PATH": "/usr/bin:/bin", "HOME": str(home)}
+    if columns:
+        env["COLUMNS"] = str(columns)
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=300, check=False)
 
@@ -131,6 +135,8 @@ CLUSTER_COMMANDS = {
     "kgc snapshot": [*KGC, "snapshot", "-o", "bundle.json"],
     "kgc cleanup": [*KGC, "cleanup", "--all", "--wait", "0"],
     "kgc fleet collect": [*KGC, "fleet", "collect"],
+    "kgc kubeconfig": [*KGC, "kubeconfig", "--service-account", "kgc-system/kgc-certify",
+                       "-o", "sa.kubeconfig"],
 }
 BAD_INPUT: list[tuple[str, str, list[str], str]] = [
     *[("unknown scheme", c, [*argv, "--hosts", "sshh://root@gpu-a"],
@@ -139,6 +145,10 @@ BAD_INPUT: list[tuple[str, str, list[str], str]] = [
        "no directory '/no/such/tree'") for c, argv in NODE_COMMANDS.items()],
     *[("invalid kubeconfig", c, [*argv, "--kubeconfig", "{invalid}"], "not valid YAML")
       for c, argv in CLUSTER_COMMANDS.items()],
+    *[("missing kubeconfig", c, [*argv, "--kubeconfig", "{dir}/no-such-kubeconfig"],
+       "no such file") for c, argv in CLUSTER_COMMANDS.items()],
+    *[("unknown context", c, [*argv, "--kubeconfig", "{answers}", "--context", "nope"],
+       "context 'nope' not found") for c, argv in CLUSTER_COMMANDS.items()],
     *[("refused credentials", c, [*argv, "--kubeconfig", "{refused}"],
        "rejected the credentials of context 'ctx' (401 Unauthorized)")
       for c, argv in CLUSTER_COMMANDS.items()],
@@ -188,10 +198,33 @@ def test_an_unreachable_ssh_node_is_probed_once_and_every_path_says_the_same(
         tmp_path: Path) -> None:
     port = closed_port()
     spec = f"ssh://root@127.0.0.1:{port}"
-    live = run([*PYTEST, "-m", "host", "--hosts", spec], tmp_path / "live")
+    live = run([*PYTEST, "-m", "host", "--hosts", spec], tmp_path / "live", columns=120)
     assert live.returncode == 1, live.stdout[-2000:] + live.stderr[-1000:]
     results = json.loads((tmp_path / "live" / "reports" / "verdict.json").read_text())["results"]
     reason = _one_reason(results, NODE_LAYERS)
+    # the console: the broken target is one row of the verdict table (its nri and reboot
+    # checks skip for their flags, as on any node) and one entry of "what to fix", and
+    # the overall line is the last
+    lines = live.stdout.rstrip("\n").splitlines()
+    assert lines[-1].startswith("overall: FAIL "), lines[-5:]
+    kgc = lines[next(i for i, ln in enumerate(lines) if "kata-gpu-conformance verdicts" in ln):]
+    rows = [i for i, ln in enumerate(kgc) if ln.startswith("    ERROR ")]
+    assert len(rows) == 1, kgc[:40]
+    assert kgc[rows[0]].startswith(
+        "    ERROR 29 checks (iommu, vfio, persistence, runtime): evidence could not"), kgc[:5]
+    row = [kgc[rows[0]]]
+    for ln in kgc[rows[0] + 1:]:
+        if not ln.startswith(" " * 10):
+            break
+        row.append(ln)
+    assert " ".join(" ".join(row).split()).endswith(" ".join(reason.split())), row
+    head = next(i for i, ln in enumerate(kgc) if "what to fix: 29 could not decide" in ln)
+    entry = kgc[head + 1:next(i for i, ln in enumerate(kgc) if i > head and
+                              (ln.startswith("==") or ln.startswith("report:")))]
+    while entry and not entry[-1]:
+        entry.pop()
+    assert len(entry) <= 5 and entry[0].startswith("[ERROR] 29 checks of "), entry
+    assert len(row) + len(entry) <= 7, (row, entry)  # was 29 rows + the entry
     rems = {r["remediation"] for r in results if r["status"] == "error"}
     assert len(rems) == 1 and f"`ssh -p {port} root@127.0.0.1 true`" in rems.pop()
     snap = run([*KGC, "snapshot", "--hosts", spec, "-o", "b.json"], tmp_path / "snap")
@@ -221,11 +254,25 @@ def test_an_unreachable_api_server_is_exit_1_everywhere_with_one_reason(
     offline = json.loads(off.stdout)["results"]
     assert off.returncode == 1 and _one_reason(offline, CLUSTER_LAYERS) == reason
     for name, argv in {"kgc cleanup": [*KGC, "cleanup", "--all", "--kubeconfig", kc],
-                       "kgc fleet collect": [*KGC, "fleet", "collect", "--kubeconfig", kc]
-                       }.items():
+                       "kgc fleet collect": [*KGC, "fleet", "collect", "--kubeconfig", kc],
+                       "kgc kubeconfig": [*CLUSTER_COMMANDS["kgc kubeconfig"],
+                                          "--kubeconfig", kc]}.items():
         proc = run(argv, tmp_path / name.replace(" ", "-"))
         assert proc.returncode == 1, f"{name}: {proc.returncode} {proc.stderr}"
         lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
         assert len(lines) == 2 and "cannot reach the API server" in lines[0], proc.stderr
         assert lines[1].startswith("  fix: "), proc.stderr
         assert not list((tmp_path / name.replace(" ", "-")).iterdir())
+
+
+@pytest.mark.parametrize("argv,says", [([*PYTEST, "--help"], "--profile=NAME|PATH"),
+                                       ([*PYTEST, "--markers"], "@pytest.mark.iommu"),
+                                       ([*KGC, "certify", "--help"], "--profile=NAME|PATH")],
+                         ids=["pytest --help", "pytest --markers", "kgc certify --help"])
+def test_help_writes_nothing(argv: list[str], says: str, tmp_path: Path) -> None:
+    """Asking for help is not a run: it wrote an empty reports/allure-results/ where it
+    was asked."""
+    cwd = tmp_path / "run"
+    proc = run(argv, cwd)
+    assert proc.returncode == 0 and says in proc.stdout, proc.stdout[-2000:] + proc.stderr
+    assert not list(cwd.iterdir()), list(cwd.rglob("*"))

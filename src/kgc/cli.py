@@ -511,11 +511,26 @@ def cmd_rbac(a: argparse.Namespace) -> int:
 def cmd_kubeconfig(a: argparse.Namespace) -> int:
     """A kubeconfig for the ServiceAccount, from the current context (TokenRequest API)."""
     # startup: kgc.kube loads the Kubernetes client (~1 s), which only cluster work needs
-    from kgc.kube.sakubeconfig import KubeError, service_account_kubeconfig, write_private
+    from kgc.kube.sakubeconfig import (
+        KubeError,
+        parse_account,
+        service_account_kubeconfig,
+        write_private,
+    )
 
     out = Path(a.output)
     if out.is_dir():
         raise UsageError(f"-o {out}: a directory, not a file")
+    try:
+        parse_account(a.service_account)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    # the kubeconfig and context as every command checks them: a missing or invalid file,
+    # an unknown context, refused credentials are bad input (exit 2, one line), a server
+    # that does not answer exit 1 (main)
+    cluster = ClusterTarget(a.kubeconfig, a.context).validate()
+    cluster.probe()
+    check_writable(out, "-o", directory=False)
     try:
         doc = service_account_kubeconfig(a.service_account, kubeconfig=a.kubeconfig,
                                          context=a.context, duration_s=int(a.duration))

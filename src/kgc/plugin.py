@@ -364,7 +364,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if not conformance and not config.option.kgc_snapshot:
         return  # self-tests or other suites: the plugin stays out of the way
     state.conformance = True
-    state.build_targets(probe=not worker and not config.option.collectonly)
+    informational = _informational(config)
+    state.build_targets(probe=not worker and not informational)
     if worker:
         wi = config.workerinput  # type: ignore[attr-defined]
         for key, answer in (wi.get("kgc_probes") or {}).items():
@@ -376,7 +377,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     if config.option.verbose >= 0:  # progress of long work on stderr, quiet under -q
         config.stash[PROGRESS] = progress.install(_ProgressLines(config))
-    if config.option.collectonly:
+    if informational:
         return
     state.active = True
     rdir = _report_dir(config)
@@ -389,6 +390,15 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.clean_alluredir = True
     if config.option.xmlpath is None:
         config.option.xmlpath = str(rdir / "junit.xml")
+
+
+def _informational(config: pytest.Config) -> bool:
+    """A run that only shows something and judges nothing — ``--collect-only``, ``--help``,
+    ``--markers``, ``--fixtures``, ``--fixtures-per-test``: no probe, no report written
+    (``--help`` made an empty ``reports/allure-results/`` where it was asked)."""
+    opt = config.option
+    return any(getattr(opt, name, False) for name in (
+        "collectonly", "help", "markers", "showfixtures", "show_fixtures_per_test"))
 
 
 def _deprecated_spellings(config: pytest.Config) -> None:

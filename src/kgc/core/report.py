@@ -237,7 +237,9 @@ def summary_table(results: Iterable[Mapping[str, Any]], width: int | None = None
     """One row per verdict, per target under its card layer's "N. title" in report order;
     each reason whole, wrapped to ``width`` (default: the terminal's) under the reason
     column. Within a target, a reason already shown names the row that shows it; a target
-    whose every check did not pass for one reason (an unreachable node) is one row."""
+    whose every check did not pass for one reason (an unreachable node) is one row, and so
+    are its judged checks when the others skip (for reasons of their own, which keep their
+    rows)."""
     width = terminal_width(width)
     layers = _registry(registry)
     order = {name: i for i, name in enumerate(layers)}
@@ -260,6 +262,17 @@ def summary_table(results: Iterable[Mapping[str, Any]], width: int | None = None
                     f"({', '.join(lays)}): ")
             lines.extend(wrap(trows[0]["reason"], width, head, " " * 10))
             continue
+        # every judged check of the target for one reason beside checks that skip for
+        # theirs (an unreachable node whose nri and reboot checks wait for their flags):
+        # the judged ones are one row, the skips keep their rows
+        judged = [r for r in trows if r["status"] != "skip"]
+        if (len(judged) > 2 and len({(r["status"], r["reason"]) for r in judged}) == 1
+                and judged[0]["status"] != "pass"):
+            lays = list(dict.fromkeys(r["layer"] for r in judged))
+            head = (f"    {judged[0]['status'].upper():5} {len(judged)} checks "
+                    f"({', '.join(lays)}): ")
+            lines.extend(wrap(judged[0]["reason"], width, head, " " * 10))
+            trows = [r for r in trows if r["status"] == "skip"]
         heading = None
         first: dict[tuple[str, str], str] = {}
         for r in trows:
