@@ -203,7 +203,30 @@ def test_one_broken_target_is_a_few_lines_of_kgc_output() -> None:
     assert [t for t, _ in secs] == ["what to fix: 15 could not decide (error)"]
     body = secs[0][1]
     assert body[0] == "[ERROR] 15 checks of iommu, runtime, vfio on far (blocker): t", body
-    assert len(table) - 2 + len(body) <= 7, (table, body)  # less the heading and the counts
+    # the table printed the reason whole in that one row: the entry is the fix, not the
+    # reason again (issue 19: at most 5 lines of kgc output for one broken target)
+    assert not [ln for ln in body if ln.startswith("  why:")], body
+    assert len(table) - 2 + len(body) <= 5, (table, body)  # less the heading and the counts
+
+
+def test_the_reason_is_said_again_under_what_to_fix_unless_its_one_row_said_it() -> None:
+    """The entry's "why:" is left out only where the table showed those very checks as one
+    row with that reason; a reason the table split over rows, or a target with another
+    reason beside it, keeps its "why:"."""
+    why = "cannot reach ssh://root@127.0.0.1:1: Connection refused"
+    rows = [{"target": t, "check": f"{lay}.c{i}", "layer": lay, "status": "error",
+             "severity": "blocker", "title": "t", "reason": why, "remediation": "fix it"}
+            for t in ("far", "near") for lay in ("iommu", "vfio") for i in range(2)]
+    body = report.details(rows, width=200)
+    assert not [ln for ln in body if ln.startswith("  why:")], body
+    # near: one check fails for another reason, so its rows are shown one by one
+    rows[-1] = dict(rows[-1], status="fail", reason="something else")
+    body = report.details(rows, width=200)
+    assert [ln for ln in body if ln.startswith("  why:")] == [
+        "  why: something else", f"  why: {why}"], body
+    # two checks only: shown row by row, so the entry says why
+    body = report.details(rows[:2], width=200)
+    assert [ln for ln in body if ln.startswith("  why:")] == [f"  why: {why}"], body
 
 
 def test_an_unreachable_target_with_skips_is_one_error_row() -> None:

@@ -232,6 +232,35 @@ def wrap(text: str, width: int, first: str = "", rest: str | None = None) -> lis
 _SEV = {"blocker": 0, "critical": 1, "normal": 2, "minor": 3, "trivial": 4}
 
 
+def _one_row(trows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]] | None:
+    """The rows of one target that the verdict table shows as one row: all of them when
+    every check did not pass for one reason (an unreachable node), or every judged check
+    when those share one reason and the others skip for reasons of their own (the same
+    node, whose nri and reboot checks wait for their flags). None: row by row."""
+    if (len(trows) > 2 and len({(r["status"], r["reason"]) for r in trows}) == 1
+            and trows[0]["status"] != "pass"):
+        return list(trows)
+    judged = [r for r in trows if r["status"] != "skip"]
+    if (len(judged) > 2 and len({(r["status"], r["reason"]) for r in judged}) == 1
+            and judged[0]["status"] != "pass"):
+        return judged
+    return None
+
+
+def _shown_in_one_row(results: Iterable[Mapping[str, Any]]) -> set[tuple[str, str, str]]:
+    """(target, status, reason) of every target whose checks the table shows as one row
+    with that reason, whole: what ``details`` need not print again."""
+    by_target: dict[str, list[Mapping[str, Any]]] = {}
+    for r in results:
+        by_target.setdefault(str(r["target"]), []).append(r)
+    out = set()
+    for target, trows in by_target.items():
+        one = _one_row(trows)
+        if one is not None:
+            out.add((target, str(one[0]["status"]), str(one[0]["reason"])))
+    return out
+
+
 def summary_table(results: Iterable[Mapping[str, Any]], width: int | None = None,
                   registry: Mapping[str, Any] | None = None) -> list[str]:
     """One row per verdict, per target under its card layer's "N. title" in report order;
@@ -255,24 +284,17 @@ def summary_table(results: Iterable[Mapping[str, Any]], width: int | None = None
         by_target.setdefault(r["target"], []).append(r)
     for target, trows in by_target.items():
         lines.append(f"-- {target}")
-        said = {(r["status"], r["reason"]) for r in trows}
-        if len(trows) > 2 and len(said) == 1 and trows[0]["status"] != "pass":
-            lays = list(dict.fromkeys(r["layer"] for r in trows))
-            head = (f"    {trows[0]['status'].upper():5} all {len(trows)} checks "
+        one = _one_row(trows)
+        if one is not None:
+            lays = list(dict.fromkeys(r["layer"] for r in one))
+            every = "all " if len(one) == len(trows) else ""
+            head = (f"    {one[0]['status'].upper():5} {every}{len(one)} checks "
                     f"({', '.join(lays)}): ")
-            lines.extend(wrap(trows[0]["reason"], width, head, " " * 10))
-            continue
-        # every judged check of the target for one reason beside checks that skip for
-        # theirs (an unreachable node whose nri and reboot checks wait for their flags):
-        # the judged ones are one row, the skips keep their rows
-        judged = [r for r in trows if r["status"] != "skip"]
-        if (len(judged) > 2 and len({(r["status"], r["reason"]) for r in judged}) == 1
-                and judged[0]["status"] != "pass"):
-            lays = list(dict.fromkeys(r["layer"] for r in judged))
-            head = (f"    {judged[0]['status'].upper():5} {len(judged)} checks "
-                    f"({', '.join(lays)}): ")
-            lines.extend(wrap(judged[0]["reason"], width, head, " " * 10))
-            trows = [r for r in trows if r["status"] == "skip"]
+            lines.extend(wrap(one[0]["reason"], width, head, " " * 10))
+            # the skips beside them (for reasons of their own) keep their rows
+            trows = [r for r in trows if r not in one]
+            if not trows:
+                continue
         heading = None
         first: dict[tuple[str, str], str] = {}
         for r in trows:
@@ -344,6 +366,10 @@ def details(results: Iterable[Mapping[str, Any]], width: int | None = None,
     applies to. The reason wraps to ``width``; remediation keeps its lines as written (a
     command stays one line to paste: the terminal folds it, a newline would split it)."""
     width = terminal_width(width)
+    results = list(results)
+    # a reason the table printed whole in one target's single row (an unreachable node)
+    # is not printed a second time here: the entry is its fix
+    shown = _shown_in_one_row(results)
     lines: list[str] = []
     for g in _grouped(results, statuses, _detail_key):
         r = g[0]
@@ -352,7 +378,9 @@ def details(results: Iterable[Mapping[str, Any]], width: int | None = None,
         title = f": {r.get('title', '')}" if len(titles) == 1 and r.get("title") else ""
         lines.extend(wrap(f"[{r['status'].upper()}] {_applies_to(g)} ({sev}){title}", width,
                           "", "    "))
-        lines.extend(wrap(str(r["reason"]), width, "  why: ", " " * 7))
+        if not all((str(x["target"]), str(x["status"]), str(x["reason"])) in shown
+                   for x in g):
+            lines.extend(wrap(str(r["reason"]), width, "  why: ", " " * 7))
         if r.get("expected") is not None or r.get("found") is not None:
             lines.append(f"  expected: {r.get('expected')}")
             lines.append(f"  found:    {r.get('found')}")
