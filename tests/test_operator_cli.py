@@ -76,3 +76,38 @@ def test_every_check_can_be_explained() -> None:
         assert lines[0].startswith(c.id)
         for key in explain.reads(c)["profile"]:
             assert hasattr(prof, key.split(".")[0]), (c.id, key)
+
+
+def test_snapshot_names_the_layers_its_host_evidence_serves(tmp_path: Path) -> None:
+    """`kgc snapshot -o node.json` of a node said "layers (none)" although the host evidence
+    it recorded is what the iommu, vfio, persistence and runtime layers are judged from."""
+    from systree import intel_good
+
+    root = tmp_path / "node"
+    intel_good(root)
+    rc, out, err = _kgc("snapshot", "--root", str(root), "-o", str(tmp_path / "node.json"))
+    assert rc == 0, err
+    first = out.splitlines()[0]
+    assert "layers (none)" not in first, first
+    assert "layers iommu, vfio, persistence, runtime (host evidence)" in first, first
+
+
+def test_an_output_under_a_regular_file_says_it_is_not_a_directory(tmp_path: Path) -> None:
+    """`-o /a-file/x.json` said "(File exists)" (mkdir's word for the file in the way)."""
+    from systree import intel_good
+
+    intel_good(tmp_path / "node")
+    (tmp_path / "a-file").write_text("x\n")
+    rc, _, err = _kgc("snapshot", "--root", str(tmp_path / "node"),
+                      "-o", str(tmp_path / "a-file" / "sub" / "b.json"))
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"{tmp_path / 'a-file'} is not a directory" in err and "File exists" not in err, err
+
+
+def test_a_run_that_judged_no_layer_does_not_say_only() -> None:
+    """"FAIL for no layer only (not judged: …)" read as if one layer were missing."""
+    from kgc.core.report import scope_note
+
+    assert scope_note([], [], ["iommu", "vfio"]) == "for no layer (not judged: iommu, vfio)"
+    assert scope_note(["iommu"], ["iommu"], ["iommu", "vfio"]) == \
+        "for iommu only (not judged: vfio)"

@@ -285,7 +285,12 @@ def cmd_snapshot(a: argparse.Namespace) -> int:
                  unavailable=unavailable)
     what = (f"{len(host.files)} files, {len(host.links)} links, {len(host.dirs)} dirs, "
             f"{len(host.commands)} commands" if host is not None else "")
-    print(f"{out}: {what}{'; ' if what else ''}layers {', '.join(parts) or '(none)'} from "
+    # the layers judged from that host evidence, then those recorded as parts of their own
+    from_host = [name for name, lay in layers.items() if host is not None
+                 and lay.scope is target.scope and lay.record is None
+                 and (wanted is None or name in wanted)]
+    recorded = ([f"{', '.join(from_host)} (host evidence)"] if from_host else []) + list(parts)
+    print(f"{out}: {what}{'; ' if what else ''}layers {', '.join(recorded) or '(none)'} from "
           f"{target.name} in {target.round_trips} round trip(s)")
     for s in skipped:
         print(f"  not recorded: {s}")

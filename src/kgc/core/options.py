@@ -68,6 +68,13 @@ def check_writable(path: str | os.PathLike[str], option: str, directory: bool) -
         if p.exists() and p.is_dir() != directory:
             raise IsADirectoryError(0, "is a directory") if p.is_dir() else \
                 NotADirectoryError(0, "not a directory")
+        # the nearest existing ancestor must be a directory to make the rest under it
+        # (mkdir would only say "File exists" of a regular file in the way)
+        up = where
+        while not up.exists() and up != up.parent:
+            up = up.parent
+        if not up.is_dir():
+            raise NotADirectoryError(0, f"{up} is not a directory")
         where.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".kgc-write-test.", dir=where)
         os.close(fd)

@@ -192,7 +192,9 @@ def scope_note(selected: Sequence[str], judged: Sequence[str], all_layers: Seque
     if set(all_layers) <= set(judged):
         return "for every layer"
     left = [n for n in all_layers if n not in judged]
-    return f"for {', '.join(judged) or 'no layer'} only (not judged: {', '.join(left)})"
+    if not judged:
+        return f"for no layer (not judged: {', '.join(left)})"
+    return f"for {', '.join(judged)} only (not judged: {', '.join(left)})"
 
 
 def _registry(registry: Mapping[str, Any] | None) -> Mapping[str, Any]:
