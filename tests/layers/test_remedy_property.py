@@ -8,7 +8,11 @@ Arch wiki "PCI passthrough via OVMF" and the setup scripts cited in test_pending
 ``options vfio-pci ids=...``, ``softdep <driver> pre: vfio-pci``, package-owned files under
 /usr/lib/modprobe.d, a softdep line for the host driver that does not name vfio-pci).
 modprobe's own rules decide what counts: only the first softdep line of a module is used
-(libkmod kmod_module_get_softdeps), /etc hides a same-named /usr/lib file.
+(libkmod kmod_module_get_softdeps), /etc hides a same-named /usr/lib file, and of several
+``ids=`` only the last one read takes effect, a ``vfio-pci.ids=`` on the kernel command line
+(here GRUB_CMDLINE_LINUX in /etc/default/grub) coming after every modprobe.d line (libkmod
+kmod_module_get_options and kmod_config_new; vfio-pci's ``ids`` is a module_param_string,
+each assignment replacing the previous one: see test_vfio_ids_last_assignment.py).
 
 ``driverctl set-override <BDF> <driver>`` is applied as driverctl documents it: it writes
 the override to /etc/driverctl.d/pci-<BDF> (driverctl(8), "set-override ... persistent").
@@ -56,6 +60,9 @@ def _lines() -> st.SearchStrategy[str]:
 
 
 CONFIGS = st.dictionaries(st.sampled_from(FILES), st.lists(_lines(), max_size=3), max_size=3)
+# the next boot's command line: none, or GRUB_CMDLINE_LINUX with vfio-pci.ids= (which
+# shadows every modprobe.d ids=)
+GRUB = st.none() | st.lists(st.sampled_from(IDS), min_size=1, max_size=3, unique=True)
 
 
 def _base(tmp_path_factory: Any, drivers: dict[str, str | None]) -> HostSnapshot:
@@ -78,10 +85,14 @@ def _apply(files: dict[str, str], steps: list[dict[str, Any]]) -> dict[str, str]
     return out
 
 
-def _etc(cfg: dict[str, list[str]], modules_load: bool) -> dict[str, str]:
+def _etc(cfg: dict[str, list[str]], modules_load: bool,
+         grub: list[str] | None = None) -> dict[str, str]:
     files = {f: "".join(ln + "\n" for ln in lines) for f, lines in cfg.items()}
     if modules_load:
         files["/etc/modules-load.d/vfio.conf"] = "vfio-pci\n"
+    if grub is not None:
+        ids = ",".join(grub)
+        files["/etc/default/grub"] = f'GRUB_CMDLINE_LINUX="iommu=pt vfio-pci.ids={ids}"\n'
     return files
 
 
@@ -90,18 +101,19 @@ def _softdeps(files: dict[str, str], snap: HostSnapshot) -> int:
                if c == "softdep" and m == "e1000")
 
 
+SHADOWED = "the kernel keeps only the last assignment"
 SETTINGS = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
 BOUND = {"accel0": "vfio-pci", "gpu0": "vfio-pci", "gpu0_fn1": "vfio-pci"}
 
 
 @SETTINGS
-@given(cfg=CONFIGS, modules_load=st.booleans(), by_id=st.booleans())
+@given(cfg=CONFIGS, modules_load=st.booleans(), by_id=st.booleans(), grub=GRUB)
 def test_persistence_fixes_make_the_check_pass(  # type: ignore[no-untyped-def]
-        tmp_path_factory, cfg, modules_load, by_id) -> None:
+        tmp_path_factory, cfg, modules_load, by_id, grub) -> None:
     base = _base(tmp_path_factory, BOUND)
     profile = only(LAB, "modprobe", "cmdline") if by_id else LAB
-    files = _etc(cfg, modules_load)
+    files = _etc(cfg, modules_load, grub)
     for check in ("persistence.load-order", "persistence.coverage"):
         c = persistence.LAYER.checks.get(check)
         v = c.judge(persistence.parse(_with(base, files)), profile, "node")
@@ -120,21 +132,23 @@ def test_persistence_fixes_make_the_check_pass(  # type: ignore[no-untyped-def]
 
 
 @SETTINGS
-@given(cfg=CONFIGS)
+@given(cfg=CONFIGS, grub=GRUB)
 def test_vfio_fixes_leave_only_the_reboot(  # type: ignore[no-untyped-def]
-        tmp_path_factory, cfg) -> None:
+        tmp_path_factory, cfg, grub) -> None:
     """gpu0/gpu0_fn1 still on e1000: after the edits of vfio.driver's fix, every configured
     device's story is "pending reboot" (nothing else wrong), and vfio.competing-driver's
-    edits leave nothing unguarded."""
+    edits leave nothing unguarded. A device whose only ids= rule is shadowed (a later ids=,
+    or vfio-pci.ids= on the command line) gets its id added to the rule that takes effect,
+    and is then pending reboot too."""
     base = _base(tmp_path_factory, {"accel0": "vfio-pci", "gpu0": "e1000",
                                     "gpu0_fn1": "e1000"})
-    files = _etc(cfg, True)
+    files = _etc(cfg, True, grub)
     drv = vfio.LAYER.checks.get("vfio.driver")
     v = drv.judge(vfio.parse(_with(base, files)), LAB, "node")
     assert v.status is Status.FAIL
     fixed = apply_edits(files, v.evidence["fix"])
     again = drv.judge(vfio.parse(_with(base, fixed)), LAB, "node")
-    if "its binding is configured" in v.reason:
+    if "its binding is configured" in v.reason or SHADOWED in v.reason:
         assert "but" not in again.reason.split("configured", 1)[1], again.reason
         assert "pending reboot" in again.reason
     comp = vfio.LAYER.checks.get("vfio.competing-driver")
@@ -162,3 +176,25 @@ def test_a_second_softdep_line_is_ignored_and_the_first_is_edited(  # type: igno
             "new": "softdep e1000 pre: vfio-pci crc32c"} in v.evidence["fix"]
     fixed = apply_edits(files, v.evidence["fix"])
     assert c.judge(persistence.parse(_with(base, fixed)), LAB, "node").status is Status.PASS
+
+
+def test_two_ids_lines_get_the_id_in_the_line_that_counts(  # type: ignore[no-untyped-def]
+        tmp_path_factory) -> None:
+    """gpu0's 8086:100e is listed only in 10-gpu.conf's ids=, which vfio.conf (read later)
+    sets again: the kernel keeps the last assignment, so nothing binds gpu0 at boot. The
+    fix adds the id to vfio.conf's line (the one that counts), and then the check passes;
+    a fix extending the first line would change nothing."""
+    base = _base(tmp_path_factory, BOUND)
+    files = {"/etc/modprobe.d/10-gpu.conf": "options vfio-pci ids=1234:11e8,8086:100e\n",
+             "/etc/modprobe.d/vfio.conf": "options vfio-pci ids=1234:11e8\n"
+                                          "softdep e1000 pre: vfio-pci\n",
+             "/etc/modules-load.d/vfio.conf": "vfio-pci\n"}
+    profile = only(LAB, "modprobe", "cmdline")
+    c = persistence.LAYER.checks.get("persistence.coverage")
+    v = c.judge(persistence.parse(_with(base, files)), profile, "node")
+    assert v.status is Status.FAIL, v.reason
+    assert SHADOWED in v.reason, v.reason
+    assert {"file": "/etc/modprobe.d/vfio.conf", "old": "options vfio-pci ids=1234:11e8",
+            "new": "options vfio-pci ids=1234:11e8,8086:100e"} in v.evidence["fix"]
+    fixed = _apply(files, v.evidence["fix"])
+    assert c.judge(persistence.parse(_with(base, fixed)), profile, "node").status is Status.PASS

@@ -190,13 +190,46 @@ class ModprobeConfig:
         m = mod(module)
         return next(((f, ln) for f, c, mm, ln in self.lines if c == command and mm == m), None)
 
+    def vfio_ids_assignments(self) -> tuple[tuple[str, str], ...]:
+        """(file, value) of every ``ids=`` of vfio-pci in modprobe.d, in the order modprobe
+        reads them (see :meth:`vfio_ids`)."""
+        return tuple((path, v) for path, opts in self.options.get("vfio_pci", ())
+                     for v in ids_assignments(_words(opts)))
+
     def vfio_ids(self) -> tuple[tuple[str, IdRule], ...]:
-        out: list[tuple[str, IdRule]] = []
-        for path, opts in self.options.get("vfio_pci", ()):
-            for k, v in _kv(opts).items():
-                if k == "ids" and v:
-                    out += [(path, r) for r in parse_ids(v)]
-        return tuple(out)
+        """(file, rule) of the ``ids=`` that takes effect: the LAST assignment modprobe.d
+        makes, not every one. libkmod's ``kmod_module_get_options()`` (kmod-project/kmod,
+        libkmod/libkmod-module.c) joins every ``options`` line of the module with a space,
+        in the order the files are read (sorted by basename across the modprobe.d
+        directories, /etc hiding a same-named file: :func:`parse_modprobe`), and the kernel
+        sets the parameters in that order; vfio-pci's ``ids`` is a string parameter
+        (drivers/vfio/pci/vfio_pci.c: ``module_param_string(ids, ids, sizeof(ids), 0)``,
+        set by ``param_set_copystring``, kernel/params.c), so each assignment replaces the
+        previous one. An empty ``ids=`` is an assignment too (it leaves no id). The rules of
+        earlier assignments: :meth:`vfio_ids_shadowed`.
+
+        modprobe.d only: ``kmod_config_new()`` (libkmod/libkmod-config.c) adds the kernel
+        command line's ``vfio-pci.ids=`` after every file, so it replaces this one too
+        (:func:`modprobe_ids`); and a vfio-pci built into the kernel reads the command line
+        alone (this configuration says nothing about that case)."""
+        last = self.vfio_ids_assignments()[-1:]
+        return tuple((path, r) for path, v in last for r in parse_ids(v))
+
+    def vfio_ids_shadowed(self) -> tuple[tuple[str, IdRule, str], ...]:
+        """(file, rule, shadowing file): every rule of an ``ids=`` that a later one (in the
+        file named last) replaces, so it binds nothing (see :meth:`vfio_ids`)."""
+        every = self.vfio_ids_assignments()
+        if len(every) < 2:
+            return ()
+        last = every[-1][0]
+        return tuple((path, r, last) for path, v in every[:-1] for r in parse_ids(v))
+
+    def vfio_ids_line(self) -> tuple[str, str] | None:
+        """(file, line) of the ``options vfio-pci`` line whose ``ids=`` takes effect (the
+        last one that has one), None when no line sets ids=."""
+        return next(((f, ln) for f, c, m, ln in reversed(self.lines)
+                     if c == "options" and m == "vfio_pci"
+                     and ids_assignments(_words(" ".join(ln.split()[2:])))), None)
 
     def pre_of(self, module: str) -> set[str]:
         """The pre: modules of ``module``'s softdep. Only the FIRST softdep line for a module
@@ -219,16 +252,17 @@ class ModprobeConfig:
         return None
 
 
-def _kv(opts: str) -> dict[str, str]:
-    out: dict[str, str] = {}
+def _words(opts: str) -> list[str]:
     try:
-        words = shlex.split(opts)
+        return shlex.split(opts)
     except ValueError:
-        words = opts.split()
-    for w in words:
-        k, _, v = w.partition("=")
-        out[k] = v
-    return out
+        return opts.split()
+
+
+def ids_assignments(words: Iterable[str]) -> list[str]:
+    """The values of the ``ids=`` words among a module's option words, in order (the
+    kernel keeps the last one; a bare ``ids`` without ``=`` sets nothing)."""
+    return [w[len("ids="):] for w in words if w.startswith("ids=")]
 
 
 def _effective(snap: HostSnapshot, dirs: Iterable[str], suffix: str) -> list[str]:
@@ -353,13 +387,21 @@ def cmdline_words(text: str) -> list[str]:
         return text.split()
 
 
+def cmdline_ids_values(words: Iterable[str]) -> list[str]:
+    """The value of every ``vfio-pci.ids=`` (``vfio_pci.ids=``) of a command line, in order."""
+    return [v for w in words for k, eq, v in [w.partition("=")]
+            if eq and k in ("vfio-pci.ids", "vfio_pci.ids")]
+
+
 def vfio_ids_in(words: Iterable[str]) -> tuple[IdRule, ...]:
-    out: list[IdRule] = []
-    for w in words:
-        k, _, v = w.partition("=")
-        if k in ("vfio-pci.ids", "vfio_pci.ids"):
-            out += parse_ids(v)
-    return tuple(out)
+    """The vfio-pci ids a kernel command line sets: its LAST ``vfio-pci.ids=``. For a
+    modular vfio-pci, libkmod adds each one as an option after every modprobe.d line
+    (``kmod_config_parse_kcmdline()``, called last by ``kmod_config_new()``, kmod
+    libkmod/libkmod-config.c); a built-in one gets them from the kernel's own parameter
+    parsing, in the same order; either way each assignment replaces the previous one (see
+    :meth:`ModprobeConfig.vfio_ids`)."""
+    vals = cmdline_ids_values(words)
+    return parse_ids(vals[-1]) if vals else ()
 
 
 @dataclass(frozen=True)
@@ -369,8 +411,23 @@ class BootConfig:
     sources: Mapping[str, str] = field(default_factory=dict)  # file -> command line text
 
     def ids(self) -> tuple[tuple[str, IdRule], ...]:
+        """(file, rule) of the vfio-pci ids each file's command line sets (its last
+        ``vfio-pci.ids=``: :func:`vfio_ids_in`)."""
         return tuple((f, r) for f, line in self.sources.items() for r in vfio_ids_in(
             cmdline_words(line)))
+
+    def ids_sources(self) -> tuple[str, ...]:
+        """The files whose command line sets ``vfio-pci.ids=`` (an empty value too): on the
+        command line the next boot uses, it replaces every modprobe.d ``ids=``."""
+        return tuple(f for f, line in self.sources.items()
+                     if cmdline_ids_values(cmdline_words(line)))
+
+    def ids_shadowed(self) -> tuple[tuple[str, IdRule], ...]:
+        """(file, rule) of a ``vfio-pci.ids=`` that a later one on the same command line
+        replaces."""
+        return tuple((f, r) for f, line in self.sources.items()
+                     for v in cmdline_ids_values(cmdline_words(line))[:-1]
+                     for r in parse_ids(v))
 
 
 def parse_boot_config(snap: HostSnapshot) -> BootConfig:
@@ -554,7 +611,7 @@ def early_boot(listing: InitramfsListing, modprobe: ModprobeConfig,
             "root filesystem applies (see persistence.initramfs)",
             present,
         )
-    need = {f for f, _r in modprobe.vfio_ids()}
+    need = {f for f, _r in modprobe.vfio_ids()}  # the file whose ids= takes effect
     for m in present:
         need |= guard_files(modprobe, m)
     have = listing.config_files()
@@ -666,24 +723,45 @@ def softdep_edit(modprobe: ModprobeConfig, module: str) -> Edit:
     return Edit("/etc/modprobe.d/00-" + f.rsplit("/", 1)[1], new)
 
 
+def _etc_after(modprobe: ModprobeConfig, path: str) -> str:
+    """An /etc/modprobe.d file that modprobe reads after ``path`` (its basename sorts
+    later) and that hides no other file: the one the vfio lines are in when it qualifies,
+    else zz-<basename of path>."""
+    base = path.rsplit("/", 1)[1]
+    taken = {p.rsplit("/", 1)[1] for p in modprobe.files if not p.startswith("/etc/")}
+    for cand in (_etc_modprobe_file(modprobe), f"/etc/modprobe.d/zz-{base}"):
+        name = cand.rsplit("/", 1)[1]
+        if name > base and name not in taken:
+            return cand
+    return f"/etc/modprobe.d/zz-{base}"
+
+
 def ids_edit(modprobe: ModprobeConfig, ids: Iterable[str]) -> Edit | None:
-    """Add ``ids`` to ``options vfio-pci ids=``: in the /etc line that has ids= (the key that
-    is there), else a new line. None when every id is listed already."""
+    """Add ``ids`` to the ``options vfio-pci ids=`` that takes effect: the LAST one modprobe
+    reads (:meth:`ModprobeConfig.vfio_ids`; adding to an earlier one changes nothing, the
+    kernel keeps only the last assignment). In its line when that is in /etc (its last
+    ``ids=`` extended); when it is in a package-owned file (/usr/lib, /lib), a new line with
+    that line's ids and ``ids`` in an /etc file read after it; with no ids= anywhere, a new
+    line. None when every id is in the effective ids= already."""
     want = list(dict.fromkeys(ids))
     listed = {str(r) for _f, r in modprobe.vfio_ids()}
     missing = [i for i in want if i not in listed]
     if not missing:
         return None
-    for f, c, m, line in modprobe.lines:
-        if c != "options" or m != "vfio_pci" or not f.startswith("/etc/"):
-            continue
-        words = line.split()
-        for i, w in enumerate(words[2:], 2):
-            k, _, v = w.partition("=")
-            if k == "ids":
-                words[i] = "ids=" + ",".join([x for x in v.split(",") if x] + missing)
-                return Edit(f, " ".join(words), line)
-    return Edit(_etc_modprobe_file(modprobe), f"options vfio-pci ids={','.join(missing)}")
+    eff = modprobe.vfio_ids_line()
+    if eff is None:
+        return Edit(_etc_modprobe_file(modprobe), f"options vfio-pci ids={','.join(missing)}")
+    f, line = eff
+    have = [x for x in modprobe.vfio_ids_assignments()[-1][1].split(",") if x]
+    value = "ids=" + ",".join(have + missing)
+    words = line.split()
+    at = [j for j, w in enumerate(words) if j >= 2 and w.startswith("ids=")]
+    if f.startswith("/etc/") and at:
+        words[at[-1]] = value
+        return Edit(f, " ".join(words), line)
+    # a package file, or a line whose ids= is quoted oddly: a later line that sets it again
+    return Edit(f if f.startswith("/etc/") else _etc_after(modprobe, f),
+                f"options vfio-pci {value}")
 
 
 @dataclass(frozen=True)
@@ -696,25 +774,98 @@ class BootBinding:
     udev: tuple[UdevOverride, ...] = ()
     proc_cmdline: str | None = None
     initramfs: InitramfsListing = InitramfsListing(None, (), "not collected")
+    # the files a command line fix edits (CMDLINE_FILES): file -> text (None: not there)
+    boot_files: Mapping[str, str | None] = field(default_factory=dict)
 
 
 def parse_boot_binding(snap: HostSnapshot) -> BootBinding:
     return BootBinding(parse_modprobe(snap), parse_boot_config(snap), parse_driverctl(snap),
                        tuple(parse_udev_overrides(snap)), snap.text("/proc/cmdline"),
-                       parse_initramfs(snap))
+                       parse_initramfs(snap), {f: snap.read(f) for f in CMDLINE_FILES})
 
 
 ALL_MECHANISMS = ("modprobe", "cmdline", "driverctl", "udev")
 
 
+def modprobe_ids(b: BootBinding) -> tuple[tuple[str, IdRule], ...]:
+    """The modprobe.d ``ids=`` rules that bind at the next boot: the effective assignment
+    (:meth:`ModprobeConfig.vfio_ids`), and none as soon as a boot loader file's command
+    line sets ``vfio-pci.ids=``: libkmod appends the command line's options after every
+    modprobe.d line (``kmod_config_new()`` calls ``kmod_config_parse_kcmdline()`` last,
+    kmod libkmod/libkmod-config.c) and the kernel keeps the last assignment. Conservative
+    when the boot loader files disagree (one sets it, another does not, e.g. grub.cfg not
+    regenerated, see persistence.cmdline): the modprobe.d rule then binds only if the next
+    boot happens to use a file without it, so no binding is claimed from it."""
+    return () if b.boot.ids_sources() else b.modprobe.vfio_ids()
+
+
+LAST_WINS = "the kernel keeps only the last assignment"
+
+
+def shadowed_ids(b: BootBinding) -> list[tuple[str, IdRule, str]]:
+    """(file, rule, why) of every vfio-pci ids rule in the configuration that binds nothing
+    at the next boot, the why naming what replaces it: a later modprobe.d ``ids=``
+    (:meth:`ModprobeConfig.vfio_ids_shadowed`), the command line's ``vfio-pci.ids=``
+    (:func:`modprobe_ids`), a later ``vfio-pci.ids=`` on the same command line."""
+    out = [(f, r, f"{f} lists {r} in vfio-pci ids=, but {g} sets ids= again later and "
+            f"{LAST_WINS}") for f, r, g in b.modprobe.vfio_ids_shadowed()]
+    srcs = b.boot.ids_sources()
+    if srcs:
+        others = [f for f in b.boot.sources if f not in srcs]
+        for f, r in b.modprobe.vfio_ids():
+            why = (f"{f} lists {r} in vfio-pci ids=, but the kernel command line in "
+                   f"{', '.join(srcs)} sets vfio-pci.ids=, which modprobe applies after every "
+                   f"modprobe.d option, and {LAST_WINS}")
+            if others:
+                why += (f" (not set in {', '.join(others)}: the rule binds only if the next "
+                        f"boot uses {'that' if len(others) == 1 else 'one of those'})")
+            out.append((f, r, why))
+    out += [(f, r, f"{f} lists {r} in vfio-pci.ids=, but its command line sets vfio-pci.ids= "
+             f"again later and {LAST_WINS}") for f, r in b.boot.ids_shadowed()]
+    return out
+
+
+def shadowed_for(b: BootBinding, d: PciDevice) -> list[str]:
+    """Why each shadowed ids rule that names ``d`` binds nothing (:func:`shadowed_ids`)."""
+    return list(dict.fromkeys(
+        why for _f, r, why in shadowed_ids(b)
+        if r.matches(d.vendor, d.device, d.subsystem_vendor, d.subsystem_device)))
+
+
+def ids_fix(b: BootBinding, ids: list[str],
+            accepted: Iterable[str] = ALL_MECHANISMS) -> tuple[str, list[Edit], list[str]] | None:
+    """How to add ``ids`` to the vfio-pci ids rule that takes effect at the next boot:
+    (mechanism, edits, steps). The command line's ``vfio-pci.ids=`` when a boot loader
+    file sets one (it replaces every modprobe.d ids=: :func:`modprobe_ids`), then the
+    boot loader config regenerated; else the effective modprobe.d ``ids=``
+    (:func:`ids_edit`). None when that mechanism is not accepted or nothing is missing."""
+    acc = set(accepted)
+    srcs = b.boot.ids_sources()
+    if srcs:
+        if "cmdline" not in acc or not ids:
+            return None
+        edits = cmdline_edits(b.boot_files, add=[f"vfio-pci.ids={','.join(ids)}"])
+        if not edits:
+            return "cmdline", [], [f"add {','.join(ids)} to vfio-pci.ids= in "
+                                   f"{', '.join(srcs)}, then {REGENERATE_BOOT}"]
+        regen = REGENERATE_BOOT if edits[0].file == GRUB_DEFAULT else REBUILD_ENTRIES
+        return "cmdline", edits, ["regenerate the boot loader config: " + regen]
+    if "modprobe" not in acc:
+        return None
+    e = ids_edit(b.modprobe, ids)
+    return None if e is None else ("modprobe", [e], [])
+
+
 def boot_mechanisms(b: BootBinding, d: PciDevice, allowed: Iterable[str],
                     accepted: Iterable[str] = ALL_MECHANISMS) -> list[tuple[str, str]]:
-    """(mechanism, where) pairs that bind ``d`` to an allowed vfio driver at the next boot."""
+    """(mechanism, where) pairs that bind ``d`` to an allowed vfio driver at the next boot.
+    An ids rule counts only when it takes effect (:func:`modprobe_ids`,
+    :meth:`BootConfig.ids`); why a shadowed one does not: :func:`shadowed_for`."""
     acc = set(accepted)
     ok = {mod(a) for a in allowed}
     out: list[tuple[str, str]] = []
     if "modprobe" in acc:
-        for f, rule in b.modprobe.vfio_ids():
+        for f, rule in modprobe_ids(b):
             if rule.matches(d.vendor, d.device, d.subsystem_vendor, d.subsystem_device):
                 out.append(("modprobe", f"{f}: options vfio-pci ids={rule}"))
     if "cmdline" in acc:
@@ -753,8 +904,14 @@ class PendingBoot:
     wrong: str | None = None
     edits: tuple[Edit, ...] = ()
     steps: tuple[str, ...] = ()
+    # when ``where`` is empty: the device's only binding is an ids rule that another one
+    # replaces (why, per rule: :func:`shadowed_for`); ``edits`` add it to the one that counts
+    shadowed: tuple[str, ...] = ()
 
     def story(self) -> str:
+        if not self.where:
+            s = "its vfio-pci ids= binding does not take effect: " + "; ".join(self.shadowed)
+            return s + (f"; and {self.wrong}" if self.wrong else "")
         w = "; ".join(self.where)
         if self.wrong:
             return f"its binding is configured ({w}), but {self.wrong}"
@@ -775,20 +932,34 @@ class PendingBoot:
 def pending_boot(b: BootBinding, d: PciDevice, host_drivers: Iterable[str],
                  allowed: Iterable[str],
                  accepted: Iterable[str] = ALL_MECHANISMS) -> PendingBoot | None:
-    """The configured-but-not-applied story of ``d`` (None: nothing binds it at boot)."""
+    """The configured-but-not-applied story of ``d`` (None: nothing binds it at boot).
+
+    A device whose only binding is a shadowed ids rule (:func:`shadowed_for`) gets the story
+    of that rule, and the edit adding its id to the rule that takes effect (:func:`ids_fix`)
+    with what else the binding needs at boot."""
     mech = boot_mechanisms(b, d, allowed, accepted)
-    if not mech:
-        return None
-    where = tuple(dict.fromkeys(w for _k, w in mech))
-    kinds = {k for k, _w in mech}
+    edits: list[Edit] = []
+    steps: list[str] = []
+    shadowed: tuple[str, ...] = ()
+    if mech:
+        where = tuple(dict.fromkeys(w for _k, w in mech))
+        kinds = {k for k, _w in mech}
+    else:
+        shadowed = tuple(shadowed_for(b, d))
+        fix = ids_fix(b, [d.ident], accepted) if shadowed and d.vendor and d.device else None
+        if fix is None:
+            return None
+        where, kinds = (), {fix[0]}
+        edits += fix[1]
+        steps += fix[2]
+        if fix[0] == "modprobe":
+            steps.append("rebuild the initramfs: " + REBUILD_INITRAMFS)
     if kinds & {"driverctl", "udev"}:
         return PendingBoot(where)  # a per-device override is re-applied at boot whatever loads
     hosts = [mod(m) for m in dict.fromkeys(host_drivers)
              if not mod(m).startswith("vfio") and mod(m) != "pci_stub"]
     wrong: list[str] = []
-    edits: list[Edit] = []
-    steps: list[str] = []
-    if kinds == {"cmdline"}:
+    if kinds == {"cmdline"} and where:
         running = vfio_ids_in(cmdline_words(b.proc_cmdline or ""))
         if any(r.matches(d.vendor, d.device, d.subsystem_vendor, d.subsystem_device)
                for r in running):
@@ -812,7 +983,8 @@ def pending_boot(b: BootBinding, d: PciDevice, host_drivers: Iterable[str],
         steps.append(INITRAMFS_FIX)
     elif eb.state == "stale" or (unguarded and eb.state != "safe"):
         steps.append("rebuild the initramfs: " + REBUILD_INITRAMFS)
-    return PendingBoot(where, "; ".join(wrong) or None, tuple(edits), tuple(steps))
+    return PendingBoot(where, "; ".join(wrong) or None, tuple(edits),
+                       tuple(dict.fromkeys(steps)), shadowed)
 
 
 # -- kernel command line edits: the boot loader line that is there ---------------------------
@@ -832,8 +1004,9 @@ def merged_adds(words: Iterable[str], add: Iterable[str], remove: Iterable[str])
     out = []
     for a in add:
         k, _, v = a.partition("=")
+        mine = (*v.split(","), "off")  # the values it has already (never twice), and off
         others = [x for w in ws if _param_key(w) == _param_key(a) and w not in rm
-                  for x in w.partition("=")[2].split(",") if x and x not in (v, "off")]
+                  for x in w.partition("=")[2].split(",") if x and x not in mine]
         out.append(f"{k}={','.join([v, *dict.fromkeys(others)])}" if v else a)
     return out
 
@@ -891,10 +1064,12 @@ def cmdline_edits(files: Mapping[str, str | None], add: Iterable[str] = (),
     return []
 
 
+REBUILD_ENTRIES = "kernel-install (or your boot loader's tool) to rebuild the boot entries"
+
+
 def cmdline_fix_steps(edits: list[Edit]) -> list[dict[str, Any]]:
     """The edits, then what makes them the next boot's command line, then the reboot."""
     if not edits:
         return []
-    regen = REGENERATE_BOOT if edits[0].file == GRUB_DEFAULT else "kernel-install (or " \
-        "your boot loader's tool) to rebuild the boot entries"
+    regen = REGENERATE_BOOT if edits[0].file == GRUB_DEFAULT else REBUILD_ENTRIES
     return [e.to_dict() for e in edits] + [{"run": regen}, {"run": "reboot"}]

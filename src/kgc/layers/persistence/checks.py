@@ -15,8 +15,10 @@ from kgc.evidence.vfio_config import (
     boot_mechanisms,
     early_boot,
     generated_boot,
-    ids_edit,
+    ids_fix,
     mod,
+    shadowed_for,
+    shadowed_ids,
     softdep_edit,
 )
 from kgc.layers.common import (
@@ -72,13 +74,18 @@ def coverage(ev: PersistenceEvidence, profile: Profile) -> Outcome:
         table[d.bdf] = [f"{m}: {w}" for m, w in mech]
         if not mech:
             bound = d.driver is not None and mod(d.driver) in allowed
-            uncovered.append(
-                f"{d.bdf} [{d.ident}] "
-                + ("is bound to vfio-pci now, but no mechanism binds it at boot: the binding "
-                   "is runtime-only (new_id/driver_override) and is lost at the next reboot"
-                   if bound else f"(now on {d.driver or 'no driver'}) is covered by no "
-                   "boot-time mechanism")
-            )
+            # an ids rule that names it but that another one replaces binds nothing
+            shadow = "; ".join(shadowed_for(ev.binding, d))
+            if bound and shadow:
+                what = f"is bound to vfio-pci now, but nothing binds it at the next boot: {shadow}"
+            elif bound:
+                what = ("is bound to vfio-pci now, but no mechanism binds it at boot: the "
+                        "binding is runtime-only (new_id/driver_override) and is lost at the "
+                        "next reboot")
+            else:
+                what = (f"(now on {d.driver or 'no driver'}) is covered by no boot-time "
+                        "mechanism" + (f": {shadow}" if shadow else ""))
+            uncovered.append(f"{d.bdf} [{d.ident}] {what}")
     if uncovered:
         bare = [d for d in targets if not table[d.bdf]]
         accepted = profile.host.persistence.accepted_mechanisms
@@ -118,22 +125,26 @@ def dra_prebind(ev: PersistenceEvidence, targets: list[PciDevice],
 
 def _coverage_fix(ev: PersistenceEvidence, bare: list[PciDevice],
                   profile: Profile) -> tuple[str, list[dict[str, Any]]]:
-    """Per device (driverctl) when accepted, else by ID in the modprobe.d line that is there
-    (its ids= extended, never a second options line; a softdep for each host driver that
-    could claim the device first, in the line that is there)."""
+    """Per device (driverctl) when accepted, else by ID in the ids rule that takes effect
+    (:func:`ids_fix`: the last modprobe.d ids= extended, never a second options line, or
+    the command line's vfio-pci.ids= when the boot loader sets one; a softdep for each host
+    driver that could claim the device first, in the line that is there)."""
     accepted = profile.host.persistence.accepted_mechanisms
     per_dev = [f"driverctl set-override {d.bdf} vfio-pci" for d in bare]
     edits: list[Edit] = []
-    ids = ids_edit(ev.modprobe, [d.ident for d in bare if d.vendor and d.device])
+    regen: list[str] = []
+    ids = ids_fix(ev.binding, list(dict.fromkeys(d.ident for d in bare if d.vendor and d.device)))
     if ids is not None:
-        edits.append(ids)
+        edits += ids[1]
+        regen += ids[2]
     hosts = dict.fromkeys(m for d in bare for m in _host_drivers(ev, d, profile)
                           if ev.modprobe.vfio_first(m) is None)
     edits += [softdep_edit(ev.modprobe, m) for m in hosts]
     if not ev.modules_load.get("vfio_pci"):
         edits.append(Edit("/etc/modules-load.d/vfio.conf", "vfio-pci"))
-    by_id = "; ".join([e.describe() for e in edits] + ["then " + REBUILD_INITRAMFS])
-    id_steps = [e.to_dict() for e in edits] + [{"run": REBUILD_INITRAMFS}]
+    by_id = "; ".join([e.describe() for e in edits] + regen + ["then " + REBUILD_INITRAMFS])
+    id_steps = ([e.to_dict() for e in edits] + [{"run": r} for r in regen]
+                + [{"run": REBUILD_INITRAMFS}])
     if "driverctl" in accepted:
         return (f"Persist per device: {'; '.join(per_dev)}. Or by ID (captures every card of "
                 f"the model): {by_id}.", [{"run": c} for c in per_dev])
@@ -320,9 +331,21 @@ def over_capture(ev: PersistenceEvidence, profile: Profile) -> Outcome:
     if not kept:
         sels = ", ".join(s.describe() for s in profile.host.passthrough.host_keeps)
         return skipped(f"no device on this node matches host.passthrough.host_keeps ({sels})")
-    rules = [("modprobe", f, r) for f, r in ev.modprobe.vfio_ids()]
+    # only the ids rules that take effect capture anything (the last ids= assignment: see
+    # ModprobeConfig.vfio_ids); the effective modprobe.d one unless every boot loader file
+    # sets vfio-pci.ids= (which replaces it): while they disagree it may still apply
+    srcs = ev.boot.ids_sources()
+    replaced = bool(srcs) and set(srcs) == set(ev.boot.sources)
+    rules = [("modprobe", f, r) for f, r in ev.modprobe.vfio_ids() if not replaced]
     rules += [("cmdline", f, r) for f, r in ev.boot.ids()]
     rules += [("cmdline", "/proc/cmdline", r) for r in ev.running_ids()]
+    counted = {(f, r) for _k, f, r in rules}
+    shadowed = [why for f, r, why in shadowed_ids(ev.binding)
+                if (f, r) not in counted]
+    # named only when there are some (the evidence of every other node stays as it was)
+    shadow: dict[str, Any] = {"shadowed": shadowed} if shadowed else {}
+    not_counted = (f" ({len(shadowed)} shadowed ID rule(s) bind nothing and are not counted: "
+                   "see the evidence)" if shadowed else "")
     hits = []
     for d in kept:
         for kind, f, r in rules:
@@ -336,12 +359,13 @@ def over_capture(ev: PersistenceEvidence, profile: Profile) -> Outcome:
                             f"{d.bdf} [{d.ident}]")
     hits = list(dict.fromkeys(hits))
     if hits:
-        return warned("; ".join(hits),
+        return warned("; ".join(hits) + not_counted,
                       "An ID rule binds every device of that vendor:device. Remove the ID "
                       "and bind the intended devices one by one: driverctl set-override "
-                      "<BDF> vfio-pci.", rules=[f"{f}: {r}" for _k, f, r in rules])
+                      "<BDF> vfio-pci.", rules=[f"{f}: {r}" for _k, f, r in rules], **shadow)
     return passed(f"{len(rules)} ID rule(s); none matches the {len(kept)} host-kept device(s): "
-                  + ", ".join(d.bdf for d in kept), rules=[f"{f}: {r}" for _k, f, r in rules])
+                  + ", ".join(d.bdf for d in kept) + not_counted,
+                  rules=[f"{f}: {r}" for _k, f, r in rules], **shadow)
 
 
 _generated = generated_boot

@@ -10,6 +10,7 @@ from kgc.core.hostfs import HostSnapshot, require_snapshot
 from kgc.evidence.pci import PCI_QUERY, PciInventory, parse_pci
 from kgc.evidence.vfio_config import (
     BOOT_CONFIGS,
+    CMDLINE_FILES,
     CONFIG_QUERY,
     BootBinding,
     BootConfig,
@@ -47,11 +48,13 @@ class PersistenceEvidence:
     extra: Mapping[str, object] = field(default_factory=dict)
     candidates_error: str = ""  # why `candidates` is None
     boot_files_read: tuple[str, ...] = ()  # boot loader config files the node had
+    # the files a command line fix edits (CMDLINE_FILES): file -> text (None: not there)
+    boot_files: Mapping[str, str | None] = field(default_factory=dict)
 
     @property
     def binding(self) -> BootBinding:
         return BootBinding(self.modprobe, self.boot, self.driverctl, self.udev,
-                           self.proc_cmdline, self.initramfs)
+                           self.proc_cmdline, self.initramfs, self.boot_files)
 
     def running_ids(self) -> tuple[IdRule, ...]:
         return vfio_ids_in(cmdline_words(self.proc_cmdline or ""))
@@ -74,6 +77,7 @@ def parse(snap: HostSnapshot, profile: object = None) -> PersistenceEvidence:
         candidates_error=modalias_error(snap),
         boot_files_read=tuple(sorted(p for pat in BOOT_CONFIGS for p in snap.glob(pat)
                                      if p in snap.files)),
+        boot_files={f: snap.read(f) for f in CMDLINE_FILES},
     )
 
 

@@ -85,7 +85,8 @@ def _rebind(ev: VfioEvidence, devs: list[PciDevice],
         elif not ev.iommu_on:
             # with the IOMMU off vfio-pci binds nothing: the cause is the IOMMU, not a reboot
             stories[d.bdf] = (f"its binding is configured ({'; '.join(p.where)}), but vfio-pci "
-                              "cannot bind it while the IOMMU is off")
+                              "cannot bind it while the IOMMU is off" if p.where else
+                              p.story() + "; and vfio-pci cannot bind it while the IOMMU is off")
         else:
             stories[d.bdf] = p.story()
             fixes.append(p.fix())
