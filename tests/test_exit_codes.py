@@ -11,6 +11,11 @@ a process's), from an empty directory, against loopback servers started here.
   a command that runs; ``kgc snapshot`` records the failure and ``kgc evaluate`` of that
   bundle gives the very same errors.
 
+Every command names its interpreter ``{py}``, the ``py`` fixture: here the checkout's venv
+(the product tier, no network); tests/test_wheel.py imports this module's tests and gives
+``py`` the python of a fresh venv with only the built wheel installed (the lab tier), so
+the same contract is checked on what a user installs.
+
 The 401 answer is kube-apiserver's for a bearer token it cannot authenticate
 (k8s.io/apiserver/pkg/endpoints/handlers/responsewriters.Unauthorized -> a ``Status`` with
 ``reason: Unauthorized``, ``code: 401``).
@@ -31,7 +36,7 @@ from typing import Any
 import pytest
 import yaml
 
-PY = sys.executable
+PY = "{py}"  # the interpreter: the ``py`` fixture
 PYTEST = [PY, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "--pyargs",
           "kgc.conformance"]
 KGC = [PY, "-m", "kgc.cli"]
@@ -97,6 +102,12 @@ def kubeconfig(path: Path, server: str) -> Path:
 
 
 @pytest.fixture(scope="module")
+def py() -> str:
+    """The python whose kgc is under test (tests/test_wheel.py overrides it: the wheel's)."""
+    return sys.executable
+
+
+@pytest.fixture(scope="module")
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     d = tmp_path_factory.mktemp("inputs")
     (d / "not-a-kubeconfig").write_text("just: [text\n")
@@ -111,8 +122,9 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]
         g.close()
 
 
-def run(argv: list[str], cwd: Path, columns: int | None = None
+def run(argv: list[str], cwd: Path, py: str, columns: int | None = None
         ) -> subprocess.CompletedProcess[str]:
+    argv = [a.replace(PY, py) for a in argv]
     cwd.mkdir(parents=True, exist_ok=True)
     home = cwd.parent / "home"  # the user's files (known_hosts ...) are not the run's output
     home.mkdir(exist_ok=True)
@@ -170,9 +182,9 @@ BAD_INPUT: list[tuple[str, str, list[str], str]] = [
                          ids=[f"{c}-{cmd}" for c, cmd, _, _ in BAD_INPUT])
 def test_bad_input_is_one_line_exit_2_and_nothing_written(
         condition: str, command: str, argv: list[str], says: str, inputs: dict[str, Path],
-        tmp_path: Path) -> None:
+        tmp_path: Path, py: str) -> None:
     cwd = tmp_path / "run"
-    proc = run([a.format(**inputs) for a in argv], cwd)
+    proc = run([a.format(py=PY, **inputs) for a in argv], cwd, py)
     why = f"{condition} / {command}: rc {proc.returncode}\n{proc.stdout[-1500:]}{proc.stderr}"
     assert proc.returncode == 2, why
     kgc_lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "kgc" in ln]
@@ -195,10 +207,10 @@ CLUSTER_LAYERS = {"gpu", "sizing", "keda"}
 
 
 def test_an_unreachable_ssh_node_is_probed_once_and_every_path_says_the_same(
-        tmp_path: Path) -> None:
+        tmp_path: Path, py: str) -> None:
     port = closed_port()
     spec = f"ssh://root@127.0.0.1:{port}"
-    live = run([*PYTEST, "-m", "host", "--hosts", spec], tmp_path / "live", columns=120)
+    live = run([*PYTEST, "-m", "host", "--hosts", spec], tmp_path / "live", py, columns=120)
     assert live.returncode == 1, live.stdout[-2000:] + live.stderr[-1000:]
     results = json.loads((tmp_path / "live" / "reports" / "verdict.json").read_text())["results"]
     reason = _one_reason(results, NODE_LAYERS)
@@ -227,11 +239,12 @@ def test_an_unreachable_ssh_node_is_probed_once_and_every_path_says_the_same(
     assert len(row) + len(entry) <= 5, (row, entry)  # was 29 rows + a 5-line entry
     rems = {r["remediation"] for r in results if r["status"] == "error"}
     assert len(rems) == 1 and f"`ssh -p {port} root@127.0.0.1 true`" in rems.pop()
-    snap = run([*KGC, "snapshot", "--hosts", spec, "-o", "b.json"], tmp_path / "snap")
+    snap = run([*KGC, "snapshot", "--hosts", spec, "-o", "b.json"], tmp_path / "snap", py)
     assert snap.returncode == 1 and "fix: " in snap.stderr, snap.stderr
     doc = json.loads((tmp_path / "snap" / "b.json").read_text())
     assert doc["complete"] is False and "host" not in doc  # never a bundle claiming complete
-    off = run([*KGC, "evaluate", "--json", str(tmp_path / "snap" / "b.json")], tmp_path / "ev")
+    off = run([*KGC, "evaluate", "--json", str(tmp_path / "snap" / "b.json")], tmp_path / "ev",
+              py)
     assert off.returncode == 1, off.stderr
     offline = json.loads(off.stdout)["results"]
     assert _one_reason(offline, NODE_LAYERS) == reason
@@ -241,23 +254,24 @@ def test_an_unreachable_ssh_node_is_probed_once_and_every_path_says_the_same(
 
 
 def test_an_unreachable_api_server_is_exit_1_everywhere_with_one_reason(
-        inputs: dict[str, Path], tmp_path: Path) -> None:
+        inputs: dict[str, Path], tmp_path: Path, py: str) -> None:
     kc = str(inputs["down"])
-    live = run([*PYTEST, "-m", "cluster", "--kubeconfig", kc], tmp_path / "live")
+    live = run([*PYTEST, "-m", "cluster", "--kubeconfig", kc], tmp_path / "live", py)
     assert live.returncode == 1, live.stdout[-2000:] + live.stderr[-1000:]
     results = json.loads((tmp_path / "live" / "reports" / "verdict.json").read_text())["results"]
     reason = _one_reason(results, CLUSTER_LAYERS)
     assert "cannot reach the API server" in reason and " at 0x" not in reason
-    snap = run([*KGC, "snapshot", "--kubeconfig", kc, "-o", "b.json"], tmp_path / "snap")
+    snap = run([*KGC, "snapshot", "--kubeconfig", kc, "-o", "b.json"], tmp_path / "snap", py)
     assert snap.returncode == 1, snap.stderr
-    off = run([*KGC, "evaluate", "--json", str(tmp_path / "snap" / "b.json")], tmp_path / "ev")
+    off = run([*KGC, "evaluate", "--json", str(tmp_path / "snap" / "b.json")], tmp_path / "ev",
+              py)
     offline = json.loads(off.stdout)["results"]
     assert off.returncode == 1 and _one_reason(offline, CLUSTER_LAYERS) == reason
     for name, argv in {"kgc cleanup": [*KGC, "cleanup", "--all", "--kubeconfig", kc],
                        "kgc fleet collect": [*KGC, "fleet", "collect", "--kubeconfig", kc],
                        "kgc kubeconfig": [*CLUSTER_COMMANDS["kgc kubeconfig"],
                                           "--kubeconfig", kc]}.items():
-        proc = run(argv, tmp_path / name.replace(" ", "-"))
+        proc = run(argv, tmp_path / name.replace(" ", "-"), py)
         assert proc.returncode == 1, f"{name}: {proc.returncode} {proc.stderr}"
         lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
         assert len(lines) == 2 and "cannot reach the API server" in lines[0], proc.stderr
@@ -269,10 +283,10 @@ def test_an_unreachable_api_server_is_exit_1_everywhere_with_one_reason(
                                        ([*PYTEST, "--markers"], "@pytest.mark.iommu"),
                                        ([*KGC, "certify", "--help"], "--profile=NAME|PATH")],
                          ids=["pytest --help", "pytest --markers", "kgc certify --help"])
-def test_help_writes_nothing(argv: list[str], says: str, tmp_path: Path) -> None:
+def test_help_writes_nothing(argv: list[str], says: str, tmp_path: Path, py: str) -> None:
     """Asking for help is not a run: it wrote an empty reports/allure-results/ where it
     was asked."""
     cwd = tmp_path / "run"
-    proc = run(argv, cwd)
+    proc = run(argv, cwd, py)
     assert proc.returncode == 0 and says in proc.stdout, proc.stdout[-2000:] + proc.stderr
     assert not list(cwd.iterdir()), list(cwd.rglob("*"))

@@ -18,6 +18,16 @@ import pytest
 
 from conftest import REPO
 
+# the README's exit-code table, case by case (tests/test_exit_codes.py), through the
+# installed wheel: its tests run here again with ``py`` = the wheel venv's python (below)
+from test_exit_codes import (  # noqa: F401 - collected here as tests of the wheel
+    inputs,
+    test_an_unreachable_api_server_is_exit_1_everywhere_with_one_reason,
+    test_an_unreachable_ssh_node_is_probed_once_and_every_path_says_the_same,
+    test_bad_input_is_one_line_exit_2_and_nothing_written,
+    test_help_writes_nothing,
+)
+
 # builds the wheel and pip-installs it and its dependencies from the package index: the
 # network, so the lab tier (`make test`), not `make check`
 pytestmark = [pytest.mark.slow, pytest.mark.lab]
@@ -58,6 +68,20 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     empty = base / "empty"
     empty.mkdir()
     return {"venv": venv, "wheel": wheel, "empty": empty, "base": base, "env": env}  # type: ignore[dict-item]
+
+
+@pytest.fixture(scope="module")
+def py(installed) -> str:
+    """The exit-code contract's interpreter (tests/test_exit_codes.py): the wheel's venv."""
+    return str(installed["venv"] / "bin" / "python")
+
+
+def test_the_contract_runs_the_wheel_not_the_checkout(py: str) -> None:
+    """The imported exit-code tests must judge the installed wheel: its kgc is imported from
+    the venv's site-packages, not from the checkout's src/."""
+    out = subprocess.run([py, "-c", "import kgc; print(kgc.__file__)"], capture_output=True,
+                         text=True, check=True, cwd="/", env={"PATH": "/usr/bin:/bin"})
+    assert "/site-packages/kgc/" in out.stdout and str(REPO) not in out.stdout, out.stdout
 
 
 def test_the_wheel_carries_suites_and_profiles_and_no_test_tools(installed) -> None:
@@ -144,6 +168,9 @@ def test_readme_node_run_works_verbatim_from_an_empty_directory(installed) -> No
             assert "--allow-reboot" in skips["reboot.returned"]
             assert "--nri-probe" in skips["nri.events"]
             assert "what to fix" in r.stdout and "fix:" in r.stdout
+            # the verdict is the last thing on screen (issue 19): nothing of pytest's after it
+            assert r.stdout.rstrip().splitlines()[-1].startswith("overall: FAIL"), \
+                r.stdout[-1500:]
             want = "lab" if "--profile lab" in line else "generic-nvidia-passthrough"
             assert doc["run"]["profile"] == want
     bundle = work / "node.json"
