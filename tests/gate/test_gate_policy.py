@@ -235,6 +235,11 @@ def test_corrupt_and_foreign_input(data: bytes, msg: str) -> None:
     (lambda d: d["counts"].update({"pass": 99}), "do not match the results"),
     (lambda d: d.update(incomplete="no"), "`incomplete` must be true or false"),
     (lambda d: d["run"].pop("layers_judged"), "run has no `layers_judged`"),
+    # the lab's main job merges runs judged under profiles of their own (kgc lab certify):
+    # said as such, not as a missing field
+    (lambda d: d.update(run={"kind": "merged", "stages": {"node": d["run"], "cluster": {}}}),
+     "merged from 2 runs (node, cluster), each judged under its own profile: not one run "
+     "the gate can judge; gate each run's own verdict.json"),
     (lambda d: d.update(results=[None]), "results[0] must be an object, got null"),
 ])
 def test_malformed_verdicts_name_the_field(mutate, msg: str) -> None:

@@ -200,6 +200,14 @@ def parse_verdict(data: bytes, path: str = "verdict") -> VerdictDoc:
             if schema is not None else f"{p}: not a kgc verdict (no `schema` field)")
     run = doc.get("run")
     _want(isinstance(run, dict), p, f"`run` must be an object, got {_kind(run)}")
+    stages = run.get("stages")
+    if "layers" not in run and isinstance(stages, dict) and stages:
+        # several runs merged into one report, each judged under a profile of its own: no
+        # one policy can gate the merge; each run's own verdict can be
+        raise VerdictError(
+            f"{p}: merged from {len(stages)} runs ({', '.join(map(str, list(stages)[:6]))}), "
+            "each judged under its own profile: not one run the gate can judge; gate each "
+            "run's own verdict.json")
     for key in ("layers", "layers_judged", "targets"):
         v = run.get(key)
         _want(isinstance(v, list) and all(isinstance(x, str) for x in v), p,
