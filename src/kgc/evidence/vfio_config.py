@@ -756,10 +756,14 @@ def ids_edit(modprobe: ModprobeConfig, ids: Iterable[str]) -> Edit | None:
     value = "ids=" + ",".join(have + missing)
     words = line.split()
     at = [j for j, w in enumerate(words) if j >= 2 and w.startswith("ids=")]
-    if f.startswith("/etc/") and at:
+    # an edit names its line by its text (Edit.old): a line that stands twice in its file
+    # would name the first, shadowed copy, so the fix is then a new line read after both
+    twice = sum(1 for ff, _c, _m, ln in modprobe.lines if ff == f and ln.strip() == line.strip())
+    if f.startswith("/etc/") and at and twice == 1:
         words[at[-1]] = value
         return Edit(f, " ".join(words), line)
-    # a package file, or a line whose ids= is quoted oddly: a later line that sets it again
+    # a package file, a line whose ids= is quoted oddly, or one that stands twice: a later
+    # line that sets it again
     return Edit(f if f.startswith("/etc/") else _etc_after(modprobe, f),
                 f"options vfio-pci {value}")
 
