@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -60,10 +61,33 @@ def base_root() -> Path:
     return cache_root() / f"base-root-{hashlib.sha256(BUILD_BASE.read_bytes()).hexdigest()[:12]}"
 
 
+@contextlib.contextmanager
+def _build_lock(what: str) -> Iterator[None]:
+    """One builder of ``what`` at a time across processes (the vm and rest sessions of
+    `make test` both build the base tree and the same variants on an empty cache: two
+    debootstraps into one tree, or a rename onto the other's finished image, broke the
+    second). An advisory flock, released by the kernel when its holder dies."""
+    d = cache_root() / "locks"
+    d.mkdir(parents=True, exist_ok=True)
+    with open(d / f"{what}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def build_base() -> Path:
     """Debootstrap the base tree once (minutes); later calls return the cached tree."""
     root = base_root()
     if (root / ".kgc-base-done").exists():
+        return root
+    with _build_lock(root.name):
+        return _build_base(root)
+
+
+def _build_base(root: Path) -> Path:
+    if (root / ".kgc-base-done").exists():  # another process built it while we waited
         return root
     if os.geteuid() != 0:
         raise LabError("building the node image needs root (debootstrap, chroot)")
@@ -239,6 +263,13 @@ def build_variant(v: Variant) -> BuiltImage:
     """Build (or reuse) the disk image of a variant: cached under node/variants/<hash>/."""
     build_base()
     vd = cache_root() / "variants" / f"{v.name}-{v.key()}"
+    if not (vd / "image.json").exists():
+        with _build_lock(f"variant-{vd.name}"):
+            return _build_variant(v, vd)
+    return _build_variant(v, vd)
+
+
+def _build_variant(v: Variant, vd: Path) -> BuiltImage:
     meta = vd / "image.json"
     if meta.exists():
         m = json.loads(meta.read_text())

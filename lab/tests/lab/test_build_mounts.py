@@ -50,3 +50,36 @@ def test_the_variant_copy_never_crosses_a_mount_point() -> None:
     src = Path(nodelab.__file__).read_text()
     cp = next(line for line in src.splitlines() if '_run(["cp", "-a"' in line)
     assert "--one-file-system" in cp, cp
+
+
+def test_one_builder_at_a_time_across_processes(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """On an empty cache the vm and rest sessions of `make test` build the same base tree
+    and variants at once (a clean-clone run: `kgc lab cluster up --with-node` failed while
+    the real-node suite built the same image). The build lock makes the second process
+    wait for the first, which then finds the image built."""
+    import multiprocessing
+    import time
+
+    monkeypatch.setattr(nodelab, "cache_root", lambda: tmp_path)
+    log = tmp_path / "log"
+
+    def hold(tag: str) -> None:
+        with nodelab._build_lock("variant-x"):
+            with open(log, "a") as fh:
+                fh.write(f"{tag} in {time.monotonic()}\n")
+            time.sleep(0.5)
+            with open(log, "a") as fh:
+                fh.write(f"{tag} out {time.monotonic()}\n")
+
+    ctx = multiprocessing.get_context("fork")
+    procs_ = [ctx.Process(target=hold, args=(t,)) for t in ("a", "b")]
+    for p in procs_:
+        p.start()
+    for p in procs_:
+        p.join(30)
+    assert [p.exitcode for p in procs_] == [0, 0]
+    events = [ln.split() for ln in log.read_text().splitlines()]
+    # in, out, in, out: never both inside
+    assert [e[1] for e in events] == ["in", "out", "in", "out"], events
+    assert events[0][0] == events[1][0] and events[2][0] == events[3][0], events
