@@ -729,13 +729,19 @@ def certify_stage(work: Path) -> Iterator[list[str]]:
         old = os.environ.get("KGC_CLUSTER_RUN_DIR")
         os.environ["KGC_CLUSTER_RUN_DIR"] = str(run_dir)
         try:
+            # in the layers' own order (gpu, sizing, keda: the card's 4, 5, 6), so the
+            # report's tree, which follows the run, lists them as numbered
+            from kgc.core.registry import load_layers
+
+            order = {name: i for i, name in enumerate(load_layers())}
             suites = [
-                str(p) for p in (profiles_dir().parent / "conformance").glob("*")
+                str(p) for p in sorted((profiles_dir().parent / "conformance").glob("*"),
+                                       key=lambda p: (order.get(p.name, len(order)), p.name))
                 if p.name in ("gpu", "sizing", "keda", "cluster") and p.is_dir()
             ]
             yield [
                 "-m", "cluster",
-                *(sorted(suites) or [str(profiles_dir().parent / "conformance")]),
+                *(suites or [str(profiles_dir().parent / "conformance")]),
                 "--profile", state["profile"],
                 "--kubeconfig", str(sa_kubeconfig),
             ]
