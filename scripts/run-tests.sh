@@ -43,11 +43,17 @@ CG_ROOT=/sys/fs/cgroup/cpuacct
 if [ -z "${KGC_TEST_NO_CPUACCT:-}" ] && [ -w "$CG_ROOT" ] && [ -e "$CG_ROOT/tasks" ]; then
   CG="$CG_ROOT/kgc-tests-$$"
   mkdir -p "$CG" 2>/dev/null || CG=
+  CG_LOGS=$(mktemp -d /tmp/kgc-t-cpu.XXXXXX)
 fi
 T_START=$(date +%s)
 cg_join() {  # cg_join SESSION: this shell and what it starts are accounted to SESSION
   if [ -n "$CG" ] && mkdir -p "$CG/$1" 2>/dev/null; then
     echo "$BASHPID" >"$CG/$1/tasks" 2>/dev/null || true
+    # CPU seconds per test (scripts/lib/kgc_cpuacct.py): each pytest process of the
+    # session counts its tests in a group of its own below the session's
+    export KGC_TEST_CPU_CG="$CG/$1" KGC_TEST_CPU_LOG="$CG_LOGS/$1.tsv"
+    export PYTHONPATH="$PWD/scripts/lib${PYTHONPATH:+:$PYTHONPATH}"
+    export PYTEST_ADDOPTS="-p kgc_cpuacct${PYTEST_ADDOPTS:+ $PYTEST_ADDOPTS}"
   fi
 }
 cg_run() {  # cg_run SESSION CMD...: run CMD (in a subshell) accounted to SESSION
@@ -63,9 +69,15 @@ cg_report() {
     total=$((total + us / 1000000000))
     line+=" $n $((us / 1000000000)) s,"
   done
+  for n in "$CG_LOGS"/*.tsv; do
+    [ -s "$n" ] || continue
+    echo "[tests] cpu, session $(basename "$n" .tsv), the 12 costliest tests (CPU-s, setup to teardown, with all they started):"
+    sort -rn "$n" | head -12 | sed 's/^/    /'
+  done
   echo "[tests] cpu:${line} total $total s in $(( $(date +%s) - T_START )) s wall on $(nproc) cores"
-  for d in "$CG"/*/; do rmdir "$d" 2>/dev/null; done
+  for d in "$CG"/*/*/ "$CG"/*/; do rmdir "$d" 2>/dev/null; done
   rmdir "$CG" 2>/dev/null || true
+  rm -rf "$CG_LOGS"
 }
 trap cg_report EXIT
 
