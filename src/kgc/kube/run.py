@@ -55,17 +55,25 @@ _CLUSTER_SCOPED = {
     "PersistentVolume", "StorageClass", "CustomResourceDefinition", "APIService",
     "ClusterTriggerAuthentication",
 }
-# apiVersion -> typed API class of the kubernetes client
+# apiVersion -> typed API class of the kubernetes client, by name: the client (37.x) loads
+# an API class and the models it names on first access, ≈ 1.5 CPU-s for these eight, which
+# every `kgc` and `pytest` process paid at import even when it never talks to a cluster
 _TYPED = {
-    "v1": client.CoreV1Api,
-    "apps/v1": client.AppsV1Api,
-    "batch/v1": client.BatchV1Api,
-    "node.k8s.io/v1": client.NodeV1Api,
-    "rbac.authorization.k8s.io/v1": client.RbacAuthorizationV1Api,
-    "scheduling.k8s.io/v1": client.SchedulingV1Api,
-    "autoscaling/v2": client.AutoscalingV2Api,
-    "policy/v1": client.PolicyV1Api,
+    "v1": "CoreV1Api",
+    "apps/v1": "AppsV1Api",
+    "batch/v1": "BatchV1Api",
+    "node.k8s.io/v1": "NodeV1Api",
+    "rbac.authorization.k8s.io/v1": "RbacAuthorizationV1Api",
+    "scheduling.k8s.io/v1": "SchedulingV1Api",
+    "autoscaling/v2": "AutoscalingV2Api",
+    "policy/v1": "PolicyV1Api",
 }
+
+
+def _typed_api(api_version: str) -> Any:
+    name = _TYPED.get(api_version)
+    return None if name is None else getattr(client, name)
+
 
 _RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -87,7 +95,7 @@ def create_object(kube: Kube, manifest: Mapping[str, Any],
         raise ValueError("a manifest needs apiVersion and kind")
     scoped = kind not in _CLUSTER_SCOPED
     ns = namespace or (manifest.get("metadata") or {}).get("namespace")
-    api_cls = _TYPED.get(api_version)
+    api_cls = _typed_api(api_version)
     if api_cls is not None and scoped and not ns:
         raise ValueError(f"{kind} {manifest.get('metadata', {}).get('name')!r} is namespaced: "
                          "give a namespace")
