@@ -202,11 +202,14 @@ def run_plan(k: kube.Kube, cluster_section: Any, gp: GpuProfile, cluster: Cluste
                                           labels=run.labels) for p in plans]
 
             by_name = {p.name: p for p in plans}
-            # a claim generated for a pod is released (and deleted) once the pod is done:
-            # read it while the pod runs, and again at the end only if that was missed
+            # a claim generated for a pod is released once the pod is done (the ResourceClaim
+            # controller unreserves, deallocates and deletes it): read it while the pod
+            # lives, keep per claim the best reading (merge_readings), and read it at the
+            # end only if that was missed
             seen: dict[str, dict[str, Any]] = {}
 
             read_at: set[tuple[str, str]] = set()  # (pod, moment) its claims were read
+            slices_of: dict[str, list[dict[str, Any]]] = {}  # node -> its slices, listed once
 
             def stop_early(pod: Mapping[str, Any],
                            events: Sequence[Mapping[str, Any]]) -> str | None:
@@ -219,17 +222,22 @@ def run_plan(k: kube.Kube, cluster_section: Any, gp: GpuProfile, cluster: Cluste
                     request_mode=gp.request.mode)
                 done = settled(ev, cluster)
                 if gp.request.dra:
-                    # a claim made for the pod goes with it, and a pod that never settles is
-                    # deleted at its timeout: read its claims while they exist - when they
-                    # are first named, when the pod runs (allocated, reserved) and when it
-                    # settles (the last word); each once
+                    # read its claims at each moment the watch loop sees, once: when they
+                    # are first named (maybe not allocated yet), when the pod is bound (the
+                    # scheduler allocated and reserved them before binding), when it runs,
+                    # and when its fate is known. The loop sees the pod's latest state only:
+                    # under load a read may reach the API after the pod finished and find
+                    # its claim released or deleted, which must not erase what was seen
                     st = pod.get("status") or {}
+                    named = any(pod_claim_refs(pod)[:2])
                     moment = ("settled" if done is not None else "running"
-                              if st.get("phase") == "Running" else "named"
-                              if any(pod_claim_refs(pod)[:2]) else None)
-                    if moment is not None and (pname, moment) not in read_at:
+                              if st.get("phase") == "Running" else "scheduled"
+                              if node and named else "named" if named else None)
+                    if (moment is not None and (pname, moment) not in read_at
+                            and not observed(seen.get(pname), pod_claim_refs(pod)[0], pname)):
                         read_at.add((pname, moment))
-                        seen[pname] = dra_evidence(k, run.namespace, pod, gp)
+                        seen[pname] = merge_readings(seen.get(pname), dra_evidence(
+                            k, run.namespace, pod, gp, slices_of), pname)
                 return done
 
             outcomes = kube.run_pods(
@@ -237,7 +245,7 @@ def run_plan(k: kube.Kube, cluster_section: Any, gp: GpuProfile, cluster: Cluste
                 schedule_timeout_s=gp.schedule_timeout_s,
                 finish_timeout_s=finish_budget_s(gp),
                 max_parallel=gp.max_parallel, settled=stop_early)
-            dra = ([seen.get(p.name) or dra_evidence(k, run.namespace, o.pod, gp)
+            dra = ([seen.get(p.name) or dra_evidence(k, run.namespace, o.pod, gp, slices_of)
                     for p, o in zip(plans, outcomes, strict=True)]
                    if gp.request.dra else [None] * len(outcomes))
     except (KubeError, ApiException, kube.WaitTimeout) as exc:
@@ -254,32 +262,85 @@ def run_plan(k: kube.Kube, cluster_section: Any, gp: GpuProfile, cluster: Cluste
 
 
 def dra_evidence(k: kube.Kube, namespace: str, pod: Mapping[str, Any] | None,
-                 gp: GpuProfile) -> dict[str, Any]:
+                 gp: GpuProfile,
+                 slices_of: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
     """A DRA pod's claims (read back by name, with the allocated devices' attributes from
-    the node's ResourceSlices: one list per pod, by ``spec.nodeName``) and its
+    the ResourceSlices of the pod's node - or, before the pod is bound, of the node the
+    claim is allocated on: one list per node, kept in ``slices_of`` across calls) and its
     extendedResourceClaimStatus, as GpuPodEvidence fields. A claim that cannot be read is
-    recorded with the reason (an error verdict names it), never left out silently."""
+    recorded with the reason (an error verdict names it), never left out silently. The
+    claims are read first: they are what may be released any moment."""
     names, ext, mappings = pod_claim_refs(pod)
     api = ResourceV1Api(k.api)
-    node = ((pod or {}).get("spec") or {}).get("nodeName")
-    slices: Any = []
-    if node:
-        try:
-            slices = _items(k, "resourceslices.resource.k8s.io", api.list_resource_slice,
-                            field_selector=f"spec.nodeName={node}")
-        except (KubeError, ApiException, ValueError):
-            slices = []  # the device-match check then says the attributes were not recorded
-    claims: list[ClaimEvidence] = []
+    read: list[Any] = []  # per name: the claim object, or the evidence of why it is unread
     for n in names:
         try:
             resp: Any = k.call("get", "resourceclaims.resource.k8s.io",
                                api.read_namespaced_resource_claim, n, namespace,
                                _preload_content=False, _request_timeout=LIST_TIMEOUT_S)
-            claims.append(claim_from_api(json.loads(resp.data), slices))
+            read.append(json.loads(resp.data))
         except (KubeError, ApiException, ValueError) as exc:
-            claims.append(ClaimEvidence(name=n, error=f"could not be read: {_why(exc)}"))
-    return {"request_mode": gp.request.mode, "claims": tuple(claims), "extended_claim": ext,
+            read.append(ClaimEvidence(name=n, error=f"could not be read: {_why(exc)}"))
+    node = ((pod or {}).get("spec") or {}).get("nodeName")
+    nodes = [node] if node else list(dict.fromkeys(
+        c.node for c in (claim_from_api(o) for o in read if not isinstance(o, ClaimEvidence))
+        if c.node))
+    cache = {} if slices_of is None else slices_of
+    slices: list[Any] = []
+    for nd in nodes[:4]:
+        if nd not in cache:
+            try:
+                cache[nd] = _items(k, "resourceslices.resource.k8s.io",
+                                   api.list_resource_slice, field_selector=f"spec.nodeName={nd}")
+            except (KubeError, ApiException, ValueError):
+                continue  # the device-match check then says the attributes were not recorded
+        slices += cache[nd]
+    claims = tuple(o if isinstance(o, ClaimEvidence) else claim_from_api(o, slices)
+                   for o in read)
+    return {"request_mode": gp.request.mode, "claims": claims, "extended_claim": ext,
             "extended_mappings": mappings}
+
+
+def observed(reading: Mapping[str, Any] | None, names: Sequence[str], pod: str) -> bool:
+    """Whether ``reading`` already shows each of ``names`` allocated and reserved for the
+    pod, with its devices' slice attributes: nothing a later read can add while the pod
+    lives (so the watch loop, which reads under load for every pod in turn, reads no more)."""
+    claims = {c.name: c for c in (reading or {}).get("claims") or ()}
+    return bool(names) and all(
+        n in claims and _rank(claims[n], pod) == 2
+        and all(r.device in claims[n].device_attributes for r in claims[n].results)
+        for n in names)
+
+
+def _rank(c: ClaimEvidence, pod: str) -> int:
+    """How much a reading of a claim shows: 2 allocated and reserved for the pod, 1
+    allocated, 0 anything else (not allocated yet or any more, deleted, unreadable)."""
+    if c.error is not None or not c.allocated:
+        return 0
+    return 2 if pod in c.reserved_for else 1
+
+
+def merge_readings(earlier: Mapping[str, Any] | None, later: Mapping[str, Any],
+                   pod: str) -> dict[str, Any]:
+    """Two readings of a pod's claims (:func:`dra_evidence`) as one: per claim the reading
+    that shows the most (:func:`_rank`), the later one on a tie. The scheduler writes a
+    claim's allocation and reservation before it binds the pod, and nothing changes them
+    while the pod lives; once the pod is done the ResourceClaim controller unreserves,
+    deallocates and deletes a claim generated for it. So a later reading that finds the
+    claim released or gone (404) is its normal end, not evidence against the allocation
+    an earlier reading observed; a claim never read allocated keeps its latest reading."""
+    if earlier is None:
+        return dict(later)
+    before = {c.name: c for c in earlier.get("claims") or ()}
+    claims = []
+    for c in later.get("claims") or ():
+        old = before.pop(c.name, None)
+        claims.append(old if old is not None and _rank(old, pod) > _rank(c, pod) else c)
+    claims += before.values()  # named before, not any more: keep what was read
+    return {**earlier, **later, "claims": tuple(claims),
+            "extended_claim": later.get("extended_claim") or earlier.get("extended_claim"),
+            "extended_mappings": later.get("extended_mappings")
+            or earlier.get("extended_mappings") or ()}
 
 
 def _stand_in(p: PodPlan, gp: GpuProfile) -> dict[str, Any]:
