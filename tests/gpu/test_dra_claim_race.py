@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -138,6 +139,7 @@ def _collect(monkeypatch: pytest.MonkeyPatch, steps: list[Step],
         return [PodOutcome(NAME, pod=_pod("Succeeded", "gpu-a"), log=LOG,
                            settled="the pod succeeded")]
 
+    monkeypatch.setattr(gather_mod, "CLAIM_READ_WORKERS", 0)  # each read where it is asked
     monkeypatch.setattr(gather_mod.kube.Run, "for_profile", for_profile)
     monkeypatch.setattr(gather_mod.kube, "run_pods", run_pods)
     cl = cases()["h200-good"].cluster
@@ -240,3 +242,40 @@ def test_readings_merge_claim_by_claim() -> None:
     assert gather_mod.merge_readings({**d, "claims": (ok,)}, {**d, "claims": (later,)},
                                      NAME)["claims"] == (later,)
     assert gather_mod.merge_readings(None, {**d, "claims": (gone,)}, NAME)["claims"] == (gone,)
+
+
+class _SlowKube(_Kube):
+    """A claim GET for pod A's claim hangs until released: the API under load."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.claim = CLAIM
+        self.release = threading.Event()
+        self.b_read = threading.Event()
+
+    def call(self, verb: str, resource: str, fn: Any, *args: Any, **kw: Any) -> Any:
+        if "resourceclaims" in resource and args[0] == "a-claim":
+            assert self.release.wait(10)
+            return _Resp({**CLAIM, "metadata": {"name": "a-claim"}})
+        out = super().call(verb, resource, fn, *args, **kw)
+        if "resourceclaims" in resource:
+            self.b_read.set()
+        return out
+
+
+def test_one_pod_s_slow_read_does_not_hold_up_another_s_nor_the_loop() -> None:
+    # the loop calls saw() under its watch lock for every pod in turn: a read that hangs
+    # must not delay the next pod's read until after that pod finished
+    k = _SlowKube()
+    reader = gather_mod.ClaimReader(k, "kgc-run1", _gp(), workers=2)  # type: ignore[arg-type]
+    a = _pod("Pending", "gpu-a")
+    a = {**a, "metadata": {**a["metadata"], "name": "a"},
+         "status": {**a["status"], "resourceClaimStatuses": [
+             {"name": "gpu", "resourceClaimName": "a-claim"}]}}
+    reader.saw(a, settled=False)  # returns at once though the read hangs
+    reader.saw(_pod("Pending", "gpu-a"), settled=False)
+    assert k.b_read.wait(10), "pod B's read waited behind pod A's"
+    k.release.set()
+    seen = reader.finish()
+    assert set(seen) == {"a", NAME}
+    assert all(c.allocated for d in seen.values() for c in d["claims"])

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from kubernetes import client
@@ -65,6 +67,7 @@ from kgc.progress import note
 
 CONFIGMAP = "kgc-gpu-collector"
 LIST_TIMEOUT_S = 60
+CLAIM_READ_WORKERS: int | None = None  # None: cluster.gpu.max_parallel; 0: in the caller
 
 
 def _items(k: kube.Kube, resource: str, fn: Callable[..., Any], *args: Any,
@@ -204,12 +207,9 @@ def run_plan(k: kube.Kube, cluster_section: Any, gp: GpuProfile, cluster: Cluste
             by_name = {p.name: p for p in plans}
             # a claim generated for a pod is released once the pod is done (the ResourceClaim
             # controller unreserves, deallocates and deletes it): read it while the pod
-            # lives, keep per claim the best reading (merge_readings), and read it at the
-            # end only if that was missed
-            seen: dict[str, dict[str, Any]] = {}
-
-            read_at: set[tuple[str, str]] = set()  # (pod, moment) its claims were read
-            slices_of: dict[str, list[dict[str, Any]]] = {}  # node -> its slices, listed once
+            # lives (ClaimReader), and at the end only if that was missed
+            claims = ClaimReader(k, run.namespace, gp, CLAIM_READ_WORKERS
+                                 if CLAIM_READ_WORKERS is not None else gp.max_parallel)
 
             def stop_early(pod: Mapping[str, Any],
                            events: Sequence[Mapping[str, Any]]) -> str | None:
@@ -222,30 +222,20 @@ def run_plan(k: kube.Kube, cluster_section: Any, gp: GpuProfile, cluster: Cluste
                     request_mode=gp.request.mode)
                 done = settled(ev, cluster)
                 if gp.request.dra:
-                    # read its claims at each moment the watch loop sees, once: when they
-                    # are first named (maybe not allocated yet), when the pod is bound (the
-                    # scheduler allocated and reserved them before binding), when it runs,
-                    # and when its fate is known. The loop sees the pod's latest state only:
-                    # under load a read may reach the API after the pod finished and find
-                    # its claim released or deleted, which must not erase what was seen
-                    st = pod.get("status") or {}
-                    named = any(pod_claim_refs(pod)[:2])
-                    moment = ("settled" if done is not None else "running"
-                              if st.get("phase") == "Running" else "scheduled"
-                              if node and named else "named" if named else None)
-                    if (moment is not None and (pname, moment) not in read_at
-                            and not observed(seen.get(pname), pod_claim_refs(pod)[0], pname)):
-                        read_at.add((pname, moment))
-                        seen[pname] = merge_readings(seen.get(pname), dra_evidence(
-                            k, run.namespace, pod, gp, slices_of), pname)
+                    claims.saw(pod, settled=done is not None)
                 return done
 
-            outcomes = kube.run_pods(
-                run, manifests, container=CONTAINER,
-                schedule_timeout_s=gp.schedule_timeout_s,
-                finish_timeout_s=finish_budget_s(gp),
-                max_parallel=gp.max_parallel, settled=stop_early)
-            dra = ([seen.get(p.name) or dra_evidence(k, run.namespace, o.pod, gp, slices_of)
+            try:
+                outcomes = kube.run_pods(
+                    run, manifests, container=CONTAINER,
+                    schedule_timeout_s=gp.schedule_timeout_s,
+                    finish_timeout_s=finish_budget_s(gp),
+                    max_parallel=gp.max_parallel, settled=stop_early)
+            except BaseException:
+                claims.abandon()
+                raise
+            seen = claims.finish()
+            dra = ([seen.get(p.name) or claims.read_now(o.pod)
                     for p, o in zip(plans, outcomes, strict=True)]
                    if gp.request.dra else [None] * len(outcomes))
     except (KubeError, ApiException, kube.WaitTimeout) as exc:
@@ -259,6 +249,74 @@ def run_plan(k: kube.Kube, cluster_section: Any, gp: GpuProfile, cluster: Cluste
     out = [pod_evidence(p, m, o, cluster, gp)
            for p, m, o in zip(plans, manifests, outcomes, strict=True)]
     return [e if d is None else dataclasses.replace(e, **d) for e, d in zip(out, dra, strict=True)]
+
+
+class ClaimReader:
+    """Reads the ResourceClaims of a run's DRA pods at the moments the pods' watch loop
+    reports (:meth:`saw`), and keeps per pod what the readings showed (:func:`merge_readings`).
+
+    A pod's claims are read once per moment: when they are first named (maybe not allocated
+    yet), when the pod is bound (the scheduler allocated and reserved them before binding),
+    when it runs, and when its fate is known - and no more once everything was seen
+    (:func:`observed`). The loop sees a pod's latest state only, and calls :meth:`saw` under
+    its watch lock: each read runs on a worker of its own (``workers`` at most; 0 reads at
+    once, in the caller), so that one pod's read never waits behind another's nor the loop
+    behind a read - under load a read queued behind the others reached the API after its
+    pod had finished and found the claim deleted. A read that still comes too late cannot
+    erase what an earlier one saw."""
+
+    def __init__(self, k: kube.Kube, namespace: str, gp: GpuProfile, workers: int) -> None:
+        self._k, self._ns, self._gp = k, namespace, gp
+        self._pool = (ThreadPoolExecutor(max_workers=workers,
+                                         thread_name_prefix="kgc-gpu-claims")
+                      if workers > 0 else None)
+        self._lock = threading.Lock()
+        self._seen: dict[str, dict[str, Any]] = {}
+        self._read_at: set[tuple[str, str]] = set()  # (pod, moment) its claims were read
+        self._slices_of: dict[str, list[dict[str, Any]]] = {}  # node -> its slices, once
+        self._reads: list[Future[None]] = []
+
+    def saw(self, pod: Mapping[str, Any], *, settled: bool) -> None:
+        """The loop saw ``pod`` in this state (``settled``: its fate is known)."""
+        pname = str((pod.get("metadata") or {}).get("name"))
+        names, ext, _ = pod_claim_refs(pod)
+        named = bool(names or ext)
+        moment = ("settled" if settled else "running"
+                  if (pod.get("status") or {}).get("phase") == "Running" else "scheduled"
+                  if named and (pod.get("spec") or {}).get("nodeName") else "named"
+                  if named else None)
+        with self._lock:
+            if (moment is None or (pname, moment) in self._read_at
+                    or observed(self._seen.get(pname), names, pname)):
+                return
+            self._read_at.add((pname, moment))
+        if self._pool is None:
+            self._read(pname, pod)
+        else:
+            self._reads.append(self._pool.submit(self._read, pname, pod))
+
+    def _read(self, pname: str, pod: Mapping[str, Any]) -> None:
+        d = dra_evidence(self._k, self._ns, pod, self._gp, self._slices_of)
+        with self._lock:
+            self._seen[pname] = merge_readings(self._seen.get(pname), d, pname)
+
+    def read_now(self, pod: Mapping[str, Any] | None) -> dict[str, Any]:
+        """One read in the caller (a pod whose claims were never read while it lived)."""
+        return dra_evidence(self._k, self._ns, pod, self._gp, self._slices_of)
+
+    def finish(self) -> dict[str, dict[str, Any]]:
+        """Wait for the reads under way; per pod, what they showed. Raises what a read
+        raised beyond the API errors it records."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        for f in self._reads:
+            f.result()
+        return dict(self._seen)
+
+    def abandon(self) -> None:
+        """The run failed: drop the reads not started, do not wait for the others."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 def dra_evidence(k: kube.Kube, namespace: str, pod: Mapping[str, Any] | None,
@@ -304,7 +362,7 @@ def dra_evidence(k: kube.Kube, namespace: str, pod: Mapping[str, Any] | None,
 def observed(reading: Mapping[str, Any] | None, names: Sequence[str], pod: str) -> bool:
     """Whether ``reading`` already shows each of ``names`` allocated and reserved for the
     pod, with its devices' slice attributes: nothing a later read can add while the pod
-    lives (so the watch loop, which reads under load for every pod in turn, reads no more)."""
+    lives, so the pod's claims are read no more."""
     claims = {c.name: c for c in (reading or {}).get("claims") or ()}
     return bool(names) and all(
         n in claims and _rank(claims[n], pod) == 2
