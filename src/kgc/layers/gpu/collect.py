@@ -32,7 +32,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from kubernetes import client
-from kubernetes.client import ResourceV1Api
 from kubernetes.client.rest import ApiException
 
 from kgc import kube
@@ -329,7 +328,7 @@ def dra_evidence(k: kube.Kube, namespace: str, pod: Mapping[str, Any] | None,
     recorded with the reason (an error verdict names it), never left out silently. The
     claims are read first: they are what may be released any moment."""
     names, ext, mappings = pod_claim_refs(pod)
-    api = ResourceV1Api(k.api)
+    api = client.ResourceV1Api(k.api)
     read: list[Any] = []  # per name: the claim object, or the evidence of why it is unread
     for n in names:
         try:
