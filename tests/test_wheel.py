@@ -40,9 +40,24 @@ def _run(cmd: list[str] | str, cwd: Path, env: dict[str, str], timeout: int = 60
                           executable="/bin/bash" if shell else None)
 
 
+def _readme_block(name: str) -> list[str]:
+    readme = (REPO / "README.md").read_text()
+    m = re.search(rf"<!-- {name}:start -->\n(.*?)<!-- {name}:end -->", readme, re.S)
+    assert m, f"README lost its {name} block"
+    return [ln.strip() for ln in m.group(1).splitlines() if ln.strip()]
+
+
+def _activate(venv: Path) -> str:
+    return f". {venv / 'bin' / 'activate'} 2>/dev/null; "
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Build the wheel from a copy of the tracked files and install it into a new venv."""
+    """Build the wheel from a copy of the tracked files and install it as the README's
+    "Run it on a node" block does: its venv and pip lines verbatim but for where the venv
+    lives (/opt/kgc) and which wheel file it installs, run from an empty directory. Every
+    test of this file uses that one venv, the many-nodes block (the fleet extra) last, as
+    the README runs it after the node block in the same venv."""
     base = tmp_path_factory.mktemp("wheel")
     src = base / "src-copy"
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO,
@@ -58,16 +73,28 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     assert b.returncode == 0, b.stderr[-3000:]
     wheel = next(dist.glob("kata_gpu_conformance-*.whl"))
     venv = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV",
                                                                      "KGC_", "PYTEST"))}
     env["PATH"] = f"{venv / 'bin'}:{env['PATH']}"
-    # the node path: only the wheel, with its declared dependencies
-    i = _run([str(venv / "bin" / "pip"), "install", "-q", str(wheel)], base, env, 900)
-    assert i.returncode == 0, i.stderr[-3000:]
     empty = base / "empty"
     empty.mkdir()
-    return {"venv": venv, "wheel": wheel, "empty": empty, "base": base, "env": env}  # type: ignore[dict-item]
+    # the node path: only the wheel, with its declared dependencies
+    lines = _readme_block("node-run")
+    assert lines[0].startswith("python3 -m venv /opt/kgc") and \
+        lines[1].startswith("pip install "), lines[:2]
+    for line in lines[:2]:
+        cmd = line.replace("/opt/kgc", str(venv))
+        cmd = re.sub(r"\S+\.whl", str(wheel), cmd)
+        cmd = cmd.replace("python3", sys.executable, 1) if cmd.startswith("python3 ") else cmd
+        prefix = _activate(venv) if venv.exists() else ""
+        r = _run(prefix + cmd, empty, env, timeout=900, shell=True)
+        assert r.returncode == 0, (line, r.stdout[-2000:], r.stderr[-3000:])
+    assert not list(empty.iterdir()), "installing wrote into the working directory"
+    # what the base install holds, before the many-nodes test adds the fleet extra
+    fresh = {mod: _run([str(venv / "bin" / "python"), "-c", f"import {mod}"], empty,
+                       env).returncode == 0 for mod in ("xdist", "hypothesis")}
+    return {"venv": venv, "wheel": wheel, "empty": empty, "base": base, "env": env,  # type: ignore[dict-item]
+            "base_install_imports": fresh, "node_run": lines[2:]}
 
 
 @pytest.fixture(scope="module")
@@ -90,10 +117,8 @@ def test_the_wheel_carries_suites_and_profiles_and_no_test_tools(installed) -> N
     assert "kgc/conformance/iommu/test_iommu.py" in names
     assert "kgc/profiles/generic-nvidia-passthrough.yaml" in names
     assert "kgc/nri/probe.py" in names and "kgc/cri/client.py" in names
-    py = installed["venv"] / "bin" / "python"
-    for mod in ("xdist", "hypothesis"):
-        r = _run([str(py), "-c", f"import {mod}"], installed["empty"], installed["env"])
-        assert r.returncode != 0, f"{mod} should not be installed by the wheel"
+    for mod, importable in installed["base_install_imports"].items():
+        assert not importable, f"{mod} should not be installed by the wheel"
 
 
 def test_the_wheel_carries_no_lab(installed) -> None:
@@ -141,20 +166,15 @@ def test_image_boot_is_the_products_own(installed, tmp_path: Path) -> None:
 
 
 def test_readme_node_run_works_verbatim_from_an_empty_directory(installed) -> None:
-    readme = (REPO / "README.md").read_text()
-    m = re.search(r"<!-- node-run:start -->\n(.*?)<!-- node-run:end -->", readme, re.S)
-    assert m, "README lost its node-run block"
-    lines = [ln.strip() for ln in m.group(1).splitlines() if ln.strip()]
+    """The block's lines after the venv and pip lines (which the ``installed`` fixture ran
+    verbatim), in the same empty directory and the activated venv."""
+    lines = installed["node_run"]
+    assert lines and lines[0].startswith("pytest -m host"), lines
     work = installed["empty"]
     env = dict(installed["env"])
     for line in lines:
-        # the only substitutions: where the venv lives and which wheel file it installs
-        cmd = line.replace("/opt/kgc", str(installed["base"] / "readme-venv"))
-        cmd = re.sub(r"\S+\.whl", str(installed["wheel"]), cmd)
-        if cmd.startswith("python3 -m venv"):
-            cmd = cmd.replace("python3", sys.executable, 1)
-        env_line = f". {installed['base'] / 'readme-venv' / 'bin' / 'activate'} 2>/dev/null; "
-        r = _run(env_line + cmd, work, env, timeout=900, shell=True)
+        cmd = re.sub(r"\S+\.whl", str(installed["wheel"]), line)
+        r = _run(_activate(installed["venv"]) + cmd, work, env, timeout=900, shell=True)
         # this CI machine is a VM without an IOMMU or GPU: certification fails (exit 1),
         # nothing may crash (exit 2 = bad input, 3 = internal error, 4/5 = pytest problems)
         assert r.returncode in (0, 1), (line, r.returncode, r.stdout[-2000:], r.stderr[-2000:])
@@ -265,24 +285,21 @@ def test_the_tree_is_layer_then_check_from_the_venv(installed) -> None:
     assert all(x["test"].startswith("iommu/") for x in doc["results"]), doc["results"][0]
 
 
+# installs the fleet extra into the shared venv: keep it the module's last test
 def test_readme_many_nodes_runs_with_the_fleet_extra(installed) -> None:
     """`pip install 'WHEEL[fleet]'` brings pytest-xdist, which the README's many-nodes
-    command (`-n 4 --dist loadgroup`) needs (the base install does not: the first test).
-    The block's lines verbatim but for the wheel's path, the venv and the nodes (this
+    command (`-n 4 --dist loadgroup`) needs (the base install does not: the fixture's
+    record, judged by the wheel-contents test). The block's lines verbatim, in the node
+    block's venv as the README runs them, but for the wheel's path and the nodes (this
     machine, local://, here: no SSH hosts in CI)."""
-    readme = (REPO / "README.md").read_text()
-    m = re.search(r"<!-- many-nodes:start -->\n(.*?)<!-- many-nodes:end -->", readme, re.S)
-    assert m, "README lost its many-nodes block"
-    lines = [ln.strip() for ln in m.group(1).splitlines() if ln.strip()]
-    venv = installed["base"] / "fleet-venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    env = dict(installed["env"], PATH=f"{venv / 'bin'}:{installed['env']['PATH']}")
+    lines = _readme_block("many-nodes")
+    env = installed["env"]
     work = installed["base"] / "many-nodes"
     work.mkdir()
     for line in lines:
         cmd = re.sub(r"[\w.-]+\.whl", str(installed["wheel"]), line)
         cmd = re.sub(r"--hosts \S+", "--hosts local://", cmd)
-        r = _run(cmd, work, env, timeout=900, shell=True)
+        r = _run(_activate(installed["venv"]) + cmd, work, env, timeout=900, shell=True)
         assert r.returncode in (0, 1), (line, r.stdout[-2000:], r.stderr[-2000:])
         assert "Traceback" not in r.stdout + r.stderr
         if line.startswith("pytest"):
