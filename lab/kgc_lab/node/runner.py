@@ -95,6 +95,17 @@ def compare(verdicts: Iterable[dict[str, Any]], expected: dict[str, str]) -> dic
             if got.get(c) != s}
 
 
+def qemu_cpu_s(vm: NodeVM) -> float | None:
+    """CPU seconds the VM's QEMU has used so far (user + system), None once it is gone:
+    where a lab run's cores go (the scenario verdicts carry it per phase)."""
+    pid = vm.pid()
+    try:
+        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError, TypeError):
+        return None
+    return round((int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK"), 2)
+
+
 def run_on_vm(vm: NodeVM, sc: Scenario, out_dir: Path, bundle_dir: Path | None,
               reboot_timeout_s: float = 600, flat: bool = False,
               reboot: bool = True) -> ScenarioResult:
@@ -102,9 +113,12 @@ def run_on_vm(vm: NodeVM, sc: Scenario, out_dir: Path, bundle_dir: Path | None,
     reboot.* expectations are then not asserted here but on its recorded bundle, and its
     ``reset`` undoes its runtime state for the next scenario on the VM)."""
     profile = scenario_profile(sc)
+    cpu: dict[str, float | None] = {"start": qemu_cpu_s(vm)}
     if sc.setup.strip():
         vm.ssh(sc.setup, timeout=600)
+    cpu["setup"] = qemu_cpu_s(vm)
     before = fingerprint(vm)
+    cpu["fingerprint"] = qemu_cpu_s(vm)
     layers = load_layers()
     target = NodeTarget(vm.spec, ssh_config=str(vm.ssh_config), timeout_s=30)
     ctx = Context(target=target, profile=profile, layers=layers,
@@ -113,8 +127,10 @@ def run_on_vm(vm: NodeVM, sc: Scenario, out_dir: Path, bundle_dir: Path | None,
     t0 = time.monotonic()
     host_verdicts = ctx.judge_all([n for n in HOST_LAYERS if n in layers])
     host_s = time.monotonic() - t0
+    cpu["host_run"] = qemu_cpu_s(vm)
     trips = target.round_trips
     after = fingerprint(vm)
+    cpu["fingerprint_after"] = qemu_cpu_s(vm)
     diff = _diff(before, after)
     reboot_s: float | None = None
     reboot_verdicts = []
@@ -123,6 +139,7 @@ def run_on_vm(vm: NodeVM, sc: Scenario, out_dir: Path, bundle_dir: Path | None,
         t1 = time.monotonic()
         reboot_verdicts = ctx.judge_all(["reboot"])
         reboot_s = time.monotonic() - t1
+        cpu["reboot"] = qemu_cpu_s(vm)
     else:
         expect = {c: s for c, s in expect.items() if not c.startswith("reboot.")}
         if sc.reset.strip():
@@ -146,6 +163,7 @@ def run_on_vm(vm: NodeVM, sc: Scenario, out_dir: Path, bundle_dir: Path | None,
         reboot_test_s=None if reboot_s is None else round(reboot_s, 1),
         boot_to_ssh_s=None if vm.boot_s is None else round(vm.boot_s, 1),
         host_layers_wrote_nothing=not diff, writes_diff=diff[:50],
+        qemu_cpu_s=cpu,
     )
     return ScenarioResult(sc.name, verdicts, vpath, bundle_path, expect, mism, trips,
                           host_s, vm.boot_s, reboot_s, not diff, diff)
