@@ -22,6 +22,8 @@ from __future__ import annotations
 import ast
 import io
 import re
+import subprocess
+import sys
 import tokenize
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -485,3 +487,20 @@ def test_a_real_cycle_and_a_real_startup_gain_are_accepted(tmp_path: Path) -> No
     }
     assert _check(tmp_path, extra) == []
 
+
+
+def test_importing_the_product_loads_no_kubernetes_api_class() -> None:
+    """The kubernetes client (37.x) loads an API class and the models it names on first
+    access: touching eight of them at import cost every kgc and pytest process ≈ 1.9 CPU-s,
+    also on a node where no cluster is ever contacted (benchmarks/README.md). What the
+    entry points import must leave them unloaded until a cluster call needs one."""
+    code = (
+        "import sys\n"
+        "import kgc.cli, kgc.plugin, kgc.kube, kgc.layers.gpu.collect\n"
+        "from kgc.core.registry import load_layers\n"
+        "load_layers()\n"
+        "print(sorted(m for m in sys.modules if m.startswith('kubernetes.client.api.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=REPO).stdout.strip().splitlines()[-1]
+    assert out == "[]", f"API classes loaded at import: {out}"
