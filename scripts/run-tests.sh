@@ -23,6 +23,10 @@
 #         bytes) and its own log; both logs are printed, the vm one at the end.
 #         In `all` (make test) check runs beside both lab sessions, on one worker.
 #
+# Where the cores went: each session runs in a cgroup v1 cpuacct group where that is writable
+# (root); the end of the output gives the CPU seconds per session and, per session, the 12
+# costliest tests with all they started (scripts/lib/kgc_cpuacct.py). benchmarks/README.md.
+#
 # Every test runs in `make test`: check runs what lab does not (`-m "not lab"` / `-m lab`
 # over the same tests/; lab/tests whole in the lab tier). Any non-zero exit — a failure, an
 # error, or pytest's 5 ("no tests ran") — fails the run. KGC_TEST_SERIAL=1 runs the lab
