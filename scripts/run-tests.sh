@@ -46,8 +46,7 @@ CG=
 CG_ROOT=/sys/fs/cgroup/cpuacct
 if [ -z "${KGC_TEST_NO_CPUACCT:-}" ] && [ -w "$CG_ROOT" ] && [ -e "$CG_ROOT/tasks" ]; then
   CG="$CG_ROOT/kgc-tests-$$"
-  mkdir -p "$CG" 2>/dev/null || CG=
-  CG_LOGS=$(mktemp -d /tmp/kgc-t-cpu.XXXXXX)
+  if mkdir -p "$CG" 2>/dev/null; then CG_LOGS=$(mktemp -d /tmp/kgc-t-cpu.XXXXXX); else CG=; fi
 fi
 T_START=$(date +%s)
 cg_join() {  # cg_join SESSION: this shell and what it starts are accounted to SESSION

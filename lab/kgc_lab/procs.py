@@ -27,6 +27,7 @@ class ProcStat:
     ppid: int
     pgrp: int
     start: int  # clock ticks after boot
+    cpu_ticks: int = 0  # user + system time so far, in clock ticks
 
 
 def proc_stat(pid: int) -> ProcStat | None:
@@ -36,8 +37,9 @@ def proc_stat(pid: int) -> ProcStat | None:
         return None
     try:
         f = text.rsplit(")", 1)[1].split()
-        # after the command: state(0) ppid(1) pgrp(2) ... starttime is field 22 -> f[19]
-        return ProcStat(pid, f[0], int(f[1]), int(f[2]), int(f[19]))
+        # after the command: state(0) ppid(1) pgrp(2) ... utime(11) stime(12) ...
+        # starttime is field 22 -> f[19]
+        return ProcStat(pid, f[0], int(f[1]), int(f[2]), int(f[19]), int(f[11]) + int(f[12]))
     except (IndexError, ValueError):
         return None
 

@@ -29,24 +29,21 @@ def _usage() -> float:
     return int((_group / "cpuacct.usage").read_text()) / 1e9
 
 
+def _set_or_drop(var: str, value: str) -> None:
+    if value:
+        os.environ[var] = value
+    else:
+        os.environ.pop(var, None)
+
+
 def _forget_in_children() -> None:
     """The pytest processes a test starts (the README's commands in a wheel's venv, kgc's
     own) are not loaded with this plugin and not moved out of the test's group."""
-    here = str(Path(__file__).resolve().parent)
-    for var, drop in (("PYTHONPATH", here), ("PYTEST_ADDOPTS", "-p kgc_cpuacct")):
-        sep = ":" if var == "PYTHONPATH" else " "
-        v = os.environ.get(var)
-        if v is None:
-            continue
-        if var == "PYTHONPATH":
-            kept = [p for p in v.split(sep) if p and str(Path(p).resolve()) != here]
-            rest = sep.join(kept)
-        else:
-            rest = v.replace(drop, "").strip()
-        if rest:
-            os.environ[var] = rest
-        else:
-            del os.environ[var]
+    here = Path(__file__).resolve().parent
+    paths = os.environ.get("PYTHONPATH", "").split(":")
+    _set_or_drop("PYTHONPATH", ":".join(p for p in paths if p and Path(p).resolve() != here))
+    _set_or_drop("PYTEST_ADDOPTS",
+                 os.environ.get("PYTEST_ADDOPTS", "").replace("-p kgc_cpuacct", "").strip())
     for var in ("KGC_TEST_CPU_CG", "KGC_TEST_CPU_LOG"):
         os.environ.pop(var, None)
 

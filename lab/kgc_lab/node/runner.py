@@ -28,6 +28,7 @@ from kgc.core.layer import Scope
 from kgc.core.profile import Profile, load_profile, profiles_dir
 from kgc.core.registry import load_layers
 from kgc.core.target import NodeTarget
+from kgc_lab import procs
 from kgc_lab.common import LabError
 from kgc_lab.node.lab import NodeVM, build_variant
 from kgc_lab.node.scenarios import SCENARIO_SPECS, VARIANTS, Scenario
@@ -99,11 +100,8 @@ def qemu_cpu_s(vm: NodeVM) -> float | None:
     """CPU seconds the VM's QEMU has used so far (user + system), None once it is gone:
     where a lab run's cores go (the scenario verdicts carry it per phase)."""
     pid = vm.pid()
-    try:
-        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError, TypeError):
-        return None
-    return round((int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK"), 2)
+    st = procs.proc_stat(pid) if pid is not None else None
+    return None if st is None else round(st.cpu_ticks / os.sysconf("SC_CLK_TCK"), 2)
 
 
 def run_on_vm(vm: NodeVM, sc: Scenario, out_dir: Path, bundle_dir: Path | None,
